@@ -1,0 +1,265 @@
+"""``cm hook codex|work --home <abs>``: one Codex / ChatGPT Work hook event, admitted durably.
+
+Contract (hosts.md §1.3-1.4, reference-facts §6.2):
+- Events cm uses: SessionStart, UserPromptSubmit, PostToolUse, Stop, Interrupt, SessionEnd. Other
+  events Codex documents are accepted and ignored without touching the store; a name Codex does
+  not document is ``UNKNOWN_HOOK_EVENT``.
+- In one ``BEGIN IMMEDIATE`` transaction an event: is de-duplicated by its digest, opens or finds
+  the host activation, appends the transcript's new complete lines plus an envelope (no prompt or
+  tool text) to ``codex_inbox``, stores the UserPromptSubmit candidate (digest, text, frozen
+  scope), advances the cursor, and reserves a drain (``drainlease.ensure_drain``). Then COMMIT.
+- The first SessionStart (``startup``/``resume``) of an activation reads authorized memory once and
+  freezes it; ``compact``/``clear``/``reload`` re-attach the frozen block without reading files.
+- An ephemeral session (``transcript_path: null``) is activated for injection but captures nothing,
+  and the SessionStart output says so.
+- No model call, no repository lock, no Writer import.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+from cmrunner import capture, config as config_mod, drainlease, identity, projects, reader, store
+from cmrunner.errors import CmError, InputError
+from cmrunner.home import DataPaths
+from cmrunner.hooks import runner, stdin, transcript
+
+CLIENTS = {"codex": "codex", "work": "chatgpt-work"}
+USED_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "Interrupt", "SessionEnd")
+IGNORED_EVENTS = ("PreToolUse", "PermissionRequest", "PreCompact", "PostCompact", "SubagentStart",
+                  "SubagentStop", "preModelRequest", "postModelRequest")
+START_SOURCES = ("startup", "resume", "compact", "clear", "reload")
+READING_SOURCES = ("startup", "resume")
+TURN_EVENTS = ("UserPromptSubmit", "Stop", "Interrupt")
+USAGE = "cm hook codex|work --home <absolute path>"
+EPHEMERAL_NOTE = "cm: this session is ephemeral (no transcript), so nothing from it will be remembered"
+
+
+def _bad(field: str, expected: str) -> InputError:
+    return InputError("INVALID_HOOK_INPUT", f"field '{field}' must be {expected}; the event was not admitted")
+
+
+def _text(event: dict, field: str, limit: int = 512) -> str:
+    value = event.get(field)
+    if not isinstance(value, str) or not value or len(value) > limit:
+        raise _bad(field, f"a non-empty string of at most {limit} characters")
+    return value
+
+
+def _abs_path(event: dict, field: str, nullable: bool = False) -> str | None:
+    if field not in event:
+        raise _bad(field, "present")
+    value = event[field]
+    if value is None and nullable:
+        return None
+    if not isinstance(value, str) or not os.path.isabs(value) or len(value) > 4096:
+        raise _bad(field, "an absolute path" + (" or null" if nullable else ""))
+    return os.path.normpath(value)
+
+
+class HookEvent:
+    """The validated fields cm uses from one Codex hook event."""
+
+    __slots__ = ("name", "session", "cwd", "transcript", "source", "turn_id", "prompt", "digest")
+
+    def __init__(self, event: dict) -> None:
+        name = event.get("hook_event_name")
+        if not isinstance(name, str):
+            raise _bad("hook_event_name", "a string")
+        if name not in USED_EVENTS and name not in IGNORED_EVENTS:
+            raise InputError("UNKNOWN_HOOK_EVENT", f"hook event {name[:64]!r} is not a Codex hook event; check the hook configuration")
+        self.name = name
+        if name in IGNORED_EVENTS:
+            return
+        self.session = _text(event, "session_id")
+        self.cwd = _abs_path(event, "cwd")
+        self.transcript = _abs_path(event, "transcript_path", nullable=True)
+        self.source = None
+        self.turn_id = None
+        self.prompt = None
+        if name == "SessionStart":
+            source = event.get("source")
+            if source not in START_SOURCES:
+                raise _bad("source", "one of " + ", ".join(START_SOURCES))
+            self.source = source
+        if name in TURN_EVENTS:
+            self.turn_id = _text(event, "turn_id")
+        elif event.get("turn_id") is not None:
+            self.turn_id = _text(event, "turn_id")
+        if name == "UserPromptSubmit":
+            prompt = event.get("prompt")
+            if not isinstance(prompt, str):
+                raise _bad("prompt", "a string")
+            self.prompt = prompt
+        self.digest = capture.event_digest(event)
+
+    @property
+    def ignored(self) -> bool:
+        return self.name in IGNORED_EVENTS
+
+    def envelope(self, host_instance: str, scope: str) -> str:
+        """What the consumer needs besides the transcript bytes; never prompt or tool text."""
+        return capture.canonical_json({
+            "event": self.name, "thread": self.session, "turnId": self.turn_id, "source": self.source,
+            "cwd": self.cwd, "transcriptPath": self.transcript, "hostInstance": host_instance, "scope": scope,
+        })
+
+
+def _context_output(name: str, block: str, warning: str | None) -> dict:
+    out: dict = {"hookSpecificOutput": {"hookEventName": name, "additionalContext": block}}
+    if warning:
+        out["systemMessage"] = warning
+    return out
+
+
+class _Activation:
+    __slots__ = ("base", "session_id", "active", "is_new")
+
+    def __init__(self, base: str, session_id: str, active: bool, is_new: bool) -> None:
+        self.base = base
+        self.session_id = session_id
+        self.active = active
+        self.is_new = is_new
+
+
+def _activation(conn: sqlite3.Connection, client: str, instance: str, ev: HookEvent) -> _Activation:
+    base = capture.session_key(client, instance, ev.session)
+    row = conn.execute("SELECT session_id, active FROM host_activations WHERE base = ?", (base,)).fetchone()
+    if row is not None and row[1]:
+        return _Activation(base, row[0], True, False)
+    if ev.name != "SessionStart":
+        raise CmError(
+            "CODEX_SESSION_START_REQUIRED",
+            "this session has no SessionStart on record; cm captures sessions started after it was installed",
+        )
+    # After a real SessionEnd the same thread in the same process is a new, independent session.
+    instance_key = instance if row is None else f"{instance}:{os.urandom(8).hex()}"
+    session_id = capture.session_key(client, instance_key, ev.session)
+    now = capture.now_ms()
+    conn.execute(
+        "INSERT OR REPLACE INTO host_activations(base, session_id, client, host_instance, thread, cwd, active, started_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, 1, ?)",
+        (base, session_id, client, instance, ev.session, ev.cwd, now),
+    )
+    conn.execute(
+        "INSERT OR IGNORE INTO sessions(id, client, host_instance, thread, closing, created_at) VALUES (?, ?, ?, ?, 0, ?)",
+        (session_id, client, instance_key, ev.session, now),
+    )
+    return _Activation(base, session_id, True, True)
+
+
+def _load_cursor(conn: sqlite3.Connection, session_id: str) -> transcript.Cursor | None:
+    row = conn.execute(
+        "SELECT path, device, inode, offset, tail_digest FROM codex_cursors WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    return None if row is None else transcript.Cursor(row[0], row[1], row[2], row[3], row[4])
+
+
+def _save_cursor(conn: sqlite3.Connection, session_id: str, cursor: transcript.Cursor, turn_id: str | None) -> None:
+    conn.execute(
+        "INSERT INTO codex_cursors(session_id, path, device, inode, offset, tail_digest, turn_id)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT(session_id) DO UPDATE SET path = excluded.path, device = excluded.device,"
+        " inode = excluded.inode, offset = excluded.offset, tail_digest = excluded.tail_digest,"
+        " turn_id = COALESCE(excluded.turn_id, codex_cursors.turn_id)",
+        (session_id, cursor.path, cursor.device, cursor.inode, cursor.offset, cursor.tail_digest, turn_id),
+    )
+
+
+def _snapshot(conn: sqlite3.Connection, session_id: str) -> str | None:
+    row = conn.execute("SELECT body FROM host_snapshots WHERE session_id = ?", (session_id,)).fetchone()
+    return None if row is None else row[0]
+
+
+def handle(client_flag: str, home: str, event: dict) -> dict:
+    """Admit one validated event; returns the JSON object to print."""
+    client = CLIENTS[client_flag]
+    ev = HookEvent(event)
+    if ev.ignored:
+        return {}
+    cfg = config_mod.load(home)
+    paths = DataPaths(cfg.data_root)
+    instance = identity.host_instance()
+    scope = projects.scope_for(paths, ev.cwd)
+    fresh_block: tuple[str, str | None] | None = None
+    if ev.name == "SessionStart" and ev.source in READING_SOURCES:
+        contexts = reader.authorized_contexts(cfg.allowed_scopes, scope if scope != "global" else None)
+        fresh_block = reader.render_block(reader.read_memory(paths, contexts))
+    conn = store.open_store(paths, store.HOOK_BUSY_MS)
+    try:
+        with store.immediate(conn, store.HOOK_BUSY_MS):
+            return _admit(conn, cfg, home, client, instance, scope, ev, fresh_block)
+    finally:
+        conn.close()
+
+
+def _admit(conn: sqlite3.Connection, cfg: config_mod.Config, home: str, client: str, instance: str, scope: str,
+           ev: HookEvent, fresh_block: tuple[str, str | None] | None) -> dict:
+    act = _activation(conn, client, instance, ev)
+    output: dict = {}
+    if ev.name == "SessionStart":
+        frozen = _snapshot(conn, act.session_id)
+        if frozen is None and fresh_block is not None:
+            block, warning = fresh_block
+            if ev.transcript is None:
+                warning = EPHEMERAL_NOTE if warning is None else f"{warning}; {EPHEMERAL_NOTE}"
+            conn.execute(
+                "INSERT INTO host_snapshots(session_id, body, pending, authorization, created_at) VALUES (?, ?, 0, ?, ?)",
+                (act.session_id, block, capture.canonical_json(sorted({"global", scope})), capture.now_ms()),
+            )
+            output = _context_output(ev.name, block, warning)
+        elif frozen is not None and ev.source not in READING_SOURCES:
+            output = _context_output(ev.name, frozen, None)
+    if not capture.mark_admitted(conn, act.base, ev.digest):
+        return output  # the same event was delivered before: admitted once, answered again
+    if ev.transcript is None:
+        if ev.name == "SessionEnd":
+            _end(conn, act)
+        return output
+    cursor = _load_cursor(conn, act.session_id)
+    if cursor is None:
+        # Activation: history written before cm saw this session is not admitted.
+        cursor = transcript.start_cursor(ev.transcript)
+        tail = transcript.Tail(cursor.offset, cursor.offset, b"", cursor, partial=False)
+    else:
+        tail = transcript.read_tail(cursor, ev.transcript, cfg.session_cache["maxSessionBytes"])
+    if ev.name == "SessionEnd" and tail.partial:
+        raise CmError("CODEX_PARTIAL_TRANSCRIPT", "the transcript ends mid-line at SessionEnd; the event was not admitted")
+    prompt_bytes = len(ev.prompt.encode("utf-8")) if ev.prompt is not None else 0
+    capture.check_capacity(conn, cfg, act.session_id, len(tail.body) + prompt_bytes)
+    now = capture.now_ms()
+    conn.execute(
+        'INSERT INTO codex_inbox(session_id, event, turn_id, start, "end", body, envelope, scope, received_at)'
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (act.session_id, ev.name, ev.turn_id, tail.start, tail.end, tail.body, ev.envelope(instance, scope), scope, now),
+    )
+    if ev.prompt is not None:
+        conn.execute(
+            "INSERT OR IGNORE INTO codex_candidates(session_id, turn_id, digest, text, scope, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (act.session_id, ev.turn_id, capture.sha256_text(ev.prompt), ev.prompt, scope, now),
+        )
+    _save_cursor(conn, act.session_id, tail.cursor, ev.turn_id if ev.name == "UserPromptSubmit" else None)
+    if ev.name == "SessionEnd":
+        _end(conn, act)
+    drainlease.ensure_drain(conn, home)
+    return output
+
+
+def _end(conn: sqlite3.Connection, act: _Activation) -> None:
+    """A real session end: the activation closes and its frozen snapshot is dropped."""
+    conn.execute("UPDATE host_activations SET active = 0 WHERE base = ?", (act.base,))
+    conn.execute("DELETE FROM host_snapshots WHERE session_id = ?", (act.session_id,))
+
+
+def main(argv: list[str]) -> int:
+    """Entry for ``cm hook <client> …`` (argv excludes ``cm hook``)."""
+
+    def body() -> dict:
+        if not argv or argv[0] not in CLIENTS:
+            raise InputError("INVALID_ARGUMENTS", f"usage: {USAGE}")
+        home = runner.parse_home(argv[1:], USAGE)
+        return handle(argv[0], home, stdin.read_event(0))
+
+    return runner.run(body)

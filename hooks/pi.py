@@ -1,0 +1,124 @@
+"""``cm capture --home <abs>``: one Pi bridge event, admitted durably and idempotently.
+
+The event is one JSON object on stdin::
+
+    {"version": 1, "sessionId": "<Pi session id>", "eventId": "<bridge-chosen id>",
+     "event": "<Pi event name>", "cwd": "/abs", "hostInstance": "<optional>", "payload": {...}}
+
+Contract:
+- ``eventId`` is the idempotency key inside the session: the same id with the same payload is a
+  duplicate (admitted once); the same id with a different payload is ``CAPTURE_CONFLICT``.
+- The host instance is ``hostInstance``, else ``COMMON_MEMORY_HOST_INSTANCE``, else the identity
+  of the parent process (the Pi process that spawned this capture).
+- Admission is one transaction: capacity check, ``pi_inbox`` row (scope frozen from ``cwd``), drain
+  reservation. The Pi event semantics (binding, settling, sealing) belong to the drain.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from cmrunner import capture, config as config_mod, drainlease, identity, projects, store
+from cmrunner.errors import CmError, InputError
+from cmrunner.home import DataPaths
+from cmrunner.hooks import runner, stdin
+
+PI_EVENTS = (
+    "session_start", "input", "before_agent_start", "agent_start", "agent_end", "turn_start", "turn_end",
+    "message_start", "message_end", "agent_settled", "session_before_switch", "session_before_tree",
+    "session_before_compact", "session_compact", "session_before_fork", "session_shutdown", "memory_flush",
+)
+KEYS = ("version", "sessionId", "eventId", "event", "cwd", "hostInstance", "payload")
+USAGE = "cm capture --home <absolute path>"
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._-]{0,199}$")
+
+
+def _bad(field: str, expected: str) -> InputError:
+    return InputError("INVALID_CAPTURE_INPUT", f"field '{field}' must be {expected}; the event was not admitted")
+
+
+def validate(event: dict) -> dict:
+    for key in event:
+        if key not in KEYS:
+            raise _bad(key, "absent (unknown field)")
+    if event.get("version") != 1 or isinstance(event.get("version"), bool):
+        raise _bad("version", "1")
+    for field in ("sessionId", "eventId"):
+        value = event.get(field)
+        if not isinstance(value, str) or not _ID_RE.match(value):
+            raise _bad(field, "1-200 characters of letters, digits and :._-")
+    name = event.get("event")
+    if not isinstance(name, str):
+        raise _bad("event", "a string")
+    if name not in PI_EVENTS:
+        raise InputError("UNKNOWN_CAPTURE_EVENT", f"Pi event {name[:64]!r} is not one cm captures; update the bridge")
+    cwd = event.get("cwd")
+    if not isinstance(cwd, str) or not os.path.isabs(cwd):
+        raise _bad("cwd", "an absolute path")
+    if "hostInstance" in event and (not isinstance(event["hostInstance"], str) or not _ID_RE.match(event["hostInstance"])):
+        raise _bad("hostInstance", "1-200 characters of letters, digits and :._-")
+    if not isinstance(event.get("payload"), dict):
+        raise _bad("payload", "an object")
+    return event
+
+
+def _host_instance(event: dict) -> str:
+    if "hostInstance" in event:
+        return event["hostInstance"]
+    if identity.HOST_INSTANCE_ENV in os.environ:
+        return identity.host_instance()
+    parent = identity.of(os.getppid())
+    if parent is None:
+        raise CmError("INVALID_HOST_INSTANCE", "the Pi process that started this capture is gone; nothing was admitted")
+    return f"pi:{parent.key()}"
+
+
+def handle(home: str, event: dict) -> dict:
+    validate(event)
+    cfg = config_mod.load(home)
+    paths = DataPaths(cfg.data_root)
+    instance = _host_instance(event)
+    session_id = capture.session_key("pi", instance, event["sessionId"])
+    scope = projects.scope_for(paths, event["cwd"])
+    body = capture.canonical_json({"event": event["event"], "cwd": os.path.normpath(event["cwd"]),
+                                   "payload": event["payload"]})
+    digest = capture.sha256_text(body)
+    conn = store.open_store(paths, store.HOOK_BUSY_MS)
+    try:
+        with store.immediate(conn, store.HOOK_BUSY_MS):
+            # admitted_events outlives the inbox row (the drain deletes consumed rows), so a
+            # re-delivery after consumption is still recognised.
+            prefix = f"pi:{event['eventId']}:"
+            row = conn.execute(
+                "SELECT digest FROM admitted_events WHERE session_id = ? AND substr(digest, 1, ?) = ?",
+                (session_id, len(prefix), prefix),
+            ).fetchone()
+            if row is not None:
+                if row[0] != prefix + digest:
+                    raise CmError(
+                        "CAPTURE_CONFLICT",
+                        "this eventId was already admitted with a different payload; the bridge must use a new id",
+                    )
+                return {"ok": True, "admitted": False, "duplicate": True}
+            capture.check_capacity(conn, cfg, session_id, len(body.encode("utf-8")))
+            conn.execute(
+                "INSERT INTO pi_inbox(session_id, event_id, event, digest, body, scope, received_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (session_id, event["eventId"], event["event"], digest, body, scope, capture.now_ms()),
+            )
+            capture.mark_admitted(conn, session_id, prefix + digest)
+            drainlease.ensure_drain(conn, home)
+    finally:
+        conn.close()
+    return {"ok": True, "admitted": True, "duplicate": False}
+
+
+def main(argv: list[str]) -> int:
+    """Entry for ``cm capture …`` (argv excludes ``cm capture``)."""
+
+    def body() -> dict:
+        home = runner.parse_home(argv, USAGE)
+        return handle(home, stdin.read_event(0))
+
+    return runner.run(body)

@@ -1,0 +1,117 @@
+"""``cm session-drain --home <abs>``: the detached, single-instance consumer of a data root.
+
+Contract:
+- The drain claims ``drain_lease`` for its identity (``drainlease.acquire``); if a live process
+  already holds it, the drain exits 0 at once: two drains never run for one data root.
+- It runs the registered consumers until none has runnable work, lingers briefly (a burst of host
+  events usually follows the first one), then gives the lease up only inside a transaction that
+  re-checks for runnable work (``drainlease.release_if_idle``), so no admitted row is stranded.
+- SIGTERM makes it stop after the current step and release the lease.
+- Consumers (the Codex inbox, the Pi inbox, the Writer) are added by later issues; each offers
+  ``runnable(conn)`` and ``step(conn)``. Until then the drain finds nothing it can consume.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import time
+from collections.abc import Callable
+
+from cmrunner import config as config_mod, drainlease, identity, store
+from cmrunner.errors import CmError, InputError
+from cmrunner.home import DataPaths, resolve_home
+
+LINGER_ENV = "COMMON_MEMORY_DRAIN_LINGER_MS"
+DEFAULT_LINGER_MS = 1000
+POLL_SECONDS = 0.1
+
+
+class Consumer:
+    """One kind of work the drain knows how to do."""
+
+    name = "consumer"
+
+    def runnable(self, conn: sqlite3.Connection) -> bool:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def step(self, conn: sqlite3.Connection) -> bool:  # pragma: no cover - interface
+        """Do one unit of work in its own transaction(s); ``True`` if anything was done."""
+        raise NotImplementedError
+
+
+def consumers() -> list[Consumer]:
+    """The consumers this version of cm knows, in the order they run."""
+    return []
+
+
+def _linger_ms() -> int:
+    raw = os.environ.get(LINGER_ENV)
+    if raw is None:
+        return DEFAULT_LINGER_MS
+    try:
+        return max(0, min(60_000, int(raw)))
+    except ValueError:
+        return DEFAULT_LINGER_MS
+
+
+def run(paths: DataPaths, work: list[Consumer], stop: Callable[[], bool], linger_ms: int) -> str:
+    """The drain loop; returns why it ended: ``busy`` (another drain), ``idle`` or ``stopped``."""
+    conn = store.open_store(paths, store.DRAIN_BUSY_MS)
+    me = identity.current()
+    try:
+        with store.immediate(conn):
+            if not drainlease.acquire(conn, me):
+                return "busy"
+
+        def has_work(c: sqlite3.Connection) -> bool:
+            return any(consumer.runnable(c) for consumer in work)
+
+        idle_since = time.monotonic()
+        while True:
+            if stop():
+                with store.immediate(conn):
+                    drainlease.release_if_idle(conn, me, lambda _c: False)
+                return "stopped"
+            did = False
+            for consumer in work:
+                did = consumer.step(conn) or did
+            if did:
+                idle_since = time.monotonic()
+                continue
+            if (time.monotonic() - idle_since) * 1000 >= linger_ms:
+                with store.immediate(conn):
+                    if drainlease.release_if_idle(conn, me, has_work):
+                        return "idle"
+            time.sleep(POLL_SECONDS)
+    finally:
+        conn.close()
+
+
+def main(argv: list[str]) -> int:
+    """Entry for ``cm session-drain …`` (argv excludes ``cm session-drain``)."""
+    import sys
+
+    home_arg: str | None = None
+    rest = list(argv)
+    try:
+        while rest:
+            arg = rest.pop(0)
+            if arg == "--home" and rest:
+                home_arg = rest.pop(0)
+            else:
+                raise InputError("INVALID_ARGUMENTS", "usage: cm session-drain [--home <absolute path>]")
+        home = resolve_home(home_arg)
+        cfg = config_mod.load(home)
+        stopping = {"flag": False}
+
+        def on_term(_signum: int, _frame: object) -> None:
+            stopping["flag"] = True
+
+        signal.signal(signal.SIGTERM, on_term)
+        run(DataPaths(cfg.data_root), consumers(), lambda: stopping["flag"], _linger_ms())
+        return 0
+    except CmError as exc:
+        sys.stderr.write(exc.line() + "\n")
+        return 1
