@@ -129,6 +129,11 @@ def _activation(conn: sqlite3.Connection, client: str, instance: str, ev: HookEv
     if row is not None and row[1]:
         return _Activation(base, row[0], True, False)
     if ev.name != "SessionStart":
+        if row is not None and conn.execute(
+            "SELECT 1 FROM admitted_events WHERE session_id = ? AND digest = ?", (row[0], ev.digest)
+        ).fetchone():
+            # A re-delivery of the event that closed this activation (e.g. SessionEnd twice).
+            return _Activation(base, row[0], False, False)
         raise CmError(
             "CODEX_SESSION_START_REQUIRED",
             "this session has no SessionStart on record; cm captures sessions started after it was installed",
@@ -211,7 +216,7 @@ def _admit(conn: sqlite3.Connection, cfg: config_mod.Config, home: str, client: 
             output = _context_output(ev.name, block, warning)
         elif frozen is not None and ev.source not in READING_SOURCES:
             output = _context_output(ev.name, frozen, None)
-    if not capture.mark_admitted(conn, act.base, ev.digest):
+    if not act.active or not capture.mark_admitted(conn, act.session_id, ev.digest):
         return output  # the same event was delivered before: admitted once, answered again
     if ev.transcript is None:
         if ev.name == "SessionEnd":

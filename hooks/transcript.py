@@ -4,7 +4,7 @@ Contract:
 - The transcript must be a regular file reached without following a symlink
   (``CODEX_UNSAFE_TRANSCRIPT``).
 - A cursor records the file's device and inode, the byte offset read so far and a digest of the
-  (up to) 256 bytes before it. A different file, a file shorter than the cursor or changed bytes
+  first and the last (up to) 256 bytes before it. A different file, a file shorter than the cursor or changed bytes
   before the cursor is ``CODEX_TRANSCRIPT_REPLACED``: nothing is admitted from it.
 - Only complete lines are taken; a trailing partial line waits for the next event.
 - At most ``limit`` bytes are taken in one event (``SESSION_CAPACITY_EXCEEDED`` beyond that).
@@ -73,8 +73,15 @@ def _pread_exact(fd: int, offset: int, length: int) -> bytes:
 
 
 def _digest_before(fd: int, offset: int) -> str:
+    """Digest of the first and the last 256 bytes before ``offset``.
+
+    Hashing the whole prefix would cost a full read of a long transcript on every event; the head
+    (which names the session) and the bytes just before the cursor catch a replaced file or a
+    rewritten tail, which are what would make the next tail misaligned.
+    """
+    head = _pread_exact(fd, 0, min(_DIGEST_WINDOW, offset))
     start = max(0, offset - _DIGEST_WINDOW)
-    return hashlib.sha256(_pread_exact(fd, start, offset - start)).hexdigest()
+    return hashlib.sha256(head + b"|" + _pread_exact(fd, start, offset - start)).hexdigest()
 
 
 def _replaced() -> CmError:

@@ -1,0 +1,161 @@
+"""Shared fixtures: an isolated home per test, real subprocess runners, and reaping of drains.
+
+Every test gets its own ``COMMON_MEMORY_HOME`` under ``tmp_path`` (autouse), so no test can touch
+a real home. Hooks, captures and drains run as real subprocesses through the installed ``cm``
+console script, exactly as a host would start them. Detached drains outlive their hook by design,
+so every test reaps the drains of its own home afterwards (found through ``/proc``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+BIN = os.path.dirname(sys.executable)
+CM = os.path.join(BIN, "cm")
+HOST = "test:host:1"
+
+
+def pytest_report_header() -> list[str]:
+    return [f"sqlite {sqlite3.sqlite_version}, python {sys.version.split()[0]}, cm at {CM}"]
+
+
+def drain_pids(home: str) -> list[int]:
+    """PIDs of live ``session-drain`` processes for ``home`` (zombies excluded)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as handle:
+                argv = handle.read().split(b"\0")
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                state = handle.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if b"session-drain" in argv and home.encode() in argv and state not in (b"Z", b"X"):
+            found.append(int(name))
+    return found
+
+
+def reap_drains(home: str, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pids = drain_pids(home)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.02)
+
+
+def wait_no_drain(home: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while drain_pids(home) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """An isolated configuration home (not created yet); drains of it are reaped afterwards."""
+    path = str(tmp_path / "cmhome")
+    monkeypatch.setenv("COMMON_MEMORY_HOME", path)
+    monkeypatch.setenv("COMMON_MEMORY_DRAIN_LINGER_MS", "0")
+    monkeypatch.delenv("COMMON_MEMORY_HOST_INSTANCE", raising=False)
+    yield path
+    reap_drains(path)
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> str:
+    path = tmp_path / "work"
+    path.mkdir()
+    return str(path)
+
+
+def hook_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("COMMON_MEMORY_HOST_INSTANCE", HOST)
+    env.update(extra)
+    return env
+
+
+def run_cm(args: list[str], stdin: bytes = b"", env: dict[str, str] | None = None,
+           timeout: float = 30) -> subprocess.CompletedProcess[bytes]:
+    """Run the installed ``cm`` console script as a real subprocess."""
+    return subprocess.run([CM, *args], input=stdin, capture_output=True, env=env or hook_env(), timeout=timeout)
+
+
+def run_hook(home: str, event: dict | bytes, client: str = "codex",
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    payload = event if isinstance(event, bytes) else json.dumps(event).encode()
+    return run_cm(["hook", client, "--home", home], payload, env)
+
+
+class Transcript:
+    """A Codex-shaped rollout file that a test appends records to."""
+
+    def __init__(self, path: str, session: str) -> None:
+        self.path = path
+        self.session = session
+        self.append({"type": "session_meta", "payload": {"id": session, "cli_version": "0.169.0"}})
+
+    def append(self, *records: dict, raw: bytes | None = None) -> None:
+        with open(self.path, "ab") as handle:
+            for record in records:
+                handle.write(json.dumps(record).encode() + b"\n")
+            if raw is not None:
+                handle.write(raw)
+
+    def user_turn(self, turn: str, text: str) -> None:
+        self.append(
+            {"type": "event_msg", "payload": {"type": "task_started", "turn_id": turn}},
+            {"type": "event_msg", "payload": {"type": "item_completed", "turn_id": turn, "item": {
+                "type": "UserMessage", "content": [{"type": "text", "text": text}]}}},
+        )
+
+
+@pytest.fixture
+def transcript(tmp_path: Path) -> Transcript:
+    return Transcript(str(tmp_path / "rollout.jsonl"), "sess-0001")
+
+
+def event(name: str, transcript: Transcript | None, cwd: str, **fields: object) -> dict:
+    body: dict = {
+        "session_id": transcript.session if transcript else "sess-0001",
+        "transcript_path": transcript.path if transcript else None,
+        "cwd": cwd,
+        "hook_event_name": name,
+    }
+    body.update(fields)
+    return body
+
+
+def db_rows(home: str, sql: str, params: tuple = ()) -> list[tuple]:
+    """Query the home's runtime store read-only ([] when it does not exist yet)."""
+    path = os.path.join(home, "data", "runtime.sqlite")
+    if not os.path.exists(path):
+        return []
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+def table_counts(home: str) -> dict[str, int]:
+    tables = ("codex_inbox", "codex_candidates", "codex_cursors", "host_activations", "host_snapshots",
+              "admitted_events", "pi_inbox", "sessions")
+    return {t: (db_rows(home, f"SELECT COUNT(*) FROM {t}") or [(0,)])[0][0] for t in tables}
