@@ -1,0 +1,135 @@
+"""config.json: strict validation naming the field, defaults, atomic private saves."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import stat
+
+import pytest
+
+from cmrunner import config as config_mod
+from cmrunner.errors import ConfigError
+
+
+def _remote(**over: object) -> dict:
+    remote = {"provider": "openai-compatible", "baseUrl": "https://api.example.com/v1", "model": "m",
+              "apiKeyEnv": "COMMON_MEMORY_API_KEY"}
+    remote.update(over)
+    return remote
+
+
+def _valid(home: str, **over: object) -> dict:
+    data = config_mod.default_config(home)
+    data.update(over)
+    return data
+
+
+def test_missing_file_gives_defaults_without_creating_anything(home):
+    cfg = config_mod.load(home)
+    assert not cfg.exists and cfg.remote is None
+    assert cfg.data_root == os.path.join(home, "data")
+    assert cfg.session_cache == {"maxSessionBytes": 8388608, "maxTotalBytes": 67108864, "contextTailTurns": 2}
+    assert not os.path.exists(home)
+
+
+def test_full_reference_field_set_is_accepted(home):
+    data = _valid(home, remote=_remote(
+        api="chat_completions", preset="deepseek", apiKeySource="private-env", maxOutputTokens=None,
+        maxAgentTurns=64, thinking={"type": "enabled"}, proxy={"mode": "custom", "urlEnv": "COMMON_MEMORY_PROXY_URL",
+                                                                "noProxy": "localhost"},
+        caFileEnv="COMMON_MEMORY_CA_FILE",
+        capability={"source": "unknown/custom", "contextWindow": None, "maxOutput": None}),
+        sessionCache={"contextTailTurns": 0})
+    data["disclosure"].update(maxExcerptBytes=1000, maxTotalBytes=None,
+                              allowedProvenance=["user_explicit", "conversation_context"])
+    assert config_mod.validate(copy.deepcopy(data)) == data
+
+
+BAD = [
+    (lambda d: d.update(extra=1), "extra"),
+    (lambda d: d.pop("scheduler"), "scheduler"),
+    (lambda d: d.update(dataRoot="relative"), "dataRoot"),
+    (lambda d: d["disclosure"].update(allowedScopes=[]), "disclosure.allowedScopes"),
+    (lambda d: d["disclosure"].update(allowedScopes=["project:bad id"]), "disclosure.allowedScopes"),
+    (lambda d: d["disclosure"].update(allowedProvenance=["gossip"]), "disclosure.allowedProvenance"),
+    (lambda d: d["disclosure"].update(enabled="yes"), "disclosure.enabled"),
+    (lambda d: d["disclosure"].update(maxTotalBytes=0), "disclosure.maxTotalBytes"),
+    (lambda d: d.update(writableScopes=["global", "global"]), "writableScopes"),
+    (lambda d: d["scheduler"].update(leaseMs=True), "scheduler.leaseMs"),
+    (lambda d: d["scheduler"].update(idleMs=0), "scheduler.idleMs"),
+    (lambda d: d["scheduler"].pop("maxAttempts"), "scheduler.maxAttempts"),
+    (lambda d: d.update(sessionCache={"contextTailTurns": -1}), "sessionCache.contextTailTurns"),
+    (lambda d: d.update(remote=_remote(provider="anthropic")), "remote.provider"),
+    (lambda d: d.update(remote=_remote(baseUrl="ftp://x")), "remote.baseUrl"),
+    (lambda d: d.update(remote=_remote(baseUrl="https://user:pw@x/v1")), "remote.baseUrl"),
+    (lambda d: d.update(remote=_remote(model="  ")), "remote.model"),
+    (lambda d: d.update(remote=_remote(apiKeyEnv="1BAD")), "remote.apiKeyEnv"),
+    (lambda d: d.update(remote=_remote(api="grpc")), "remote.api"),
+    (lambda d: d.update(remote=_remote(maxAgentTurns=2000)), "remote.maxAgentTurns"),
+    (lambda d: d.update(remote=_remote(reasoningEffort="extreme")), "remote.reasoningEffort"),
+    (lambda d: d.update(remote=_remote(api="chat_completions", reasoningEffort="low")), "remote.reasoningEffort"),
+    (lambda d: d.update(remote=_remote(thinking={"type": "enabled"})), "remote.thinking"),
+    (lambda d: d.update(remote=_remote(api="chat_completions", thinking={"type": "on"})), "remote.thinking.type"),
+    (lambda d: d.update(remote=_remote(api="chat_completions", thinking={"type": "enabled"}, enableThinking=True)),
+     "remote.enableThinking"),
+    (lambda d: d.update(remote=_remote(proxy={"mode": "socks"})), "remote.proxy.mode"),
+    (lambda d: d.update(remote=_remote(proxy={"mode": "custom"})), "remote.proxy.urlEnv"),
+    (lambda d: d.update(remote=_remote(caFileEnv="COMMON_MEMORY_CA_FILE")), "remote.caFileEnv"),
+    (lambda d: d.update(remote=_remote(capability={"source": "official-catalog", "version": "1",
+                                                    "digest": "xyz", "contextWindow": 1, "maxOutput": 1})),
+     "remote.capability.digest"),
+]
+
+
+@pytest.mark.parametrize(("mutate", "field"), BAD)
+def test_invalid_values_name_the_field_and_what_is_accepted(home, mutate, field):
+    data = config_mod.default_config(home)
+    mutate(data)
+    with pytest.raises(ConfigError) as caught:
+        config_mod.validate(data)
+    assert caught.value.code == "CONFIG_INVALID"
+    assert f"'{field}'" in caught.value.message
+    assert "must be" in caught.value.message
+
+
+def test_other_schema_version_is_refused(home):
+    with pytest.raises(ConfigError) as caught:
+        config_mod.validate(_valid(home, schemaVersion=1))
+    assert caught.value.code == "UNSUPPORTED_CONFIG_VERSION"
+
+
+def test_save_is_atomic_private_and_round_trips(home):
+    data = _valid(home, remote=_remote())
+    config_mod.save(home, data)
+    path = os.path.join(home, "config.json")
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(home).st_mode) == 0o700
+    assert config_mod.load(home).data == data
+    assert [n for n in os.listdir(home) if n.endswith(".tmp")] == []
+
+
+def test_invalid_file_does_not_get_saved(home):
+    with pytest.raises(ConfigError):
+        config_mod.save(home, _valid(home, dataRoot="x"))
+    assert not os.path.exists(os.path.join(home, "config.json"))
+
+
+def test_unparseable_file_is_reported(home):
+    os.makedirs(home)
+    with open(os.path.join(home, "config.json"), "w") as handle:
+        handle.write("{nope")
+    with pytest.raises(ConfigError) as caught:
+        config_mod.load(home)
+    assert caught.value.code == "CONFIG_INVALID"
+
+
+def test_symlinked_config_is_refused(home, tmp_path):
+    os.makedirs(home)
+    real = tmp_path / "elsewhere.json"
+    real.write_text(json.dumps(config_mod.default_config(home)))
+    os.symlink(real, os.path.join(home, "config.json"))
+    with pytest.raises(Exception) as caught:
+        config_mod.load(home)
+    assert getattr(caught.value, "code", None) == "UNSAFE_PATH"

@@ -1,0 +1,73 @@
+"""The hook, capture and read paths import only the light side (python -X importtime of the real entry)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import CM, Transcript, event, hook_env
+
+FORBIDDEN = ("cmrunner.writer_proc", "pydantic", "httpx", "httpx2", "openai", "mcp", "click", "asyncio",
+             # not named by the issue, but each costs 20-50 ms (python-notes.md §1.3): keep them off too
+             "psutil", "filelock", "dotenv", "orjson", "logging", "subprocess", "argparse")
+
+
+def _imported(args: list[str], payload: bytes) -> set[str]:
+    proc = subprocess.run([sys.executable, "-X", "importtime", CM, *args], input=payload,
+                          capture_output=True, env=hook_env(), timeout=30)
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    modules = set()
+    for line in proc.stderr.decode().splitlines():
+        if line.startswith("import time:") and "|" in line:
+            modules.add(line.rsplit("|", 1)[1].strip())
+    assert "cmrunner.entry" in modules  # the measurement really covered our entry
+    return modules
+
+
+def _assert_light(modules: set[str]) -> None:
+    bad = sorted(m for m in modules if any(m == f or m.startswith(f + ".") for f in FORBIDDEN))
+    assert bad == [], f"heavy modules on a hook path: {bad}"
+
+
+@pytest.mark.parametrize("name", ["SessionStart", "UserPromptSubmit", "Stop", "SessionEnd"])
+def test_codex_hook_path_is_light(home, tmp_path, workdir, name):
+    transcript = Transcript(str(tmp_path / "t.jsonl"), "s-1")
+    start = event("SessionStart", transcript, workdir, source="startup")
+    if name != "SessionStart":
+        subprocess.run([CM, "hook", "codex", "--home", home], input=json.dumps(start).encode(),
+                       env=hook_env(), check=True, capture_output=True)
+        transcript.user_turn("t1", "hello")
+        start = event(name, transcript, workdir, turn_id="t1", prompt="hello")
+    modules = _imported(["hook", "codex", "--home", home], json.dumps(start).encode())
+    _assert_light(modules)
+    assert "cmrunner.hooks.codex" in modules
+
+
+def test_capture_path_is_light(home, workdir):
+    payload = {"version": 1, "sessionId": "p", "eventId": "e", "event": "input", "cwd": workdir,
+               "hostInstance": "pi:1", "payload": {"text": "x"}}
+    modules = _imported(["capture", "--home", home], json.dumps(payload).encode())
+    _assert_light(modules)
+    assert "cmrunner.hooks.pi" in modules
+
+
+def test_rejected_input_path_is_light(home):
+    proc = subprocess.run([sys.executable, "-X", "importtime", CM, "hook", "codex", "--home", home],
+                          input=b"{bad", capture_output=True, env=hook_env(), timeout=30)
+    assert proc.returncode == 1
+    modules = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.decode().splitlines()
+               if line.startswith("import time:")}
+    _assert_light(modules)
+
+
+def test_cmrunner_package_init_is_empty():
+    import ast
+
+    import cmrunner
+
+    with open(cmrunner.__file__) as handle:
+        tree = ast.parse(handle.read())
+    assert ast.get_docstring(tree)
+    assert len(tree.body) == 1, "cmrunner/__init__.py must hold only its docstring"

@@ -1,0 +1,70 @@
+"""`cm status`: paths, counts and the drain, without creating or writing anything."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+from conftest import CM, Transcript, event, hook_env, run_cm, run_hook
+
+from cmrunner import config as config_mod, envfile
+
+
+def test_status_on_a_fresh_home_creates_nothing(home):
+    proc = run_cm(["status", "--json"])
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["config"]["exists"] is False
+    assert report["paths"]["database"] == os.path.join(home, "data", "runtime.sqlite")
+    assert report["store"]["exists"] is False and report["drain"] == {"alive": False}
+    assert not os.path.exists(home)
+    text = run_cm(["status"]).stdout.decode()
+    assert "not configured" in text and "not created yet" in text
+    assert not os.path.exists(home)
+
+
+def test_status_counts_inbox_and_shows_key_presence_not_value(home, tmp_path, workdir):
+    data = config_mod.default_config(home)
+    data["remote"] = {"provider": "openai-compatible", "baseUrl": "http://127.0.0.1:9/v1", "model": "m",
+                      "apiKeyEnv": "COMMON_MEMORY_API_KEY", "proxy": {"mode": "direct"}}
+    config_mod.save(home, data)
+    envfile.update(home, {"COMMON_MEMORY_API_KEY": "sk-test-very-secret-value"})
+    transcript = Transcript(str(tmp_path / "t.jsonl"), "s-1")
+    assert run_hook(home, event("SessionStart", transcript, workdir, source="startup")).returncode == 0
+    transcript.user_turn("t1", "hi")
+    assert run_hook(home, event("UserPromptSubmit", transcript, workdir, turn_id="t1", prompt="hi")).returncode == 0
+    proc = run_cm(["status", "--json"])
+    assert b"very-secret" not in proc.stdout
+    report = json.loads(proc.stdout)
+    assert report["inbox"] == {"codex": 2, "pi": 0, "candidates": 1}
+    assert report["model"]["apiKeyConfigured"] is True
+    assert report["store"]["schemaVersion"] == report["store"]["codeSchemaVersion"]
+    text = run_cm(["status"]).stdout.decode()
+    assert "inbox:       codex 2" in text and "key configured" in text and "very-secret" not in text
+
+
+def test_status_reports_a_live_drain(home):
+    drain = subprocess.Popen([CM, "session-drain", "--home", home], env=hook_env(COMMON_MEMORY_DRAIN_LINGER_MS="20000"))
+    try:
+        import time
+
+        deadline = time.monotonic() + 10
+        while True:
+            report = json.loads(run_cm(["status", "--json"]).stdout)
+            if report["drain"]["alive"]:
+                break
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert report["drain"]["pid"] == drain.pid
+    finally:
+        drain.terminate()
+        drain.wait(timeout=10)
+
+
+def test_status_reports_an_invalid_config(home):
+    os.makedirs(home)
+    with open(os.path.join(home, "config.json"), "w") as handle:
+        handle.write('{"schemaVersion": 2}')
+    report = json.loads(run_cm(["status", "--json"]).stdout)
+    assert report["config"]["error"]["code"] == "CONFIG_INVALID"

@@ -1,0 +1,147 @@
+"""runtime.sqlite: durability pragmas, named forward-only migrations, backups, version refusal."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+
+import pytest
+
+from cmrunner import migrations, store
+from cmrunner.errors import StoreError
+from cmrunner.home import DataPaths
+
+
+@pytest.fixture
+def paths(home) -> DataPaths:
+    return DataPaths(os.path.join(home, "data"))
+
+
+def test_fresh_store_is_wal_full_and_private(paths):
+    conn = store.open_store(paths)
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == migrations.LATEST
+        names = [r[0] for r in conn.execute("SELECT name FROM schema_migrations")]
+        assert names == [m.__name__ for m in migrations.MIGRATIONS]
+    finally:
+        conn.close()
+    assert stat.S_IMODE(os.stat(paths.db).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(paths.root).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(paths.runtime).st_mode) == 0o700
+
+
+def test_write_path_tables_exist(paths):
+    conn = store.open_store(paths)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    conn.close()
+    for table in ("observations", "jobs", "sessions", "session_turns", "session_batches", "session_messages",
+                  "codex_inbox", "codex_candidates", "codex_cursors", "codex_watches", "codex_failures",
+                  "drain_lease", "receipts", "pi_inbox", "host_activations", "host_snapshots"):
+        assert table in tables
+
+
+def test_reopening_a_current_store_changes_nothing(paths):
+    store.open_store(paths).close()
+    store.open_store(paths).close()
+    assert not os.path.exists(paths.backups)
+
+
+def test_newer_schema_is_refused(paths):
+    conn = store.open_store(paths)
+    conn.execute(f"PRAGMA user_version={migrations.LATEST + 1}")
+    conn.close()
+    with pytest.raises(StoreError) as caught:
+        store.open_store(paths)
+    assert caught.value.code == "UNSUPPORTED_RUNTIME_VERSION"
+    assert "upgrade cm" in caught.value.message
+
+
+def _m002_add_column(conn: sqlite3.Connection) -> None:
+    conn.execute("ALTER TABLE jobs ADD COLUMN note TEXT")
+
+
+def test_migrating_an_existing_store_backs_it_up_first(paths, monkeypatch):
+    conn = store.open_store(paths)
+    conn.execute("INSERT INTO settings VALUES ('marker', 'before-upgrade')")
+    conn.close()
+    monkeypatch.setattr(migrations, "MIGRATIONS", [*migrations.MIGRATIONS, _m002_add_column])
+    monkeypatch.setattr(migrations, "LATEST", len(migrations.MIGRATIONS))
+    conn = store.open_store(paths)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert "note" in [r[1] for r in conn.execute("PRAGMA table_info(jobs)")]
+    finally:
+        conn.close()
+    (backup,) = os.listdir(paths.backups)
+    assert backup.startswith("v1-to-v2-")
+    old = sqlite3.connect(os.path.join(paths.backups, backup, "runtime.sqlite"))
+    try:
+        assert old.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert old.execute("SELECT value FROM settings").fetchall() == [("before-upgrade",)]
+        assert old.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        old.close()
+
+
+def _m002_fails(conn: sqlite3.Connection) -> None:
+    conn.execute("CREATE TABLE half_done (x)")
+    raise RuntimeError("simulated crash inside a migration")
+
+
+def test_failed_migration_rolls_back_completely(paths, monkeypatch):
+    store.open_store(paths).close()
+    monkeypatch.setattr(migrations, "MIGRATIONS", [*migrations.MIGRATIONS, _m002_fails])
+    monkeypatch.setattr(migrations, "LATEST", len(migrations.MIGRATIONS))
+    with pytest.raises(RuntimeError):
+        store.open_store(paths)
+    conn = sqlite3.connect(paths.db)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'half_done'").fetchall() == []
+        assert [r[0] for r in conn.execute("SELECT name FROM schema_migrations")] == ["m001_write_path"]
+    finally:
+        conn.close()
+
+
+def test_immediate_rolls_back_on_error(paths):
+    conn = store.open_store(paths)
+    with pytest.raises(ValueError):
+        with store.immediate(conn):
+            conn.execute("INSERT INTO settings VALUES ('k', 'v')")
+            raise ValueError
+    assert conn.execute("SELECT COUNT(*) FROM settings").fetchone()[0] == 0
+    conn.close()
+
+
+def test_busy_database_becomes_store_busy(paths):
+    store.open_store(paths).close()
+    holder = sqlite3.connect(paths.db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        conn = store.connect(paths.db, busy_ms=50)
+        with pytest.raises(StoreError) as caught:
+            with store.immediate(conn, busy_ms=50):
+                pass
+        assert caught.value.code == "STORE_BUSY"
+        conn.close()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def test_symlinked_data_root_is_refused(home, tmp_path):
+    real = tmp_path / "real-data"
+    real.mkdir()
+    os.makedirs(home)
+    os.symlink(real, os.path.join(home, "data"))
+    with pytest.raises(Exception) as caught:
+        store.open_store(DataPaths(os.path.join(home, "data")))
+    assert getattr(caught.value, "code", None) == "UNSAFE_PATH"
+
+
+def test_open_existing_never_creates(paths):
+    assert store.open_existing(paths) is None
+    assert not os.path.exists(paths.root)
