@@ -1,0 +1,74 @@
+"""Crash test: SIGKILL the real hook at random points while it runs.
+
+Afterwards every event is either fully admitted (inbox row, prompt candidate, dedupe record and
+cursor all agree) or absent, the admitted transcript bytes are contiguous (no gap, no overlap),
+and the database passes ``PRAGMA integrity_check``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import time
+
+from conftest import CM, Transcript, db_rows, event, hook_env, run_hook
+
+TRIALS = 60
+
+
+def test_sigkill_at_random_points_leaves_each_event_whole_or_absent(home, tmp_path, workdir):
+    rng = random.Random(20261130)
+    transcript = Transcript(str(tmp_path / "t.jsonl"), "crash-1")
+    assert run_hook(home, event("SessionStart", transcript, workdir, source="startup")).returncode == 0
+    env = hook_env(COMMON_MEMORY_DRAIN_LINGER_MS="0")
+    outcomes = {"killed": 0, "completed": 0}
+    for n in range(TRIALS):
+        turn = f"t{n}"
+        transcript.user_turn(turn, f"prompt number {n} " + "x" * rng.randrange(0, 4000))
+        payload = json.dumps(event("UserPromptSubmit", transcript, workdir, turn_id=turn, prompt=f"p{n}")).encode()
+        proc = subprocess.Popen([CM, "hook", "codex", "--home", home], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        proc.stdin.write(payload)
+        proc.stdin.close()
+        time.sleep(rng.uniform(0.0, 0.090))
+        try:
+            os.kill(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        code = proc.wait(timeout=30)
+        outcomes["killed" if code == -signal.SIGKILL else "completed"] += 1
+
+    # Each killed event is all-or-nothing: an inbox row exists exactly when its candidate does.
+    inbox_turns = {r[0] for r in db_rows(home, "SELECT turn_id FROM codex_inbox WHERE event = 'UserPromptSubmit'")}
+    candidate_turns = {r[0] for r in db_rows(home, "SELECT turn_id FROM codex_candidates")}
+    assert inbox_turns == candidate_turns
+    admitted = db_rows(home, "SELECT COUNT(*) FROM admitted_events")[0][0]
+    assert admitted == 1 + len(inbox_turns)
+
+    # The admitted bytes are exactly the transcript from activation up to the cursor, in order.
+    rows = db_rows(home, 'SELECT start, "end", body FROM codex_inbox ORDER BY id')
+    data = open(transcript.path, "rb").read()
+    for (_s0, end0, _b0), (start1, _e1, _b1) in zip(rows, rows[1:]):
+        assert start1 == end0, "admitted tails must be contiguous"
+    for start, end, body in rows:
+        assert body == data[start:end]
+    assert db_rows(home, "SELECT offset FROM codex_cursors") == [(rows[-1][1],)]
+
+    conn = sqlite3.connect(os.path.join(home, "data", "runtime.sqlite"))
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        conn.close()
+
+    # The test only means something if kills landed both mid-run and after completion.
+    assert outcomes["killed"] >= 5, outcomes
+    assert outcomes["completed"] >= 5, outcomes
+    assert 0 < len(inbox_turns) < TRIALS, "some killed events must have been admitted, some not"
+
+    # And the store still works: one more event after all that is admitted normally.
+    transcript.user_turn("final", "after the storm")
+    assert run_hook(home, event("UserPromptSubmit", transcript, workdir, turn_id="final", prompt="after")).returncode == 0
