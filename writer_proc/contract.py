@@ -1,0 +1,523 @@
+"""The ``memory_maintenance_v2`` decision contract: models, strict JSON Schema and validation.
+
+Contract:
+- ``MaintenanceDecision`` / ``EditMaintenanceDecision`` are pydantic v2 models of the submission
+  (reference-facts 3.1): ``version``, ``request_id``, 1–64 ``decisions`` discriminated by ``kind``
+  (retain / forget / maintain / ignore), and ``edit_result`` only in the edit-task variant, where
+  it is required. Section operations are ``put_section`` and ``remove_section``, discriminated by
+  ``op``. Every model forbids extra keys and validates in strict mode (no coercion).
+- ``decision_json_schema(edit_task)`` is the schema handed to the model. It is written for the
+  strictest common subset of provider strict modes (OpenAI, DeepSeek beta, Gemini, Anthropic):
+  every object lists all its properties in ``required`` and has ``additionalProperties: false``;
+  every ``enum`` carries ``"type": "string"``; single values are one-element enums, not ``const``;
+  the nullable ``section`` is ``"type": ["string", "null"]``. Definitions are inlined, never
+  ``$ref``/``$defs``: DeepSeek's strict mode mishandles ``$ref`` inside ``anyOf`` and older Gemini
+  has no references, and the schema is small enough that repetition costs little. Counts, lengths
+  and numeric ranges are stated in ``description`` only, because several strict modes reject
+  ``minItems``/``maxLength``/``minimum``; ``validate_decision`` enforces them.
+- ``validate_decision(payload, ctx)`` checks one submission against the job's
+  ``DecisionContext`` and raises ``DecisionRejected`` on the first failure; the submission is
+  accepted or rejected as a whole. Order: schema (``INVALID_DECISION``) → ``request_id`` →
+  ingest coverage → each decision in order (evidence, applicability, then each operation's
+  target, section ref, scope, writability, read coverage, duplicate ref) → duplicate titles per
+  target → edit result → import guard. Messages and details name JSON paths and rules, never a
+  value taken from the payload.
+- Promotion (usage "Maintenance"): evidence handles are only the batch's current sources, so
+  retain and forget always rest on current evidence and a global ``maintain`` from a project batch
+  has ``evidence: []`` or current evidence; context-only turns are never citable.
+- Section refs are opaque strings resolved against the snapshot the agent read; every ref is
+  touched at most once per submission, so the Writer can resolve all refs against that snapshot.
+
+Not here (the Writer's job, after applying the operations to Markdown with the section model):
+title/body shape and whole-document parsing, the sensitive-content scan and the hard byte budget
+of each rendered document (``SENSITIVE_CONTENT_REJECTED``), ``modified`` that changes no bytes
+(``INVALID_EDIT_RESULT``), correction watermarks (``STALE_SOURCE``) and the snapshot CAS
+(``STALE_REVISION``).
+
+Heavy side only: imports pydantic; never imported on a hook, capture or read path.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, Union
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from cmrunner.config import SCOPE_RE
+from cmrunner.errors import CmError
+
+PROTOCOL_VERSION = "memory_maintenance_v2"
+MAX_DECISIONS = 64
+MAX_OPERATIONS = 32
+MAX_EVIDENCE = 128
+MAX_REASON_CHARS = 4000
+
+APPLICABILITY = ("global", "project", "uncertain")
+ADMISSION = ("remember", "update", "correct")
+LIFETIME = ("stable", "until_changed")
+EDIT_RESULTS = ("modified", "already_satisfied", "clarification_required", "refused")
+DECISION_KINDS = ("retain", "forget", "maintain", "ignore")
+SOURCE_PROVENANCE = ("user_explicit", "agent_observation", "document_import")
+IMPORT_PROVENANCE = frozenset({"agent_observation", "document_import"})
+
+TARGET_RE = re.compile(r"^(profile|preferences|project:[A-Za-z0-9_-]{1,128})$")
+GLOBAL_TARGETS = ("profile", "preferences")
+
+
+def evidence_handle(observation_id: int) -> str:
+    """The handle the agent cites for a current-batch observation."""
+    return f"ev_{observation_id}"
+
+
+def target_scope(target: str) -> str:
+    """The scope a (well-formed) target belongs to: ``global`` or ``project:<id>``."""
+    return "global" if target in GLOBAL_TARGETS else target
+
+
+# ---------------------------------------------------------------- pydantic models
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class PutSection(_Strict):
+    op: Literal["put_section"]
+    target: str
+    section: str | None
+    title: str
+    body: str
+
+
+class RemoveSection(_Strict):
+    op: Literal["remove_section"]
+    target: str
+    section: str
+
+
+SectionOperation = Annotated[Union[PutSection, RemoveSection], Field(discriminator="op")]
+Operations = Annotated[list[SectionOperation], Field(min_length=1, max_length=MAX_OPERATIONS)]
+Confidence = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+Evidence = Annotated[list[str], Field(max_length=MAX_EVIDENCE)]
+Reason = Annotated[str, Field(max_length=MAX_REASON_CHARS)]
+Applicability = Literal["global", "project", "uncertain"]
+
+
+class _DecisionBase(_Strict):
+    applicability: Applicability
+    confidence: Confidence
+    evidence: Evidence
+    reason: Reason
+
+
+class RetainDecision(_DecisionBase):
+    kind: Literal["retain"]
+    admission: Literal["remember", "update", "correct"]
+    lifetime: Literal["stable", "until_changed"]
+    operations: Operations
+
+
+class ForgetDecision(_DecisionBase):
+    kind: Literal["forget"]
+    operations: Operations
+
+
+class MaintainDecision(_DecisionBase):
+    kind: Literal["maintain"]
+    operations: Operations
+
+
+class IgnoreDecision(_DecisionBase):
+    kind: Literal["ignore"]
+
+    @property
+    def operations(self) -> list[PutSection | RemoveSection]:
+        return []
+
+
+AnyDecision = Union[RetainDecision, ForgetDecision, MaintainDecision, IgnoreDecision]
+DecisionItem = Annotated[AnyDecision, Field(discriminator="kind")]
+
+
+class MaintenanceDecision(_Strict):
+    version: Literal["memory_maintenance_v2"]
+    request_id: str
+    decisions: Annotated[list[DecisionItem], Field(min_length=1, max_length=MAX_DECISIONS)]
+
+
+class EditMaintenanceDecision(MaintenanceDecision):
+    edit_result: Literal["modified", "already_satisfied", "clarification_required", "refused"]
+
+
+# ---------------------------------------------------------------- strict JSON Schema
+
+
+def _text(description: str) -> dict[str, Any]:
+    return {"type": "string", "description": description}
+
+
+def _enum(values: tuple[str, ...], description: str) -> dict[str, Any]:
+    return {"type": "string", "enum": list(values), "description": description}
+
+
+def _object(properties: dict[str, dict[str, Any]], description: str) -> dict[str, Any]:
+    return {"type": "object", "description": description, "properties": properties,
+            "required": list(properties), "additionalProperties": False}
+
+
+def _operation_schemas() -> list[dict[str, Any]]:
+    target = _text("A target from the snapshot manifest: profile, preferences or project:<id>.")
+    put = _object({
+        "op": _enum(("put_section",), "Create, append or replace one section."),
+        "target": target,
+        "section": {"type": ["string", "null"],
+                    "description": "Ref of the section to replace, or null to append a new section."},
+        "title": _text("The section's H2 title: non-empty, one line, no surrounding spaces."),
+        "body": _text("Markdown under the title; no H1/H2 headings outside fenced code."),
+    }, "put_section")
+    remove = _object({
+        "op": _enum(("remove_section",), "Delete one existing section."),
+        "target": target,
+        "section": _text("Ref of the section to delete."),
+    }, "remove_section")
+    return [put, remove]
+
+
+def _decision_schema(kind: str) -> dict[str, Any]:
+    properties: dict[str, dict[str, Any]] = {
+        "kind": _enum((kind,), f"A {kind} decision."),
+        "applicability": _enum(APPLICABILITY, "global targets profile/preferences, project the current "
+                               "project's document; uncertain is allowed only with ignore."),
+        "confidence": {"type": "number", "description": "From 0 to 1; not an admission threshold."},
+        "evidence": {"type": "array", "items": {"type": "string"},
+                     "description": f"At most {MAX_EVIDENCE} ev_<id> handles of current sources."},
+        "reason": _text(f"At most {MAX_REASON_CHARS} characters; never stored."),
+    }
+    if kind == "retain":
+        properties["admission"] = _enum(ADMISSION, "Why this is retained.")
+        properties["lifetime"] = _enum(LIFETIME, "How long the retained state holds.")
+    if kind != "ignore":
+        properties["operations"] = {"type": "array", "items": {"anyOf": _operation_schemas()},
+                                    "description": f"1 to {MAX_OPERATIONS} section operations."}
+    return _object(properties, f"{kind} decision")
+
+
+def decision_json_schema(edit_task: bool) -> dict[str, Any]:
+    """The strict-mode JSON Schema of a submission; the edit-task variant requires ``edit_result``."""
+    properties: dict[str, dict[str, Any]] = {
+        "version": _enum((PROTOCOL_VERSION,), "The protocol version."),
+        "request_id": _text("The task's request_id, copied exactly."),
+        "decisions": {"type": "array", "items": {"anyOf": [_decision_schema(k) for k in DECISION_KINDS]},
+                      "description": f"1 to {MAX_DECISIONS} decisions."},
+    }
+    if edit_task:
+        properties["edit_result"] = _enum(EDIT_RESULTS, "modified exactly when some decision is not ignore.")
+    return _object(properties, PROTOCOL_VERSION)
+
+
+# ---------------------------------------------------------------- context and result
+
+
+@dataclass(frozen=True)
+class EvidenceSource:
+    """One current-batch observation the agent may cite (context-only turns are never sources)."""
+
+    scope: str
+    provenance: str
+
+    def __post_init__(self) -> None:
+        if not SCOPE_RE.match(self.scope) or self.provenance not in SOURCE_PROVENANCE:
+            raise ValueError("EvidenceSource needs a scope and a source provenance class")
+
+    @property
+    def is_import(self) -> bool:
+        return self.provenance in IMPORT_PROVENANCE
+
+
+@dataclass(frozen=True)
+class SectionLinks:
+    """Source links of one existing section (keyed by its current title): how many, how many imports."""
+
+    linked: int
+    imports: int
+
+    @property
+    def import_owned(self) -> bool:
+        return self.linked > 0 and self.imports == self.linked
+
+
+@dataclass(frozen=True)
+class DecisionContext:
+    """What the Writer knows about the job when a submission arrives. Treated as read-only.
+
+    ``evidence`` maps ``ev_<observationId>`` handles of the batch's current sources only;
+    ``snapshot`` maps each target the agent was shown to ``{section ref: title}``;
+    ``section_links`` maps target → title → links (absent: no linked sources);
+    ``hand_edited_targets`` are documents changed by hand since cm last wrote them.
+    """
+
+    job_id: str
+    batch_scope: str
+    evidence: Mapping[str, EvidenceSource]
+    writable_scopes: frozenset[str]
+    snapshot: Mapping[str, Mapping[str, str]]
+    fully_read_targets: frozenset[str]
+    ingest_fully_read: bool
+    section_links: Mapping[str, Mapping[str, SectionLinks]] = field(default_factory=dict)
+    hand_edited_targets: frozenset[str] = frozenset()
+    edit_task: bool = False
+    edit_scope: str | None = None
+
+    def __post_init__(self) -> None:
+        if not SCOPE_RE.match(self.batch_scope):
+            raise ValueError("DecisionContext.batch_scope must be global or project:<id>")
+        if self.edit_task != (self.edit_scope is not None):
+            raise ValueError("DecisionContext.edit_scope is required exactly for edit tasks")
+        if self.edit_scope is not None and not SCOPE_RE.match(self.edit_scope):
+            raise ValueError("DecisionContext.edit_scope must be global or project:<id>")
+        if any(not TARGET_RE.match(t) for t in self.snapshot):
+            raise ValueError("DecisionContext.snapshot keys must be targets")
+
+
+@dataclass(frozen=True)
+class ValidatedDecision:
+    """An accepted submission, ready for the Writer to apply."""
+
+    decision: MaintenanceDecision
+    touched_targets: frozenset[str]
+
+    @property
+    def writes(self) -> bool:
+        return any(d.kind != "ignore" for d in self.decision.decisions)
+
+    @property
+    def edit_result(self) -> str | None:
+        return getattr(self.decision, "edit_result", None)
+
+
+class DecisionRejected(CmError):
+    """The whole submission was rejected; ``details`` holds ``path`` and ``rule`` (no payload values)."""
+
+    def __init__(self, code: str, message: str, details: Mapping[str, str]) -> None:
+        super().__init__(code, message)
+        self.details = dict(details)
+
+
+def _reject(code: str, path: str, rule: str, todo: str) -> DecisionRejected:
+    return DecisionRejected(code, f"{path} {rule}; {todo}", {"path": path, "rule": rule})
+
+
+# ---------------------------------------------------------------- schema errors → paths and rules
+
+_FIELD_NAMES = frozenset(
+    name for model in (PutSection, RemoveSection, RetainDecision, ForgetDecision, MaintainDecision,
+                        IgnoreDecision, EditMaintenanceDecision) for name in model.model_fields)
+_LISTS = frozenset({"decisions", "operations", "evidence"})
+_UNION_TAGS = {"decisions": ("kind", DECISION_KINDS), "operations": ("op", ("put_section", "remove_section"))}
+_UNEXPECTED = "<unexpected property>"
+
+
+def _json_path(loc: tuple[int | str, ...]) -> tuple[str, str | None]:
+    """Render a pydantic error location as ``$.a[0].b``, dropping union tags and hiding foreign keys.
+
+    Also returns the innermost union list the location entered (``decisions`` or ``operations``).
+    """
+    path, prev, union, i = "$", None, None, 0
+    while i < len(loc):
+        elem = loc[i]
+        if isinstance(elem, int) and not isinstance(elem, bool) and prev in _LISTS:
+            path += f"[{elem}]"
+            if prev in _UNION_TAGS:
+                union = str(prev)
+                prev, i = elem, i + 2  # skip the chosen variant's tag, which pydantic inserts here
+                continue
+        elif isinstance(elem, str) and elem in _FIELD_NAMES:
+            path += f".{elem}"
+        else:
+            return path + f".{_UNEXPECTED}", union
+        prev, i = elem, i + 1
+    return path, union
+
+
+def _rule(kind: str, ctx: Mapping[str, Any]) -> str:
+    if kind in ("too_short", "too_long"):
+        bound = ctx.get("min_length") if kind == "too_short" else ctx.get("max_length")
+        return f"must have {'at least' if kind == 'too_short' else 'at most'} {bound} item{'' if bound == 1 else 's'}"
+    rules = {
+        "missing": "is required",
+        "extra_forbidden": "is not allowed (no additional properties)",
+        "invalid_key": "must be an object with string keys",
+        "string_type": "must be a string",
+        "string_too_long": f"must be at most {ctx.get('max_length')} characters",
+        "float_type": "must be a number",
+        "finite_number": "must be a finite number",
+        "greater_than_equal": "must be between 0 and 1",
+        "less_than_equal": "must be between 0 and 1",
+        "list_type": "must be an array",
+        "model_type": "must be an object",
+        "model_attributes_type": "must be an object",
+        "literal_error": f"must be {ctx.get('expected')}",
+    }
+    return rules.get(kind, f"is invalid ({kind})")
+
+
+def _schema_rejection(error: Mapping[str, Any]) -> DecisionRejected:
+    path, union = _json_path(tuple(error["loc"]))
+    kind, ctx = str(error["type"]), error.get("ctx") or {}
+    if kind in ("union_tag_invalid", "union_tag_not_found") and union is not None:
+        tag, allowed = _UNION_TAGS[union]
+        path += f".{tag}"
+        rule = "is required" if kind == "union_tag_not_found" else "must be one of " + ", ".join(allowed)
+    else:
+        rule = _rule(kind, ctx)
+    return _reject("INVALID_DECISION", path, rule, "resubmit one decision that matches the memory_maintenance_v2 schema")
+
+
+def _parse(payload: object, edit_task: bool) -> MaintenanceDecision:
+    if isinstance(payload, (str, bytes, bytearray)):
+        try:
+            payload = orjson.loads(payload)
+        except (ValueError, RecursionError):
+            raise _reject("INVALID_DECISION", "$", "is not valid JSON",
+                          "resubmit one decision that matches the memory_maintenance_v2 schema") from None
+    model = EditMaintenanceDecision if edit_task else MaintenanceDecision
+    try:
+        return model.model_validate(payload)
+    except ValidationError as exc:
+        raise _schema_rejection(exc.errors(include_url=False, include_input=False)[0]) from None
+
+
+# ---------------------------------------------------------------- semantic checks
+
+
+def _check_evidence(ctx: DecisionContext, i: int, d: AnyDecision) -> None:
+    base = f"$.decisions[{i}]"
+    for k, handle in enumerate(d.evidence):
+        if handle not in ctx.evidence:
+            raise _reject("INVALID_EVIDENCE_REFERENCE", f"{base}.evidence[{k}]", "is not a current-batch evidence handle",
+                          "cite only ev_ handles of current sources listed by inspect_ingest")
+    if d.kind != "ignore" and not d.evidence and (d.kind in ("retain", "forget") or ctx.edit_task):
+        raise _reject("MISSING_EVIDENCE", f"{base}.evidence", "is empty",
+                      "retain, forget and every change in an edit task must cite at least one current ev_ handle")
+    if d.kind != "ignore" and d.applicability == "uncertain":
+        raise _reject("UNAUTHORIZED_SCOPE", f"{base}.applicability", "is uncertain on a changing decision",
+                      "use ignore when applicability is uncertain")
+
+
+def _check_operation(ctx: DecisionContext, path: str, applicability: str,
+                     op: PutSection | RemoveSection, seen_refs: set[tuple[str, str]]) -> None:
+    if not TARGET_RE.match(op.target) or op.target not in ctx.snapshot:
+        raise _reject("INVALID_TARGET_REFERENCE", f"{path}.target", "is not a target of this snapshot",
+                      "use a target listed by inspect_memory")
+    if op.section is not None and op.section not in ctx.snapshot[op.target]:
+        raise _reject("INVALID_TARGET_REFERENCE", f"{path}.section", "is not a section ref of that target",
+                      "use a ref listed by inspect_memory, or null to append a new section")
+    scope = target_scope(op.target)
+    if applicability != ("global" if scope == "global" else "project"):
+        raise _reject("UNAUTHORIZED_SCOPE", f"{path}.target", "does not match the decision's applicability",
+                      "profile/preferences need applicability global, project targets need project")
+    if scope != "global" and (scope != ctx.batch_scope or any(s.scope != scope for s in ctx.evidence.values())):
+        raise _reject("UNAUTHORIZED_SCOPE", f"{path}.target", "is not the project every source of this batch belongs to",
+                      "write only to the current source project's document or to global targets")
+    if ctx.edit_task and scope != ctx.edit_scope:
+        raise _reject("UNAUTHORIZED_SCOPE", f"{path}.target", "is outside the scope selected for this edit",
+                      "edit only documents of the selected scope")
+    if scope not in ctx.writable_scopes:
+        raise _reject("UNAUTHORIZED_WRITE", f"{path}.target", "is not writable",
+                      "write only to targets the manifest marks writable")
+    if op.target not in ctx.fully_read_targets:
+        raise _reject("UNREAD_MEMORY_TARGET", f"{path}.target", "was not read to its last page",
+                      "read the target with inspect_memory until next is null before editing it")
+    if op.section is not None:
+        if (op.target, op.section) in seen_refs:
+            raise _reject("DUPLICATE_SECTION_OPERATION", f"{path}.section", "touches a section already touched",
+                          "touch each section at most once per submission")
+        seen_refs.add((op.target, op.section))
+
+
+def _check_titles(ctx: DecisionContext, decisions: list[AnyDecision]) -> None:
+    """After all operations, no target may hold two sections with one title."""
+    # Per target: section ref (or the appending operation's order) -> (title, order of the op that set it).
+    final: dict[str, dict[object, tuple[str, int]]] = {
+        t: {ref: (title, -1) for ref, title in refs.items()} for t, refs in ctx.snapshot.items()}
+    paths: list[str] = []
+    for i, d in enumerate(decisions):
+        for j, op in enumerate(d.operations):
+            order = len(paths)
+            paths.append(f"$.decisions[{i}].operations[{j}]")
+            if isinstance(op, RemoveSection):
+                final[op.target].pop(op.section, None)
+            else:
+                final[op.target][op.section if op.section is not None else order] = (op.title, order)
+    clashing: list[int] = []
+    for sections in final.values():
+        counts: dict[str, int] = {}
+        for title, _ in sections.values():
+            counts[title] = counts.get(title, 0) + 1
+        clashing += [order for title, order in sections.values() if counts[title] > 1 and order >= 0]
+    if clashing:
+        raise _reject("DUPLICATE_SECTION_OPERATION", f"{paths[min(clashing)]}.title",
+                      "repeats a section title of the resulting document",
+                      "give each section of a document a distinct title, or replace the existing section by its ref")
+
+
+def _check_edit_result(ctx: DecisionContext, decision: MaintenanceDecision) -> None:
+    if not ctx.edit_task:
+        return
+    writes = any(d.kind != "ignore" for d in decision.decisions)
+    modified = isinstance(decision, EditMaintenanceDecision) and decision.edit_result == "modified"
+    if writes != modified:
+        raise _reject("INVALID_EDIT_RESULT", "$.edit_result", "disagrees with the decisions",
+                      "use modified exactly when some decision is not ignore")
+
+
+def _guard_imports(ctx: DecisionContext, decisions: list[AnyDecision]) -> None:
+    """Import evidence alone may append, or change sections that imports alone produced (3.4)."""
+    sources = list(ctx.evidence.values())
+    if not any(s.is_import for s in sources):
+        return
+    import_only_batch = all(s.is_import for s in sources)
+    for i, d in enumerate(decisions):
+        if d.kind == "ignore":
+            continue
+        guarded = all(ctx.evidence[h].is_import for h in d.evidence) if d.evidence else import_only_batch
+        if not guarded:
+            continue
+        if d.kind == "forget":
+            raise _reject("UNAUTHORIZED_FORGET_EVIDENCE", f"$.decisions[{i}].evidence", "holds only import evidence",
+                          "import evidence cannot forget; ignore it or cite a user turn")
+        for j, op in enumerate(d.operations):
+            if op.section is None:
+                continue
+            title = ctx.snapshot[op.target][op.section]
+            links = ctx.section_links.get(op.target, {}).get(title)
+            if links is None or not links.import_owned or op.target in ctx.hand_edited_targets:
+                raise _reject("UNAUTHORIZED_IMPORT_OVERWRITE", f"$.decisions[{i}].operations[{j}].section",
+                              "changes a section not produced by imports alone",
+                              "with import evidence append a new section (section null) instead")
+
+
+def validate_decision(payload: object, ctx: DecisionContext) -> ValidatedDecision:
+    """Accept one submission for the job described by ``ctx`` or raise ``DecisionRejected``."""
+    decision = _parse(payload, ctx.edit_task)
+    if decision.request_id != ctx.job_id:
+        raise _reject("INVALID_REQUEST_REFERENCE", "$.request_id", "does not name this job",
+                      "copy request_id from the task exactly")
+    if not ctx.ingest_fully_read:
+        raise _reject("INCOMPLETE_INGEST_COVERAGE", "$", "was submitted before every required ingest block was read",
+                      "read every required block to its end with read_ingest, then submit again")
+    seen_refs: set[tuple[str, str]] = set()
+    touched: set[str] = set()
+    for i, d in enumerate(decision.decisions):
+        _check_evidence(ctx, i, d)
+        for j, op in enumerate(d.operations):
+            _check_operation(ctx, f"$.decisions[{i}].operations[{j}]", d.applicability, op, seen_refs)
+            touched.add(op.target)
+    _check_titles(ctx, list(decision.decisions))
+    _check_edit_result(ctx, decision)
+    _guard_imports(ctx, list(decision.decisions))
+    return ValidatedDecision(decision, frozenset(touched))
