@@ -24,7 +24,8 @@ from cmrunner import fsutil
 from cmrunner.errors import StoreError
 from cmrunner.home import DataPaths
 
-HOOK_BUSY_MS = 1500
+# Codex kills a hook after 3 s; leave room for start-up and the commit itself.
+HOOK_BUSY_MS = 2000
 DRAIN_BUSY_MS = 5000
 
 

@@ -57,7 +57,10 @@ def _linger_ms() -> int:
 
 
 def run(paths: DataPaths, work: list[Consumer], stop: Callable[[], bool], linger_ms: int) -> str:
-    """The drain loop; returns why it ended: ``busy`` (another drain), ``idle`` or ``stopped``."""
+    """The drain loop; returns why it ended: ``busy`` (another drain), ``idle`` or ``stopped``.
+
+    On a normal return the connection is left open on purpose (the caller exits at once).
+    """
     conn = store.open_store(paths, store.DRAIN_BUSY_MS)
     me = identity.current()
     try:
@@ -81,12 +84,17 @@ def run(paths: DataPaths, work: list[Consumer], stop: Callable[[], bool], linger
                 idle_since = time.monotonic()
                 continue
             if (time.monotonic() - idle_since) * 1000 >= linger_ms:
+                # Checkpoint while still holding the lease: after the release the process must
+                # vanish at once, or a capture that finds the lease free starts a second drain
+                # while this one is still tearing down.
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
                 with store.immediate(conn):
                     if drainlease.release_if_idle(conn, me, has_work):
                         return "idle"
             time.sleep(POLL_SECONDS)
-    finally:
+    except BaseException:
         conn.close()
+        raise
 
 
 def main(argv: list[str]) -> int:
@@ -111,7 +119,9 @@ def main(argv: list[str]) -> int:
 
         signal.signal(signal.SIGTERM, on_term)
         run(DataPaths(cfg.data_root), consumers(), lambda: stopping["flag"], _linger_ms())
-        return 0
+        # Exit without interpreter teardown: the lease is already released and every write is
+        # committed, so the only thing teardown would add is a window with two drains alive.
+        os._exit(0)
     except CmError as exc:
         sys.stderr.write(exc.line() + "\n")
         return 1

@@ -1,0 +1,94 @@
+"""Shared helpers for the benchmark scripts: percentiles, process sampling, writing results."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCHMARKS_MD = os.path.join(ROOT, "docs", "benchmarks.md")
+CM = os.path.join(os.path.dirname(sys.executable), "cm")
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (q in 0..100)."""
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return ordered[0]
+    rank = (len(ordered) - 1) * q / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def summary(values_ms: list[float]) -> dict[str, float]:
+    return {"n": len(values_ms), "median": statistics.median(values_ms), "p95": percentile(values_ms, 95),
+            "p99": percentile(values_ms, 99), "max": max(values_ms)}
+
+
+def machine() -> str:
+    cpu = "unknown cpu"
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return (f"{os.cpu_count()} cores ({cpu}), Linux {platform.release()}, Python {platform.python_version()}, "
+            f"measured {time.strftime('%Y-%m-%d')}")
+
+
+def drain_pids(home: str) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as handle:
+                argv = handle.read().split(b"\0")
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                state = handle.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if b"session-drain" in argv and home.encode() in argv and state not in (b"Z", b"X"):
+            found.append(int(name))
+    return found
+
+
+def wait_no_drain(home: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while drain_pids(home) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+FAILURES: list[str] = []
+
+
+def timed_run(argv: list[str], stdin: bytes, env: dict[str, str]) -> tuple[float, int]:
+    """Wall time (ms) from spawn until the process exits and its stdout reaches EOF."""
+    started = time.perf_counter()
+    proc = subprocess.run(argv, input=stdin, capture_output=True, env=env, timeout=60)
+    if proc.returncode != 0:
+        FAILURES.append(proc.stderr.decode("utf-8", "replace").strip()[:200])
+    return (time.perf_counter() - started) * 1000, proc.returncode
+
+
+def write_section(name: str, body: str) -> None:
+    """Replace the block between ``<!-- bench:name -->`` markers in docs/benchmarks.md."""
+    start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
+    with open(BENCHMARKS_MD, encoding="utf-8") as handle:
+        text = handle.read()
+    block = f"{start}\n{body.rstrip()}\n{end}"
+    if start in text:
+        text = re.sub(re.escape(start) + r".*?" + re.escape(end), lambda _m: block, text, flags=re.S)
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    with open(BENCHMARKS_MD, "w", encoding="utf-8") as handle:
+        handle.write(text)
