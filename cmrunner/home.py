@@ -32,7 +32,7 @@ class DataPaths:
     """Every path under one data root. Pure computation; nothing is touched."""
 
     __slots__ = ("root", "memory", "projects_dir", "db", "runtime", "transactions", "receipts",
-                 "backups", "registry", "repo_lock")
+                 "backups", "registry", "repo_lock", "write_gate")
 
     def __init__(self, root: str) -> None:
         self.root = root
@@ -45,6 +45,7 @@ class DataPaths:
         self.backups = os.path.join(self.runtime, "upgrade-backups")
         self.registry = os.path.join(self.runtime, "projects.json")
         self.repo_lock = os.path.join(self.runtime, "repository.lock")
+        self.write_gate = os.path.join(self.runtime, "write.gate")
 
     def document(self, target: str) -> str:
         """The Markdown file of a target (``profile``, ``preferences`` or ``project:<id>``)."""
@@ -53,7 +54,10 @@ class DataPaths:
         if target == "preferences":
             return os.path.join(self.memory, "preferences.md")
         if target.startswith("project:"):
-            return os.path.join(self.projects_dir, target[len("project:"):] + ".md")
+            project_id = target[len("project:"):]
+            # The id becomes a file name: only the registry's id alphabet can never escape projects/.
+            if 0 < len(project_id) <= 128 and all(c.isascii() and (c.isalnum() or c in "_-") for c in project_id):
+                return os.path.join(self.projects_dir, project_id + ".md")
         raise CmError("INVALID_TARGET_REFERENCE", f"unknown memory target {target!r}")
 
 

@@ -86,7 +86,7 @@ def handle(home: str, event: dict) -> dict:
     digest = capture.sha256_text(body)
     conn = store.open_store(paths, store.HOOK_BUSY_MS)
     try:
-        with store.immediate(conn, store.HOOK_BUSY_MS):
+        with capture.admission(conn, paths):
             # admitted_events outlives the inbox row (the drain deletes consumed rows), so a
             # re-delivery after consumption is still recognised.
             prefix = f"pi:{event['eventId']}:"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -13,10 +14,9 @@ from cmrunner.errors import CmError
 from cmrunner.sections import Budgets, parse, put_section, remove_section
 
 PROFILE = "# Profile\n\n"
-FENCE = "```"
 
 
-def code_of(call, *args, **kwargs) -> str:
+def code_of(call: Callable[..., object], *args: object, **kwargs: object) -> str:
     with pytest.raises(CmError) as info:
         call(*args, **kwargs)
     return info.value.code
@@ -223,6 +223,8 @@ def test_error_messages_never_echo_document_text() -> None:
 def test_default_budgets() -> None:
     assert sections.DEFAULT_BUDGETS == Budgets(8192, 16384)
     assert parse("profile", None).budgets.soft == 8192
+    with pytest.raises(AttributeError):
+        sections.DEFAULT_BUDGETS.hard = 64  # type: ignore[misc]
 
 
 @pytest.mark.parametrize("soft,hard", [(1, 63), (1, 1_048_577), (65, 64), (0, 64), (-1, 100),
@@ -443,7 +445,9 @@ def _block(draw: st.DrawFn) -> list[str]:
         return ["> " + w for w in draw(st.lists(_WORDS, min_size=1, max_size=2))]
     char = draw(st.sampled_from("`~"))
     length = draw(st.integers(3, 5))
-    inner = draw(st.lists(st.sampled_from(["# not h1", "## not h2", "===", "---", "text", "", char * 2,
+    # fence-like lines that must not close this fence: too short, or the other character
+    shorter = char * (length - 1) if length > 3 else char * 2
+    inner = draw(st.lists(st.sampled_from(["# not h1", "## not h2", "===", "---", "text", "", shorter,
                                            ("~" if char == "`" else "`") * 4]), max_size=4))
     closer = char * draw(st.integers(length, length + 2)) + draw(st.sampled_from(["", " ", "\t"]))
     indent = draw(st.sampled_from(["", " ", "   "]))

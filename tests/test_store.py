@@ -145,3 +145,11 @@ def test_symlinked_data_root_is_refused(home, tmp_path):
 def test_open_existing_never_creates(paths):
     assert store.open_existing(paths) is None
     assert not os.path.exists(paths.root)
+
+
+def test_document_paths_never_escape_the_memory_directory(paths):
+    assert paths.document("project:abc-1_2").endswith("/memory/projects/abc-1_2.md")
+    for bad in ("project:../x", "project:", "project:a/b", "project:é", "notes"):
+        with pytest.raises(Exception) as caught:
+            paths.document(bad)
+        assert getattr(caught.value, "code", None) == "INVALID_TARGET_REFERENCE"
