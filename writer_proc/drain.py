@@ -7,8 +7,9 @@ Contract:
   events usually follows the first one), then gives the lease up only inside a transaction that
   re-checks for runnable work (``drainlease.release_if_idle``), so no admitted row is stranded.
 - SIGTERM makes it stop after the current step and release the lease.
-- Consumers (the Codex inbox, the Pi inbox, the Writer) are added by later issues; each offers
-  ``runnable(conn)`` and ``step(conn)``. Until then the drain finds nothing it can consume.
+- Consumers offer ``runnable(conn)`` and ``step(conn)`` (and optionally ``next_due(conn)``). The
+  Writer consumer runs when a Memory Agent is available; a retry backoff or a live lease that ends
+  within ``wait_bound_ms`` is waited through, a later one is left to the next drain or ``cm flush``.
 """
 
 from __future__ import annotations
@@ -18,10 +19,14 @@ import signal
 import sqlite3
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from cmrunner import config as config_mod, drainlease, identity, store
 from cmrunner.errors import CmError, InputError
 from cmrunner.home import DataPaths, resolve_home
+
+if TYPE_CHECKING:
+    from cmrunner.writer_proc.writer import Writer
 
 LINGER_ENV = "COMMON_MEMORY_DRAIN_LINGER_MS"
 DEFAULT_LINGER_MS = 1000
@@ -41,9 +46,52 @@ class Consumer:
         raise NotImplementedError
 
 
-def consumers() -> list[Consumer]:
+class WriterConsumer(Consumer):
+    """Claims jobs and commits decisions through the configured Memory Agent."""
+
+    name = "writer"
+
+    def __init__(self, writer: "Writer") -> None:
+        self.writer = writer
+        self.outcomes: list = []
+
+    def runnable(self, conn: sqlite3.Connection) -> bool:
+        from cmrunner.writer_proc import jobs
+
+        return jobs.runnable(conn, self.writer.scheduler, self.writer.now(), self.writer.force)
+
+    def step(self, conn: sqlite3.Connection) -> bool:
+        outcome = self.writer.run_once()
+        if outcome is not None:
+            self.outcomes.append(outcome)
+        return outcome is not None
+
+    def next_due(self, conn: sqlite3.Connection) -> int | None:
+        from cmrunner.writer_proc import jobs
+
+        return jobs.next_due(conn, self.writer.now())
+
+
+def agent_port(cfg: config_mod.Config) -> object | None:
+    """The Memory Agent for this configuration, or ``None`` when no model is configured."""
+    from cmrunner.writer_proc import scripted
+
+    port = scripted.from_environment()
+    if port is not None:
+        return port
+    return None  # the network Memory Agent arrives with issue 5
+
+
+def consumers(paths: DataPaths, cfg: config_mod.Config, force: bool = False) -> list[Consumer]:
     """The consumers this version of cm knows, in the order they run."""
-    return []
+    port = agent_port(cfg)
+    if port is None:
+        return []
+    from cmrunner.writer_proc.writer import Writer
+
+    writer = Writer(paths, cfg, port, force=force)
+    writer.recover()
+    return [WriterConsumer(writer)]
 
 
 def _linger_ms() -> int:
@@ -56,7 +104,8 @@ def _linger_ms() -> int:
         return DEFAULT_LINGER_MS
 
 
-def run(paths: DataPaths, work: list[Consumer], stop: Callable[[], bool], linger_ms: int) -> str:
+def run(paths: DataPaths, make_work: Callable[[], list[Consumer]], stop: Callable[[], bool], linger_ms: int,
+        wait_bound_ms: int = 60_000) -> str:
     """The drain loop; returns why it ended: ``busy`` (another drain), ``idle`` or ``stopped``.
 
     On a normal return the connection is left open on purpose (the caller exits at once).
@@ -67,6 +116,7 @@ def run(paths: DataPaths, work: list[Consumer], stop: Callable[[], bool], linger
         with store.immediate(conn):
             if not drainlease.acquire(conn, me):
                 return "busy"
+        work = make_work()  # after the lease: recovery must never run beside another drain
 
         def has_work(c: sqlite3.Connection) -> bool:
             return any(consumer.runnable(c) for consumer in work)
@@ -83,7 +133,12 @@ def run(paths: DataPaths, work: list[Consumer], stop: Callable[[], bool], linger
             if did:
                 idle_since = time.monotonic()
                 continue
-            if (time.monotonic() - idle_since) * 1000 >= linger_ms:
+            due = min((d for d in (getattr(c, "next_due", lambda _c: None)(conn) for c in work) if d is not None),
+                      default=None)
+            waiting = due is not None and due - int(time.time() * 1000) <= wait_bound_ms
+            if waiting:
+                idle_since = time.monotonic()  # a backoff or a live lease ends soon: wait through it
+            elif (time.monotonic() - idle_since) * 1000 >= linger_ms:
                 # Checkpoint while still holding the lease: after the release the process must
                 # vanish at once, or a capture that finds the lease free starts a second drain
                 # while this one is still tearing down.
@@ -118,7 +173,8 @@ def main(argv: list[str]) -> int:
             stopping["flag"] = True
 
         signal.signal(signal.SIGTERM, on_term)
-        run(DataPaths(cfg.data_root), consumers(), lambda: stopping["flag"], _linger_ms())
+        paths = DataPaths(cfg.data_root)
+        run(paths, lambda: consumers(paths, cfg), lambda: stopping["flag"], _linger_ms())
         # Exit without interpreter teardown: the lease is already released and every write is
         # committed, so the only thing teardown would add is a window with two drains alive.
         os._exit(0)

@@ -1,0 +1,105 @@
+"""Admission of observations: the one way material enters the Writer's queue.
+
+Contract:
+- ``admit`` runs inside the caller's ``BEGIN IMMEDIATE`` transaction and inserts at most one row.
+  Identity is ``(namespace, entry_id)``: the same identity with the same text is a duplicate (the
+  existing row is returned), with different text it is ``SUBMISSION_CONFLICT``.
+- The provenance class comes from the source name alone (``provenance_of``); a source with no
+  class is admitted ``quarantined`` (``UNSUPPORTED_SOURCE``) and never disclosed.
+- A non-edit observation whose normalised text was forgotten in the same scope is admitted
+  ``quarantined`` with ``FORGOTTEN_SOURCE``: a forget is not undone by repeating the exact words.
+- Scope is frozen here; nothing later re-derives it.
+Stdlib only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import time
+import unicodedata
+
+from cmrunner.config import SCOPE_RE
+from cmrunner.errors import CmError
+
+PROVENANCE = {
+    "interactive": "user_explicit",
+    "rpc": "user_explicit",
+    "mcp_user_submission": "user_explicit",
+    "codex_user_delivery": "user_explicit",
+    "agent_import": "agent_observation",
+    "document_import": "document_import",
+}
+TASK_KINDS = ("observation", "edit")
+ADMISSION_STATES = ("buffered", "pending")
+
+
+def provenance_of(source: str) -> str | None:
+    """The disclosure class of a source name, or ``None`` when it may never be disclosed."""
+    return PROVENANCE.get(source)
+
+
+def content_digest(text: str) -> str:
+    """Digest of the normalised text, the key of forget tombstones (exact text, not paraphrase)."""
+    normal = unicodedata.normalize("NFC", text).strip()
+    return hashlib.sha256(normal.encode("utf-8")).hexdigest()
+
+
+class Admitted:
+    __slots__ = ("id", "state", "duplicate")
+
+    def __init__(self, id: int, state: str, duplicate: bool) -> None:
+        self.id = id
+        self.state = state
+        self.duplicate = duplicate
+
+
+def _check_text(text: object) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise CmError("INVALID_OBSERVATION", "an observation needs non-empty text")
+    if "\x00" in text:
+        raise CmError("INVALID_OBSERVATION", "an observation must not contain NUL characters")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise CmError("INVALID_OBSERVATION", "an observation must be well-formed Unicode") from None
+    return text
+
+
+def admit(conn: sqlite3.Connection, *, namespace: str, entry_id: str, text: str, scope: str, source: str,
+          observed_at: str, task_kind: str = "observation", state: str = "pending",
+          batch_id: str | None = None) -> Admitted:
+    """Admit one observation inside the caller's transaction (see module contract)."""
+    _check_text(text)
+    if not SCOPE_RE.match(scope):
+        raise CmError("INVALID_OBSERVATION", "an observation's scope must be global or project:<id>")
+    if task_kind not in TASK_KINDS or state not in ADMISSION_STATES:
+        raise CmError("INVALID_TASK_KIND", "task kind must be observation or edit, state buffered or pending")
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    row = conn.execute(
+        "SELECT id, digest, state FROM observations WHERE namespace = ? AND entry_id = ?", (namespace, entry_id)
+    ).fetchone()
+    if row is not None:
+        if row[1] != digest:
+            raise CmError(
+                "SUBMISSION_CONFLICT",
+                "this submission id was already used with different content; use a new id",
+            )
+        return Admitted(int(row[0]), row[2], duplicate=True)
+    provenance = provenance_of(source)
+    cdigest = content_digest(text)
+    issue = None
+    if provenance is None:
+        state, issue = "quarantined", "UNSUPPORTED_SOURCE"
+    elif task_kind != "edit" and conn.execute(
+        "SELECT 1 FROM forgotten_sources WHERE scope = ? AND digest = ?", (scope, cdigest)
+    ).fetchone():
+        state, issue = "quarantined", "FORGOTTEN_SOURCE"
+    cursor = conn.execute(
+        "INSERT INTO observations(namespace, entry_id, text, digest, content_digest, scope, source, provenance,"
+        " task_kind, state, observed_at, enqueued_at, batch_id, issue)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (namespace, entry_id, text, digest, cdigest, scope, source, provenance, task_kind, state, observed_at,
+         int(time.time() * 1000), batch_id, issue),
+    )
+    return Admitted(int(cursor.lastrowid), state, duplicate=False)

@@ -1,0 +1,321 @@
+"""The Writer with a scripted Memory Agent: commits, rejections, fencing, outcomes, forget."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from writer_support import admit, all_evidence, configure, decision, put, read, retain, rows, writer
+
+from cmrunner import observations, store
+from cmrunner.writer_proc import jobs
+from cmrunner.writer_proc.port import AgentError
+
+
+@pytest.fixture
+def env(home):
+    return configure(home)
+
+
+def test_retain_commits_markdown_receipt_and_links(env):
+    paths, cfg = env
+    oid = admit(paths, "I prefer tabs over spaces in Go.", "e1")
+    w, port = writer(paths, cfg, lambda task, reads: decision(
+        task, retain(all_evidence(reads), put("preferences", "Indentation", "Tabs in Go.\n"))))
+    outcome = w.run_once()
+    assert outcome.state == "committed"
+    assert read(paths, "preferences") == "# Preferences\n\n## Indentation\nTabs in Go.\n"
+    assert rows(paths, "SELECT state FROM observations") == [("processed",)]
+    assert rows(paths, "SELECT state FROM jobs") == [("done",)]
+    assert rows(paths, "SELECT source_id FROM associations WHERE target = 'preferences'") == [(oid,)]
+    receipt_path = os.path.join(paths.receipts, f"{outcome.job_id}.json")
+    receipt = open(receipt_path).read()
+    assert "Tabs" not in receipt and "Indentation" not in receipt and "I prefer" not in receipt
+    assert json.loads(receipt)["observationIds"] == [oid]
+    assert os.listdir(paths.transactions) == []
+    assert w.run_once() is None
+    w.close()
+
+
+def test_ignore_commits_only_the_database_side(env):
+    paths, cfg = env
+    admit(paths, "what time is it?", "e1")
+    w, _ = writer(paths, cfg, lambda task, reads: decision(task, {
+        "kind": "ignore", "applicability": "uncertain", "confidence": 1, "evidence": all_evidence(reads), "reason": "r"}))
+    assert w.run_once().state == "ignored"
+    assert read(paths, "profile") is None and read(paths, "preferences") is None
+    assert rows(paths, "SELECT COUNT(*) FROM receipts") == [(1,)]
+    w.close()
+
+
+def test_rejected_decision_retries_with_backoff_and_keeps_the_batch(env):
+    paths, cfg = env
+    admit(paths, "remember this", "e1")
+    w, port = writer(paths, cfg, lambda task, reads: decision(task, retain(["ev_999"], put("profile", "X", "y\n"))))
+    outcome = w.run_once()
+    assert (outcome.state, outcome.code) == ("retry", "INVALID_EVIDENCE_REFERENCE")
+    assert port.rejections == ["INVALID_EVIDENCE_REFERENCE"]
+    (state, retries, available, updated), = rows(paths, "SELECT state, retries, available, updated_at FROM jobs")
+    assert (state, retries) == ("retry", 1) and available - updated == 1000
+    assert rows(paths, "SELECT state FROM observations") == [("claimed",)]
+    assert read(paths, "profile") is None
+    assert w.run_once() is None  # backoff is not bypassed
+    w.close()
+
+
+@pytest.mark.parametrize(("body", "code"), [
+    ("text\n## Smuggled\nmore\n", "INVALID_SECTION_BODY"),
+    ("my api_key = sk-abcdefghijklmnopqrstuvwx\n", "SENSITIVE_CONTENT_REJECTED"),
+])
+def test_result_checks_reject_the_whole_decision(env, body, code):
+    paths, cfg = env
+    admit(paths, "note", "e1")
+    w, port = writer(paths, cfg, lambda task, reads: decision(
+        task, retain(all_evidence(reads), put("profile", "Good", "fine\n"), put("profile", "Bad", body))))
+    assert w.run_once().code == code
+    assert read(paths, "profile") is None
+    w.close()
+
+
+def test_hand_edit_between_read_and_commit_is_stale_revision(env):
+    paths, cfg = env
+    admit(paths, "note", "e1")
+    os.makedirs(paths.memory, exist_ok=True)
+
+    def script(task, reads):
+        with open(paths.document("profile"), "w") as handle:  # the user edits while the model thinks
+            handle.write("# Profile\n\n## Mine\nhand written\n")
+        return decision(task, retain(all_evidence(reads), put("profile", "Agent", "text\n")))
+
+    w, _ = writer(paths, cfg, script)
+    assert w.run_once().code == "STALE_REVISION"
+    assert read(paths, "profile") == "# Profile\n\n## Mine\nhand written\n"
+    assert os.listdir(paths.transactions) == []
+    w.close()
+
+
+def test_late_answer_after_lease_loss_never_commits(env):
+    paths, cfg = env
+    admit(paths, "note", "e1")
+
+    def script(task, reads):
+        conn = store.connect(paths.db, 1000)
+        with store.immediate(conn):  # another drain took the job over while the model ran
+            conn.execute("UPDATE jobs SET token = 'other', generation = generation + 1")
+        conn.close()
+        return decision(task, retain(all_evidence(reads), put("profile", "Late", "text\n")))
+
+    w, _ = writer(paths, cfg, script)
+    outcome = w.run_once()
+    assert (outcome.state, outcome.code) == ("stale", "STALE_LEASE")
+    assert read(paths, "profile") is None
+    assert rows(paths, "SELECT state FROM jobs") == [("running",)]  # the new holder's, untouched
+    w.close()
+
+
+class _Failing:
+    def __init__(self, code: str, retryable: bool = True) -> None:
+        self.code, self.retryable, self.calls = code, retryable, 0
+
+    def decide(self, task, reads):
+        self.calls += 1
+        raise AgentError(self.code, "failed", retryable=self.retryable,
+                         diagnostic={"stage": "http", "reason": "provider_unavailable", "retryable": self.retryable})
+
+
+def test_recovery_budget_is_first_attempt_plus_five(env):
+    paths, cfg = env
+    admit(paths, "note", "e1")
+    clock = [1_800_000_000_000]
+    from cmrunner.writer_proc.writer import Writer
+
+    port = _Failing("UNAVAILABLE")
+    w = Writer(paths, cfg, port, now=lambda: clock[0])
+    states = []
+    for _ in range(8):
+        outcome = w.run_once()
+        if outcome is None:
+            break
+        states.append(outcome.state)
+        clock[0] += 601_000
+    assert states == ["retry"] * 5 + ["dead"]
+    assert port.calls == 6
+    assert rows(paths, "SELECT state, issue, attempts FROM jobs") == [("dead", "RECOVERY_BUDGET_EXHAUSTED", 6)]
+    assert rows(paths, "SELECT state FROM observations") == [("dead",)]
+    diag = json.loads(rows(paths, "SELECT diagnostic FROM jobs")[0][0])
+    assert diag == {"stage": "http", "reason": "provider_unavailable", "retryable": True}
+    w.close()
+
+
+def test_authentication_failure_is_dead_at_once_and_retry_revives(env):
+    paths, cfg = env
+    admit(paths, "note", "e1")
+    from cmrunner.writer_proc.writer import Writer
+
+    w = Writer(paths, cfg, _Failing("AUTHENTICATION", retryable=False))
+    assert w.run_once().state == "dead"
+    job_id = rows(paths, "SELECT id FROM jobs")[0][0]
+    conn = store.open_store(paths)
+    with store.immediate(conn):
+        jobs.retry(conn, job_id, 0)
+    conn.close()
+    w2, _ = writer(paths, cfg, lambda task, reads: decision(task, retain(all_evidence(reads), put("profile", "A", "b\n"))))
+    assert w2.run_once().state == "committed"
+    assert rows(paths, "SELECT id, state, attempts FROM jobs") == [(job_id, "done", 2)]
+    w.close()
+    w2.close()
+
+
+def test_backoff_doubles_and_caps():
+    assert [jobs.backoff_ms(n) for n in (0, 1, 4, 9, 10, 20)] == [1000, 2000, 16000, 512000, 600000, 600000]
+
+
+@pytest.mark.parametrize(("setup", "code"), [
+    ({"allowedProvenance": ["agent_observation"]}, "UNAUTHORIZED_PROVENANCE"),
+    ({"allowedScopes": ["project:abc"]}, "UNAUTHORIZED_SOURCE"),
+    ({"maxExcerptBytes": 40}, "OVERSIZED_COMPLETE_SOURCE"),
+])
+def test_prechecks_quarantine_before_any_model_call(home, setup, code):
+    paths, cfg = configure(home, **setup)
+    admit(paths, "a note that is a little longer than forty bytes", "e1")
+    w, port = writer(paths, cfg, lambda task, reads: pytest.fail("the model must not be called"))
+    assert w.run_once().code == code
+    assert port.calls == 0
+    assert rows(paths, "SELECT state, issue FROM observations") == [("quarantined", code)]
+    w.close()
+
+
+def test_sensitive_input_is_quarantined_locally(env):
+    paths, cfg = env
+    admit(paths, "my password: hunter2-is-secret", "e1")
+    w, port = writer(paths, cfg, lambda task, reads: pytest.fail("the model must not be called"))
+    assert w.run_once().code == "SENSITIVE_INPUT"
+    assert port.calls == 0
+    w.close()
+
+
+def test_unregistered_project_is_quarantined(home):
+    paths, cfg = configure(home, allowedScopes=["global", "project:gone-123456"])
+    admit(paths, "note", "e1", scope="project:gone-123456")
+    w, _ = writer(paths, cfg, lambda task, reads: pytest.fail("no model call"))
+    assert w.run_once().code == "UNREGISTERED_PROJECT"
+    w.close()
+
+
+def test_forget_clears_state_bodies_and_tombstones_exact_text(env):
+    paths, cfg = env
+    first = admit(paths, "My cat is called Miso.", "e1", batch="b1")
+    w, _ = writer(paths, cfg, lambda task, reads: decision(task, retain(all_evidence(reads), put("profile", "Pets", "Cat: Miso.\n"))))
+    assert w.run_once().state == "committed"
+    w.close()
+    admit(paths, "Please forget my cat's name.", "e2", batch="b2")
+
+    def forget(task, reads):
+        ref = reads.inspect_memory(task["snapshot"]["handle"])["documents"][0]["sections"][0]["ref"]
+        return decision(task, {"kind": "forget", "applicability": "global", "confidence": 1,
+                               "evidence": all_evidence(reads), "reason": "r",
+                               "operations": [{"op": "remove_section", "target": "profile", "section": ref}]})
+
+    w, _ = writer(paths, cfg, forget)
+    assert w.run_once().state == "committed"
+    assert read(paths, "profile") == "# Profile\n\n"
+    assert rows(paths, "SELECT text FROM observations WHERE id = ?", (first,)) == [(None,)]
+    assert rows(paths, "SELECT COUNT(*) FROM forgotten_sources") == [(2,)]
+    assert rows(paths, "SELECT COUNT(*) FROM correction_watermarks WHERE target = 'profile'") == [(1,)]
+    conn = store.open_store(paths)
+    with store.immediate(conn):
+        again = observations.admit(conn, namespace="test", entry_id="e3", text="My cat is called Miso.",
+                                   scope="global", source="codex_user_delivery", observed_at="2026-11-30T00:00:01Z")
+    conn.close()
+    assert (again.state, rows(paths, "SELECT issue FROM observations WHERE id = ?", (again.id,))[0][0]) == (
+        "quarantined", "FORGOTTEN_SOURCE")
+    w.close()
+
+
+def test_stale_source_after_a_correction(env):
+    paths, cfg = env
+    admit(paths, "I live in Oslo", "e1", batch="b1", observed_at="2026-11-30T10:00:00Z")
+    w, _ = writer(paths, cfg, lambda task, reads: decision(
+        task, retain(all_evidence(reads), put("profile", "Home", "Oslo\n"), admission="correct")))
+    assert w.run_once().state == "committed"
+    w.close()
+    admit(paths, "I live in Bergen (said earlier)", "e2", batch="b2", observed_at="2026-11-30T09:00:00Z")
+
+    def late(task, reads):
+        ref = reads.inspect_memory(task["snapshot"]["handle"])["documents"][0]["sections"][0]["ref"]
+        return decision(task, retain(all_evidence(reads), put("profile", "Home", "Bergen\n", section=ref), admission="update"))
+
+    w, _ = writer(paths, cfg, late)
+    assert w.run_once().code == "STALE_SOURCE"
+    assert "Oslo" in read(paths, "profile")
+    w.close()
+
+
+def test_relay_work_waits_for_thresholds_unless_flushed(env):
+    paths, cfg = env
+    for i in range(3):
+        admit(paths, f"relay {i}", f"r{i}", source="mcp_user_submission", batch=None)
+    w, port = writer(paths, cfg, lambda task, reads: decision(task, {
+        "kind": "ignore", "applicability": "uncertain", "confidence": 1, "evidence": all_evidence(reads), "reason": "r"}))
+    assert w.run_once() is None  # 3 < 6 expressions, fresh, small
+    w.force = True
+    assert w.run_once().state == "ignored"
+    assert rows(paths, "SELECT COUNT(*) FROM observations WHERE state = 'processed'") == [(3,)]
+    w.close()
+
+
+def test_batches_never_mix_scope_or_provenance(env):
+    paths, cfg = env
+    admit(paths, "a", "r1", source="mcp_user_submission", batch=None)
+    admit(paths, "b", "r2", source="document_import", batch=None)
+    admit(paths, "c", "r3", source="mcp_user_submission", batch=None)
+    seen = []
+    w, _ = writer(paths, cfg, lambda task, reads: seen.append(sorted(s.provenance for s in reads.sources.values()))
+                  or decision(task, {"kind": "ignore", "applicability": "uncertain", "confidence": 1,
+                                     "evidence": all_evidence(reads), "reason": "r"}))
+    w.force = True
+    while w.run_once() is not None:
+        pass
+    assert seen == [["user_explicit"], ["document_import"], ["user_explicit"]]
+    w.close()
+
+
+def test_reads_are_paged_contiguous_and_utf8_safe(env):
+    paths, cfg = env
+    admit(paths, "é" * 6000, "e1")  # 12,000 bytes: two pages, the cut inside no character
+    pages = []
+
+    def script(task, reads):
+        handle = task["bundles"][0]["ingest_id"]
+        with pytest.raises(Exception) as caught:
+            reads.read_ingest(handle, "b1", 8193)
+        assert caught.value.code in ("NONCONTIGUOUS_READ", "INVALID_PAGE_OFFSET")
+        return decision(task, retain(all_evidence(reads), put("profile", "Accent", "é\n")))
+
+    class Paging:
+        calls = 0
+
+        def decide(self, task, reads):
+            handle = task["bundles"][0]["ingest_id"]
+            offset = 0
+            with pytest.raises(Exception) as caught:
+                reads.read_ingest(handle, "b1", 1)  # inside a character
+            assert caught.value.code == "INVALID_PAGE_OFFSET"
+            with pytest.raises(Exception) as caught:
+                reads.submit(decision(task, retain(all_evidence(reads), put("profile", "A", "b\n"))))
+            assert caught.value.code == "INCOMPLETE_INGEST_COVERAGE"
+            while offset is not None:
+                page = reads.read_ingest(handle, "b1", offset)
+                pages.append(page["bytes"])
+                offset = page["next"]
+            from cmrunner.writer_proc.port import ScriptedPort
+
+            return ScriptedPort(script).decide(task, reads)
+
+    from cmrunner.writer_proc.writer import Writer
+
+    w = Writer(paths, cfg, Paging())
+    assert w.run_once().state == "committed"
+    assert pages == [8192, 12000 - 8192] and all(p % 2 == 0 for p in pages)
+    w.close()

@@ -1,0 +1,133 @@
+"""The commit critical section and crash recovery, in the design's order.
+
+Contract:
+- Lock order, always: repository lock (``filelock``, no soft-lock fallback) → ``BEGIN IMMEDIATE`` →
+  lease and fencing check → snapshot CAS → ``COMMITTING`` marker → atomic publish → database side
+  → COMMIT. No network call ever runs inside it; staging (the slow fsyncs) happens under the
+  repository lock but before the database lock, so hooks wait only for the short part.
+- ``apply_receipt`` is the whole database side of a commit and is driven by the receipt alone, so
+  the normal commit and the replay after a crash (files published, database not) end in the same
+  state without calling the model again. It is idempotent: a receipt row makes it a no-op.
+- ``recover`` runs under the repository lock at drain start and before every commit: unmarked
+  transactions are discarded, marked ones published forward and their receipts replayed. It looks
+  only at ``runtime/transactions``; its cost does not grow with historical receipts.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from cmrunner import fsutil, sections, store
+from cmrunner.errors import CmError
+from cmrunner.home import DataPaths
+from cmrunner.sections import Document
+from cmrunner.writer_proc import jobs, publish
+
+REPO_LOCK_SECONDS = 30.0
+
+
+@contextmanager
+def repository_lock(paths: DataPaths) -> Iterator[None]:
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(paths.repo_lock, timeout=REPO_LOCK_SECONDS, fallback_to_soft=False, mode=0o600)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise CmError("REPOSITORY_LOCK_TIMEOUT", f"another cm process held the repository lock for {REPO_LOCK_SECONDS:.0f} s; retry later") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def current_hash(paths: DataPaths, target: str) -> str:
+    raw = fsutil.read_regular_file(paths.document(target), sections.MAX_HARD_BUDGET + 1, target)
+    return sections.document_hash(raw)
+
+
+def apply_receipt(conn: sqlite3.Connection, receipt: dict, now: int) -> bool:
+    """The database side of a commit, inside the caller's transaction; ``False`` if already applied."""
+    job_id = receipt["jobId"]
+    if conn.execute("SELECT 1 FROM receipts WHERE id = ?", (job_id,)).fetchone():
+        return False
+    held = sorted(r[0] for r in conn.execute("SELECT id FROM observations WHERE job_id = ?", (job_id,)))
+    if held != receipt["observationIds"]:
+        raise CmError("RECOVERY_CONFLICT", f"receipt {job_id} does not match the database's batch; run `cm status` and report it")
+    conn.execute(
+        "UPDATE jobs SET state = 'done', issue = NULL, edit_result = ?, expires = 0, updated_at = ? WHERE id = ?",
+        (receipt.get("editResult"), now, job_id),
+    )
+    conn.execute("UPDATE observations SET state = 'processed', processed_at = ?, issue = NULL WHERE job_id = ?",
+                 (now, job_id))
+    for doc in receipt["documents"]:
+        conn.execute("INSERT OR REPLACE INTO document_versions(target, hash) VALUES (?, ?)", (doc["target"], doc["after"]))
+    conn.executemany("DELETE FROM associations WHERE target = ?", [(t,) for t in receipt["linkTargets"]])
+    conn.executemany(
+        "INSERT OR IGNORE INTO associations(target, section_key, source_id) VALUES (?, ?, ?)",
+        [(link["target"], link["key"], sid) for link in receipt["links"] for sid in link["sourceIds"]],
+    )
+    for sid in receipt["forgetSourceIds"]:
+        row = conn.execute("SELECT scope, content_digest FROM observations WHERE id = ?", (sid,)).fetchone()
+        if row is not None and row[1]:
+            conn.execute("INSERT OR IGNORE INTO forgotten_sources(scope, digest) VALUES (?, ?)", (row[0], row[1]))
+        conn.execute("UPDATE observations SET text = NULL WHERE id = ?", (sid,))
+    conn.executemany("UPDATE observations SET text = NULL WHERE id = ? AND state = 'processed'",
+                     [(sid,) for sid in receipt["purgeSourceIds"]])
+    for mark in receipt["watermarks"]:
+        conn.execute(
+            "INSERT INTO correction_watermarks(target, at, source_id) VALUES (?, ?, ?)"
+            " ON CONFLICT(target) DO UPDATE SET at = MAX(at, excluded.at), source_id = CASE"
+            " WHEN excluded.at > at OR (excluded.at = at AND excluded.source_id > source_id) THEN excluded.source_id"
+            " ELSE source_id END",
+            (mark["target"], mark["at"], mark["sourceId"]),
+        )
+    conn.execute("INSERT INTO receipts(id, job_id, committed_at) VALUES (?, ?, ?)", (job_id, job_id, now))
+    return True
+
+
+def recover(paths: DataPaths, conn: sqlite3.Connection, now: Callable[[], int]) -> int:
+    """Finish or discard interrupted commits (caller holds the repository lock); returns replays."""
+    replayed = 0
+    for found in publish.recover(paths):
+        with store.immediate(conn):
+            replayed += apply_receipt(conn, found.receipt, now())
+        found.cleanup()
+    return replayed
+
+
+def commit(paths: DataPaths, conn: sqlite3.Connection, job: jobs.Job, snapshot: dict[str, Document],
+           changed: dict[str, Document], receipt: dict, now: Callable[[], int]) -> None:
+    """Publish ``changed`` and apply ``receipt`` atomically with respect to crashes (module contract)."""
+    publish.assert_receipt_safe(receipt)
+    with repository_lock(paths):
+        recover(paths, conn, now)
+        transaction = None
+        if changed:
+            transaction = publish.stage(
+                paths, job.id,
+                [publish.FileChange(t, snapshot[t].hash, changed[t].data) for t in sorted(changed)], receipt,
+            )
+        try:
+            with store.immediate(conn):
+                jobs.assert_lease(conn, job, now())
+                for target, doc in snapshot.items():  # CAS over every document the agent read
+                    if current_hash(paths, target) != doc.hash:
+                        raise CmError("STALE_REVISION", f"{target} changed since the Memory Agent read it "
+                                      "(probably a hand edit); nothing was published and the job will be retried")
+                if transaction is not None:
+                    transaction.verify_before()
+                    transaction.mark()
+                    transaction.publish()
+                apply_receipt(conn, receipt, now())
+        except BaseException:
+            if transaction is not None:
+                try:
+                    transaction.cleanup()  # refused once marked: recovery publishes it forward
+                except CmError:
+                    pass
+            raise
+        if transaction is not None:
+            transaction.cleanup()

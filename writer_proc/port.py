@@ -1,0 +1,102 @@
+"""The Memory Agent port: what the Writer asks of an agent, and a scripted agent for tests.
+
+Contract:
+- ``build_task`` makes the ``memory_task_v1`` the agent starts from: the job id as ``request_id``,
+  bundle handles with sizes and provenance, the snapshot handle, and the decision schema — never
+  source text or Markdown (the agent reads those through the ``ReadPort`` tools).
+- ``MemoryAgentPort.decide(task, reads)`` runs one attempt with no lock held. It must end with one
+  accepted ``reads.submit(...)``, or raise ``AgentError`` with a stable code, a retryable flag and a
+  sanitised diagnostic (``{stage, reason, retryable, httpStatus?}``); returning without a
+  submission is ``MISSING_SUBMISSION``.
+- ``ScriptedPort`` is a real agent loop without a model: it reads every source block and every
+  document to the end, then submits what its script returns. Tests use it to drive the Writer.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+from collections.abc import Callable
+from typing import Protocol
+
+from cmrunner.errors import CmError
+from cmrunner.writer_proc import contract
+from cmrunner.writer_proc.reads import ReadPort, ReadRejected
+
+
+class AgentError(CmError):
+    """An attempt failed; ``retryable`` and ``diagnostic`` decide the job's outcome."""
+
+    def __init__(self, code: str, message: str, retryable: bool = True, diagnostic: dict | None = None) -> None:
+        super().__init__(code, message)
+        self.retryable = retryable
+        self.diagnostic = diagnostic or {"stage": "model_output", "reason": code.lower(), "retryable": retryable}
+
+
+class AgentResult:
+    __slots__ = ("usage", "prompt_digest", "model_turns", "tool_calls")
+
+    def __init__(self, usage: dict[str, int], prompt_digest: str, model_turns: int = 0, tool_calls: int = 0) -> None:
+        self.usage = usage
+        self.prompt_digest = prompt_digest
+        self.model_turns = model_turns
+        self.tool_calls = tool_calls
+
+
+class MemoryAgentPort(Protocol):
+    def decide(self, task: dict, reads: ReadPort) -> AgentResult: ...
+
+
+def build_task(job_id: str, task_kind: str, reads: ReadPort) -> dict:
+    return {
+        "version": "memory_task_v1",
+        "task_kind": task_kind,
+        "request_id": job_id,
+        "now": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "bundles": [
+            {"ingest_id": s.handle, "source": s.source, "provenance": s.provenance, "scope": s.scope,
+             "block_count": 1, "bytes": len(s.data), "state": "current"}
+            for s in reads.sources.values()
+        ],
+        "snapshot": {"handle": reads.snapshot_handle, "document_count": len(reads.snapshot)},
+        "decision_schema": contract.decision_json_schema(task_kind == "edit"),
+    }
+
+
+Script = Callable[[dict, ReadPort], object]
+
+
+class ScriptedPort:
+    """An agent that reads everything, then submits ``script(task, reads)`` (a decision payload)."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.calls = 0
+        self.rejections: list[str] = []
+
+    def decide(self, task: dict, reads: ReadPort) -> AgentResult:
+        self.calls += 1
+        tool_calls = 0
+        for bundle in task["bundles"]:
+            manifest = reads.inspect_ingest(bundle["ingest_id"])
+            tool_calls += 1
+            for block in manifest["blocks"]:
+                offset: int | None = 0
+                while offset is not None:
+                    offset = reads.read_ingest(bundle["ingest_id"], block["block_id"], offset)["next"]
+                    tool_calls += 1
+        handle = task["snapshot"]["handle"]
+        for doc in reads.inspect_memory(handle)["documents"]:
+            offset = 0
+            while offset is not None:
+                offset = reads.inspect_memory(handle, doc["target"], offset)["next"]
+                tool_calls += 1
+        payload = self.script(task, reads)
+        try:
+            reads.submit(payload)
+        except (contract.DecisionRejected, ReadRejected, CmError) as exc:
+            self.rejections.append(exc.code)
+            raise AgentError(exc.code, "the scripted decision was rejected", retryable=True,
+                             diagnostic={"stage": "core_validation", "reason": "core_rejected", "retryable": True}) from None
+        digest = hashlib.sha256(b"scripted-port").hexdigest()
+        return AgentResult({"input_tokens": 0, "output_tokens": 0}, digest, model_turns=1, tool_calls=tool_calls + 1)

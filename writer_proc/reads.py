@@ -1,0 +1,163 @@
+"""The read capabilities a Memory Agent gets for one job, and the submission tool.
+
+Contract:
+- The agent sees handles, never raw source text or Markdown in its task: ``inspect_ingest``
+  pages block descriptors (``MANIFEST_PAGE`` per page), ``read_ingest`` and ``inspect_memory`` page
+  bytes (``BYTE_PAGE`` per page, always ending on a UTF-8 boundary).
+- Reads are contiguous: an offset must sit on a character boundary and may not skip bytes not
+  read yet (``NONCONTIGUOUS_READ``), so "read to the end" really means every byte was served.
+- Coverage is tracked here and handed to the decision contract: every current source block must be
+  read to its end before a submission is accepted (``INCOMPLETE_INGEST_COVERAGE``), and every
+  edited document must have been read to its end (``UNREAD_MEMORY_TARGET``).
+- Every call first checks the job's lease through ``check_lease``; a lost lease ends the attempt.
+- ``submit`` hands the payload to the Writer's ``accept`` (the decision contract, then the
+  rendered documents' checks) and keeps the first accepted submission; later calls raise
+  ``DECISION_ALREADY_SUBMITTED``.
+Errors are ``ReadRejected`` (a ``CmError``) naming only handles, fields and codes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+
+from cmrunner.errors import CmError
+from cmrunner.sections import Document
+from cmrunner.writer_proc import contract
+
+MANIFEST_PAGE = 32
+BYTE_PAGE = 8192
+
+
+class ReadRejected(CmError):
+    """A read tool call was refused; the agent may correct it and continue."""
+
+
+class Source:
+    """One current observation of the batch, served as one block."""
+
+    __slots__ = ("observation_id", "text", "scope", "provenance", "source", "observed_at", "data")
+
+    def __init__(self, observation_id: int, text: str, scope: str, provenance: str, source: str,
+                 observed_at: str) -> None:
+        self.observation_id = observation_id
+        self.text = text
+        self.scope = scope
+        self.provenance = provenance
+        self.source = source
+        self.observed_at = observed_at
+        self.data = text.encode("utf-8")
+
+    @property
+    def handle(self) -> str:
+        return f"ingest_{self.observation_id}"
+
+    @property
+    def evidence_ref(self) -> str:
+        return contract.evidence_handle(self.observation_id)
+
+    def descriptor(self) -> dict:
+        return {
+            "block_id": "b1", "parent_id": None, "kind": "text", "order": 0, "bytes": len(self.data),
+            "context_only": False, "evidence_ref": self.evidence_ref,
+            "metadata": {"source": self.source, "provenance": self.provenance, "scope": self.scope,
+                         "observed_at": self.observed_at,
+                         **({"role": "user"} if self.provenance == "user_explicit" else {})},
+        }
+
+
+def _page(data: bytes, offset: int, covered: int) -> tuple[bytes, int]:
+    """The page of ``data`` starting at ``offset``; checks boundaries and contiguity."""
+    if offset < 0 or offset > len(data) or (offset < len(data) and (data[offset] & 0xC0) == 0x80):
+        raise ReadRejected("INVALID_PAGE_OFFSET", "offset must be a character boundary inside the content")
+    if offset > covered:
+        raise ReadRejected("NONCONTIGUOUS_READ", f"read from offset {covered} first; bytes may not be skipped")
+    end = min(len(data), offset + BYTE_PAGE)
+    while end < len(data) and (data[end] & 0xC0) == 0x80:
+        end -= 1
+    return data[offset:end], end
+
+
+class ReadPort:
+    """The read tools of one attempt (see module contract)."""
+
+    def __init__(self, job_id: str, sources: list[Source], snapshot: Mapping[str, Document],
+                 writable: frozenset[str], accept: Callable[[object, "ReadPort"], object],
+                 check_lease: Callable[[], None]) -> None:
+        self.job_id = job_id
+        self.sources = {s.handle: s for s in sources}
+        self.snapshot = dict(snapshot)
+        self.snapshot_handle = "snapshot_" + os.urandom(8).hex()
+        self.writable = writable
+        self._accept = accept
+        self._check_lease = check_lease
+        self._ingest_covered = {h: 0 for h in self.sources}
+        self._memory_covered = {t: 0 for t in self.snapshot}
+        self.submission: object | None = None
+
+    # -- coverage --------------------------------------------------------------------------
+    @property
+    def ingest_fully_read(self) -> bool:
+        return all(self._ingest_covered[h] >= len(s.data) for h, s in self.sources.items())
+
+    @property
+    def fully_read_targets(self) -> frozenset[str]:
+        return frozenset(t for t, doc in self.snapshot.items() if self._memory_covered[t] >= len(doc.data))
+
+    def _guard(self) -> None:
+        if self.submission is not None:
+            raise ReadRejected("DECISION_ALREADY_SUBMITTED", "a decision was already accepted for this job")
+        self._check_lease()
+
+    # -- tools -----------------------------------------------------------------------------
+    def inspect_ingest(self, handle: str, offset: int = 0) -> dict:
+        self._guard()
+        source = self.sources.get(handle)
+        if source is None:
+            raise ReadRejected("INVALID_INGEST_HANDLE", "unknown ingest handle; use the handles from the task")
+        if offset != 0:
+            raise ReadRejected("INVALID_PAGE_OFFSET", "this bundle has a single manifest page; use offset 0")
+        return {"handle": handle, "offset": 0, "next": None, "blocks": [source.descriptor()]}
+
+    def read_ingest(self, handle: str, block: str, offset: int = 0) -> dict:
+        self._guard()
+        source = self.sources.get(handle)
+        if source is None:
+            raise ReadRejected("INVALID_INGEST_HANDLE", "unknown ingest handle; use the handles from the task")
+        if block != "b1":
+            raise ReadRejected("INVALID_BLOCK_REFERENCE", "unknown block; use the block ids from inspect_ingest")
+        chunk, end = _page(source.data, offset, self._ingest_covered[handle])
+        self._ingest_covered[handle] = max(self._ingest_covered[handle], end)
+        return {"handle": handle, "block": block, "offset": offset, "bytes": len(chunk),
+                "text": chunk.decode("utf-8"), "next": end if end < len(source.data) else None,
+                "descriptor": source.descriptor()}
+
+    def inspect_memory(self, handle: str, target: str | None = None, offset: int = 0) -> dict:
+        self._guard()
+        if handle != self.snapshot_handle:
+            raise ReadRejected("INVALID_SNAPSHOT_HANDLE", "unknown snapshot handle; use the one from the task")
+        if target is None:
+            return {"handle": handle, "documents": [
+                {"target": t, "hash": doc.hash, "bytes": len(doc.data), "writable": t in self.writable,
+                 "sections": [{"ref": s.ref, "title": s.title} for s in doc.sections],
+                 "soft_budget_bytes": doc.budgets.soft, "hard_budget_bytes": doc.budgets.hard}
+                for t, doc in self.snapshot.items()]}
+        doc = self.snapshot.get(target)
+        if doc is None:
+            raise ReadRejected("INVALID_TARGET_REFERENCE", "that target is not in this snapshot")
+        chunk, end = _page(doc.data, offset, self._memory_covered[target])
+        self._memory_covered[target] = max(self._memory_covered[target], end)
+        return {"handle": handle, "target": target, "offset": offset, "bytes": len(chunk),
+                "text": chunk.decode("utf-8"), "next": end if end < len(doc.data) else None}
+
+    def processing_state(self) -> dict:
+        self._guard()
+        total = sum(len(s.data) for s in self.sources.values())
+        read = sum(min(self._ingest_covered[h], len(s.data)) for h, s in self.sources.items())
+        return {"complete": read >= total, "read_bytes": read, "total_bytes": total}
+
+    def submit(self, payload: object) -> dict:
+        """Validate a decision with the Writer's ``accept`` (contract, then the rendered result)."""
+        self._guard()
+        self.submission = self._accept(payload, self)
+        return {"submitted": True, "committed": False}

@@ -1,0 +1,238 @@
+"""The Writer: one claimed job from queue to committed Markdown.
+
+Contract, per ``run_once``:
+1. Under the repository lock, recover interrupted commits (``commit.recover``).
+2. ``BEGIN IMMEDIATE``: claim a job (``jobs.claim``) — or return ``None`` when nothing is runnable.
+3. Before any network call, with the job's lease: scope, provenance and project authorization,
+   the sensitive-content scan and the byte caps. A failure quarantines locally with a stable code
+   and nothing is sent.
+4. The snapshot is read, then the agent runs with no lock held, reading through the ``ReadPort``
+   tools; a background thread renews the lease every ``leaseMs / 3`` and stops the attempt's
+   writes from committing once the lease is lost.
+5. The accepted decision is rendered, checked again (sections, sensitive content, watermarks), a
+   receipt is built and ``commit.commit`` publishes it.
+Failures become job outcomes through ``jobs.fail`` (retry with backoff, dead, quarantined). A
+lost lease is never recorded as anything: the job belongs to whoever holds it now.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+
+from cmrunner import config as config_mod, fsutil, projects, safety, sections, store
+from cmrunner.errors import CmError
+from cmrunner.home import DataPaths
+from cmrunner.sections import Document
+from cmrunner.writer_proc import apply, commit, contract, jobs
+from cmrunner.writer_proc.port import AgentError, MemoryAgentPort, build_task
+from cmrunner.writer_proc.reads import ReadPort, Source
+
+PRUNE_AFTER_MS = 7 * 24 * 3600 * 1000
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+class Outcome:
+    """What one ``run_once`` did: ``committed``, ``ignored``, ``retry``, ``dead``, ``quarantined`` or ``stale``."""
+
+    __slots__ = ("job_id", "state", "code")
+
+    def __init__(self, job_id: str, state: str, code: str | None = None) -> None:
+        self.job_id = job_id
+        self.state = state
+        self.code = code
+
+    def __repr__(self) -> str:
+        return f"Outcome({self.job_id[:8]}, {self.state}, {self.code})"
+
+
+class _Renewer(threading.Thread):
+    """Renews the lease every ``leaseMs/3`` on its own connection until stopped or lost."""
+
+    def __init__(self, paths: DataPaths, job: jobs.Job, lease_ms: int) -> None:
+        super().__init__(daemon=True)
+        self.paths, self.job, self.lease_ms = paths, job, lease_ms
+        self.stop_event = threading.Event()
+        self.lost = False
+
+    def run(self) -> None:
+        conn = store.connect(self.paths.db, store.DRAIN_BUSY_MS)
+        try:
+            while not self.stop_event.wait(self.lease_ms / 3000):
+                with store.immediate(conn):
+                    if not jobs.renew(conn, self.job, _now(), self.lease_ms):
+                        self.lost = True
+                        return
+        except CmError:
+            self.lost = True
+        finally:
+            conn.close()
+
+
+class Writer:
+    def __init__(self, paths: DataPaths, cfg: config_mod.Config, port: MemoryAgentPort,
+                 now: Callable[[], int] = _now, force: bool = False) -> None:
+        self.paths = paths
+        self.cfg = cfg
+        self.port = port
+        self.now = now
+        self.scheduler = cfg.data["scheduler"]
+        self.force = force
+        self.conn = store.open_store(paths)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # -- the loop ---------------------------------------------------------------------------
+    def recover(self) -> int:
+        with commit.repository_lock(self.paths):
+            replayed = commit.recover(self.paths, self.conn, self.now)
+        with store.immediate(self.conn):
+            self.conn.execute(
+                "UPDATE observations SET text = NULL WHERE state = 'processed' AND text IS NOT NULL AND processed_at < ?",
+                (self.now() - PRUNE_AFTER_MS,),
+            )
+        return replayed
+
+    def run_once(self) -> Outcome | None:
+        with store.immediate(self.conn):
+            job = jobs.claim(self.conn, self.scheduler, self.now(), self.force)
+        if job is None:
+            return None
+        try:
+            return self._attempt(job)
+        except CmError as exc:
+            if exc.code == "STALE_LEASE":
+                return Outcome(job.id, "stale", exc.code)
+            retryable = getattr(exc, "retryable", exc.code not in jobs.NOT_RETRYABLE)
+            diagnostic = getattr(exc, "diagnostic", None)
+            try:
+                with store.immediate(self.conn):
+                    state = jobs.fail(self.conn, job, exc.code, self.now(), retryable, diagnostic)
+            except CmError as lost:
+                if lost.code == "STALE_LEASE":
+                    return Outcome(job.id, "stale", lost.code)
+                raise
+            return Outcome(job.id, state, exc.code)
+
+    # -- one attempt ------------------------------------------------------------------------
+    def _sources(self, job: jobs.Job) -> list[Source]:
+        rows = self.conn.execute(
+            "SELECT id, text, scope, provenance, source, observed_at FROM observations WHERE job_id = ? ORDER BY id",
+            (job.id,),
+        ).fetchall()
+        return [Source(*row) for row in rows if row[1] is not None]
+
+    def _precheck(self, job: jobs.Job, sources: list[Source]) -> str | None:
+        disclosure = self.cfg.data["disclosure"]
+        if job.scope not in disclosure["allowedScopes"]:
+            return "UNAUTHORIZED_SOURCE"
+        if job.provenance not in disclosure["allowedProvenance"]:
+            return "UNAUTHORIZED_PROVENANCE"
+        if job.scope != "global" and job.scope not in {p.scope for p in projects.load(self.paths)}:
+            return "UNREGISTERED_PROJECT"
+        caps = [disclosure.get(k) for k in ("maxExcerptBytes", "maxCandidateBytes", "maxTotalBytes")]
+        cap = min((c for c in caps if c), default=None)
+        for source in sources:
+            if safety.scan_text(source.text):
+                return "SENSITIVE_INPUT"
+            if cap is not None and len(source.data) + 32 > cap:
+                return "OVERSIZED_COMPLETE_SOURCE"
+        return None
+
+    def _snapshot(self, job: jobs.Job) -> dict[str, Document]:
+        allowed = self.cfg.data["disclosure"]["allowedScopes"]
+        targets = ["profile", "preferences"] if "global" in allowed else []
+        if job.scope != "global" and job.scope in allowed:
+            targets.append(job.scope)
+        snapshot = {}
+        for target in targets:
+            raw = fsutil.read_regular_file(self.paths.document(target), sections.DEFAULT_BUDGETS.hard, target)
+            snapshot[target] = sections.parse(target, raw)
+        return snapshot
+
+    def _links(self, targets: list[str]) -> tuple[dict, dict]:
+        """Current source links per target: key -> ids, and title-level import facts for the guard."""
+        links: dict[str, dict[str, list[int]]] = {t: {} for t in targets}
+        imports: dict[str, dict[str, int]] = {t: {} for t in targets}
+        for target, key, sid, prov in self.conn.execute(
+            "SELECT a.target, a.section_key, a.source_id, o.provenance FROM associations a"
+            " LEFT JOIN observations o ON o.id = a.source_id"
+        ):
+            if target in links:
+                links[target].setdefault(key, []).append(sid)
+                if prov in ("agent_observation", "document_import"):
+                    imports[target][key] = imports[target].get(key, 0) + 1
+        return links, imports
+
+    def _attempt(self, job: jobs.Job) -> Outcome:
+        sources = self._sources(job)
+        issue = self._precheck(job, sources)
+        if issue is not None:
+            with store.immediate(self.conn):
+                jobs.quarantine(self.conn, job, issue, self.now())
+            return Outcome(job.id, "quarantined", issue)
+        snapshot = self._snapshot(job)
+        links, import_counts = self._links(list(snapshot))
+        versions = dict(self.conn.execute("SELECT target, hash FROM document_versions").fetchall())
+        hand_edited = frozenset(t for t, d in snapshot.items()
+                                if d.exists and versions.get(t) != d.hash)
+        watermarks = {r[0]: (r[1], r[2] or 0) for r in self.conn.execute("SELECT target, at, source_id FROM correction_watermarks")}
+        batch = self.conn.execute("SELECT id, scope, observed_at FROM observations WHERE job_id = ?", (job.id,)).fetchall()
+        facts = apply.BatchFacts(
+            [r[0] for r in batch], {r[0]: r[1] for r in batch}, {r[0]: apply.iso_to_ms(r[2]) for r in batch},
+            links, hand_edited, job.task_kind == "edit",
+        )
+        writable = frozenset(self.cfg.data["writableScopes"])
+        edit_scope = job.scope if job.task_kind == "edit" else None
+
+        def accept(payload: object, reads: ReadPort) -> tuple[contract.ValidatedDecision, dict[str, Document]]:
+            section_links = {
+                t: {s.title: contract.SectionLinks(len(links[t].get(sections.section_key(t, s.title), [])),
+                                                   import_counts[t].get(sections.section_key(t, s.title), 0))
+                    for s in doc.sections}
+                for t, doc in snapshot.items()
+            }
+            ctx = contract.DecisionContext(
+                job_id=job.id, batch_scope=job.scope,
+                evidence={s.evidence_ref: contract.EvidenceSource(s.scope, s.provenance) for s in sources},
+                writable_scopes=writable,
+                snapshot={t: {s.ref: s.title for s in d.sections} for t, d in snapshot.items()},
+                fully_read_targets=reads.fully_read_targets, ingest_fully_read=reads.ingest_fully_read,
+                section_links=section_links, hand_edited_targets=hand_edited,
+                edit_task=job.task_kind == "edit", edit_scope=edit_scope,
+            )
+            accepted = contract.validate_decision(payload, ctx)
+            apply.check_watermarks(accepted, watermarks, facts)
+            return accepted, apply.render(snapshot, accepted)
+
+        def check_lease() -> None:
+            if renewer.lost:
+                raise CmError("STALE_LEASE", "this job's lease was lost; its result is discarded")
+            with store.immediate(self.conn):
+                jobs.assert_lease(self.conn, job, self.now())
+
+        writable_targets = frozenset(t for t in snapshot if contract.target_scope(t) in writable)
+        reads = ReadPort(job.id, sources, snapshot, writable_targets, accept, check_lease)
+        renewer = _Renewer(self.paths, job, self.scheduler["leaseMs"])
+        renewer.start()
+        try:
+            result = self.port.decide(build_task(job.id, job.task_kind, reads), reads)
+        finally:
+            renewer.stop_event.set()
+            renewer.join()
+        if reads.submission is None:
+            raise AgentError("MISSING_SUBMISSION", "the agent ended without submitting a decision")
+        accepted, changed = reads.submission
+        with store.immediate(self.conn):
+            jobs.record_activity(self.conn, job, result.model_turns, result.tool_calls,
+                                 result.usage.get("input_tokens", 0), result.usage.get("output_tokens", 0))
+        receipt = apply.build_receipt(job.id, snapshot, changed, accepted, facts, result.prompt_digest,
+                                      (self.cfg.remote or {}).get("model", "scripted"), result.usage, self.now())
+        commit.commit(self.paths, self.conn, job, snapshot, changed, receipt, self.now)
+        return Outcome(job.id, "committed" if changed else "ignored")
