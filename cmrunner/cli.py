@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import click
 
@@ -187,6 +188,48 @@ def project_remove(ctx: click.Context, project_id: str) -> None:
     """Unregister a project (its Markdown is kept)."""
     found = projects.remove(_paths(ctx), project_id)
     click.echo(f"removed {found.id} ({found.path}); its memory file is kept")
+
+
+@cli.command()
+@click.pass_context
+def flush(ctx: click.Context) -> None:
+    """Process queued work now, in the foreground; exit 1 unless everything was processed."""
+    from cmrunner.writer_proc import flush as flush_mod
+
+    cfg = config_mod.load(_home(ctx))
+
+    def progress(outcome: object) -> None:
+        code = f" ({outcome.code})" if outcome.code else ""
+        click.echo(f"job {outcome.job_id[:12]}: {outcome.state}{code}")
+
+    report = flush_mod.flush(DataPaths(cfg.data_root), cfg, progress)
+    if report.followed:
+        click.echo("a running drain held the queue; followed it to the end")
+    left = ", ".join(f"{k} {v}" for k, v in report.remaining.items() if v)
+    click.echo(f"remaining: {left or 'nothing'}{'; a job is waiting for its backoff or lease' if report.waiting else ''}")
+    if not report.complete:
+        click.echo("flush incomplete: see `cm status`", err=True)
+        ctx.exit(1)
+
+
+@cli.command()
+@click.argument("job_id")
+@click.pass_context
+def retry(ctx: click.Context, job_id: str) -> None:
+    """Revive a dead or quarantined job (its history is kept) and start a drain."""
+    from cmrunner import drainlease, store
+    from cmrunner.writer_proc import jobs
+
+    home = _home(ctx)
+    paths = DataPaths(config_mod.load(home).data_root)
+    conn = store.open_store(paths)
+    try:
+        with store.immediate(conn):
+            jobs.retry(conn, job_id, int(time.time() * 1000))
+            drainlease.ensure_drain(conn, home)
+    finally:
+        conn.close()
+    click.echo(f"job {job_id} queued for another attempt")
 
 
 @cli.command()

@@ -124,10 +124,7 @@ def commit(paths: DataPaths, conn: sqlite3.Connection, job: jobs.Job, snapshot: 
                 apply_receipt(conn, receipt, now())
         except BaseException:
             if transaction is not None:
-                try:
-                    transaction.cleanup()  # refused once marked: recovery publishes it forward
-                except CmError:
-                    pass
+                transaction.abandon()  # only an unmarked one is deleted; a marked one is recovery's
             raise
         if transaction is not None:
             transaction.cleanup()

@@ -53,7 +53,7 @@ class WriterConsumer(Consumer):
 
     def __init__(self, writer: "Writer") -> None:
         self.writer = writer
-        self.outcomes: list = []
+        self.on_outcome: Callable[[object], object] = lambda _outcome: None
 
     def runnable(self, conn: sqlite3.Connection) -> bool:
         from cmrunner.writer_proc import jobs
@@ -63,7 +63,7 @@ class WriterConsumer(Consumer):
     def step(self, conn: sqlite3.Connection) -> bool:
         outcome = self.writer.run_once()
         if outcome is not None:
-            self.outcomes.append(outcome)
+            self.on_outcome(outcome)
         return outcome is not None
 
     def next_due(self, conn: sqlite3.Connection) -> int | None:
@@ -105,10 +105,10 @@ def _linger_ms() -> int:
 
 
 def run(paths: DataPaths, make_work: Callable[[], list[Consumer]], stop: Callable[[], bool], linger_ms: int,
-        wait_bound_ms: int = 60_000) -> str:
+        wait_bound_ms: int = 60_000, close: bool = True) -> str:
     """The drain loop; returns why it ended: ``busy`` (another drain), ``idle`` or ``stopped``.
 
-    On a normal return the connection is left open on purpose (the caller exits at once).
+    ``close=False`` leaves the connection open for a caller that exits at once (see ``main``).
     """
     conn = store.open_store(paths, store.DRAIN_BUSY_MS)
     me = identity.current()
@@ -150,6 +150,9 @@ def run(paths: DataPaths, make_work: Callable[[], list[Consumer]], stop: Callabl
     except BaseException:
         conn.close()
         raise
+    finally:
+        if close:
+            conn.close()
 
 
 def main(argv: list[str]) -> int:
@@ -174,7 +177,7 @@ def main(argv: list[str]) -> int:
 
         signal.signal(signal.SIGTERM, on_term)
         paths = DataPaths(cfg.data_root)
-        run(paths, lambda: consumers(paths, cfg), lambda: stopping["flag"], _linger_ms())
+        run(paths, lambda: consumers(paths, cfg), lambda: stopping["flag"], _linger_ms(), close=False)
         # Exit without interpreter teardown: the lease is already released and every write is
         # committed, so the only thing teardown would add is a window with two drains alive.
         os._exit(0)

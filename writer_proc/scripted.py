@@ -8,7 +8,8 @@ of a model. It is never used unless the variable is set; ``cm status`` has no kn
 File format: ``{"decisions": [<decision template>, ...]}``. The template used for a job is chosen
 by the job's first observation id (``(id - 1) % len``), so a re-run after a crash submits the same
 decision. In a template, the string ``"$EVIDENCE"`` (as a whole ``evidence`` value) becomes every
-current evidence handle, and ``{first}`` inside strings becomes the first observation id.
+current evidence handle, and ``{first}`` inside strings becomes the first observation id. With ``COMMON_MEMORY_AGENT_CALLS``
+set, every agent call appends the job id to that file, so tests can prove recovery made no call.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from cmrunner.writer_proc.port import ScriptedPort
 from cmrunner.writer_proc.reads import ReadPort
 
 SCRIPT_ENV = "COMMON_MEMORY_AGENT_SCRIPT"
+CALLS_ENV = "COMMON_MEMORY_AGENT_CALLS"  # optional: append one line per agent call (the job id)
 
 
 def _fill(value: object, first: int, evidence: list[str]) -> object:
@@ -39,7 +41,12 @@ def from_environment() -> ScriptedPort | None:
     with open(path, encoding="utf-8") as handle:
         templates = json.load(handle)["decisions"]
 
+    calls = os.environ.get(CALLS_ENV)
+
     def script(task: dict, reads: ReadPort) -> object:
+        if calls:
+            with open(calls, "a", encoding="utf-8") as log:
+                log.write(task["request_id"] + "\n")
         evidence = sorted((s.evidence_ref for s in reads.sources.values()), key=lambda h: int(h[3:]))
         first = int(evidence[0][3:]) if evidence else 0
         body = _fill(templates[(first - 1) % len(templates)], first, evidence)

@@ -1,0 +1,85 @@
+"""Helpers to run real drain processes with the scripted Memory Agent and check the end state."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import subprocess
+
+from conftest import CM, hook_env
+
+from cmrunner.home import DataPaths
+
+# Each job touches two documents (so a commit stages three files: two documents and the receipt).
+TEMPLATES = {"decisions": [[
+    {"kind": "retain", "applicability": "global", "confidence": 0.9, "evidence": "$EVIDENCE", "reason": "r",
+     "admission": "remember", "lifetime": "stable",
+     "operations": [{"op": "put_section", "target": "profile", "section": None, "title": "Fact {first}",
+                     "body": "fact number {first}\n"},
+                    {"op": "put_section", "target": "preferences", "section": None, "title": "Pref {first}",
+                     "body": "preference number {first}\n"}]},
+]]}
+
+MIXED = {"decisions": [
+    TEMPLATES["decisions"][0],
+    [{"kind": "ignore", "applicability": "uncertain", "confidence": 1, "evidence": "$EVIDENCE", "reason": "r"}],
+    [{"kind": "retain", "applicability": "global", "confidence": 0.5, "evidence": "$EVIDENCE", "reason": "r",
+      "admission": "update", "lifetime": "until_changed",
+      "operations": [{"op": "put_section", "target": "profile", "section": None, "title": "Update {first}",
+                      "body": "updated {first}\n"}]}],
+    [{"kind": "retain", "applicability": "global", "confidence": 0.5, "evidence": ["ev_999999"], "reason": "r",
+      "admission": "remember", "lifetime": "stable",
+      "operations": [{"op": "put_section", "target": "profile", "section": None, "title": "Bad {first}",
+                      "body": "never written\n"}]}],
+]}
+
+
+def write_script(tmp: str, templates: dict) -> str:
+    path = os.path.join(tmp, "agent-script.json")
+    with open(path, "w") as handle:
+        json.dump(templates, handle)
+    return path
+
+
+def drain_env(script: str, calls: str, **extra: str) -> dict[str, str]:
+    return hook_env(COMMON_MEMORY_AGENT_SCRIPT=script, COMMON_MEMORY_AGENT_CALLS=calls,
+                    COMMON_MEMORY_DRAIN_LINGER_MS="0", **extra)
+
+
+def start_drain(home: str, env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen([CM, "session-drain", "--home", home], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def check_end_state(paths: DataPaths) -> dict:
+    """The invariants every crash must leave true; returns a few facts for further asserts."""
+    conn = sqlite3.connect(paths.db)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        receipts = {r[0]: r[1] for r in conn.execute("SELECT id, committed_at FROM receipts")}
+        done = {r[0] for r in conn.execute("SELECT id FROM jobs WHERE state = 'done'")}
+        assert set(receipts) == done, "a job is done exactly when its receipt row exists"
+        processed_without_receipt = conn.execute(
+            "SELECT COUNT(*) FROM observations o WHERE o.state = 'processed'"
+            " AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.id = o.job_id)").fetchone()[0]
+        assert processed_without_receipt == 0
+        order = [r[0] for r in conn.execute("SELECT id FROM receipts ORDER BY committed_at, rowid")]
+    finally:
+        conn.close()
+    # Every document equals the after-hash of the last receipt that touched it.
+    last_after: dict[str, str] = {}
+    for job_id in order:
+        path = os.path.join(paths.receipts, f"{job_id}.json")
+        if os.path.exists(path):
+            for doc in json.load(open(path))["documents"]:
+                last_after[doc["target"]] = doc["after"]
+    for target, after in last_after.items():
+        with open(paths.document(target), "rb") as handle:
+            assert hashlib.sha256(handle.read()).hexdigest() == after, target
+    return {"receipts": order, "last_after": last_after}
+
+
+def transaction_dirs(paths: DataPaths) -> list[str]:
+    return os.listdir(paths.transactions) if os.path.isdir(paths.transactions) else []

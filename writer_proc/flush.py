@@ -1,0 +1,91 @@
+"""``cm flush``: the drain's loop in the foreground, with progress and a truthful exit code.
+
+Contract:
+- A flush request is recorded durably first (legacy relay/import thresholds no longer hold work
+  back), then this process takes the drain lease and runs the same consumers as the drain,
+  reporting each job outcome through ``progress``. It never bypasses a backoff or a live lease:
+  short waits (≤ ``WAIT_BOUND_MS``) are waited through, longer ones end the flush incomplete.
+- While another live drain holds the lease, the flush does not compete: it follows that drain
+  until the lease is free and reports the same end state.
+- ``FlushReport.complete`` is true only if nothing failed or was quarantined in this run and no
+  observation is left pending, claimed, buffered or dead, and no job waits; the CLI exits 1
+  otherwise (the specification's rule).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from cmrunner import config as config_mod, drainlease, store
+from cmrunner.errors import CmError
+from cmrunner.home import DataPaths
+from cmrunner.writer_proc import drain, jobs
+
+WAIT_BOUND_MS = 10_000
+FOLLOW_POLL_SECONDS = 0.1
+
+
+class FlushReport:
+    __slots__ = ("outcomes", "remaining", "followed", "waiting")
+
+    def __init__(self, outcomes: list, remaining: dict[str, int], followed: bool, waiting: bool) -> None:
+        self.outcomes = outcomes
+        self.remaining = remaining
+        self.followed = followed
+        self.waiting = waiting
+
+    @property
+    def complete(self) -> bool:
+        bad = any(o.state not in ("committed", "ignored") for o in self.outcomes)
+        return not bad and not self.waiting and not any(self.remaining.values())
+
+
+def _remaining(conn) -> dict[str, int]:
+    counts = {state: 0 for state in ("buffered", "pending", "claimed", "dead")}
+    for state, count in conn.execute(
+        "SELECT state, COUNT(*) FROM observations WHERE state IN ('buffered', 'pending', 'claimed', 'dead') GROUP BY state"
+    ):
+        counts[state] = count
+    return counts
+
+
+def flush(paths: DataPaths, cfg: config_mod.Config, progress: Callable[[object], None]) -> FlushReport:
+    conn = store.open_store(paths)
+    try:
+        with store.immediate(conn):
+            jobs.request_flush(conn)
+            holder = drainlease.live_holder(conn)
+        followed = holder is not None
+        outcomes: list = []
+        if followed:
+            while drainlease.live_holder(conn) is not None:
+                time.sleep(FOLLOW_POLL_SECONDS)
+        else:
+            if drain.agent_port(cfg) is None and jobs.has_pending(conn):
+                raise CmError("UNCONFIGURED", "no model is configured, so nothing can be processed; run `cm config init` with --base-url and --model")
+
+            made: list = []
+
+            def make_work() -> list:
+                made.extend(drain.consumers(paths, cfg, force=True))
+                for consumer in made:
+                    if isinstance(consumer, drain.WriterConsumer):
+                        consumer.on_outcome = lambda o: (outcomes.append(o), progress(o))
+                return made
+
+            try:
+                ended = drain.run(paths, make_work, lambda: False, linger_ms=0, wait_bound_ms=WAIT_BOUND_MS)
+            finally:
+                for consumer in made:
+                    if isinstance(consumer, drain.WriterConsumer):
+                        consumer.writer.close()
+            if ended == "busy":  # a drain started between our check and our claim: follow it instead
+                followed = True
+                while drainlease.live_holder(conn) is not None:
+                    time.sleep(FOLLOW_POLL_SECONDS)
+        now = int(time.time() * 1000)
+        waiting = jobs.next_due(conn, now) is not None
+        return FlushReport(outcomes, _remaining(conn), followed, waiting)
+    finally:
+        conn.close()

@@ -1,0 +1,655 @@
+"""The file-system half of the Writer's commit, and its crash recovery.
+
+A commit publishes several Markdown documents and one receipt as a unit. The Writer (which holds
+the repository lock around every call here, and does the database side) drives it like this::
+
+    for r in recover(paths):            # at drain start and before every commit
+        <replay r.receipt on the DB side>; r.cleanup()
+    tx = stage(paths, job_id, [FileChange(target, before_hash, after_bytes), ...], receipt)
+    try:
+        tx.verify_before()              # STALE_REVISION: a hand edit since the snapshot
+        tx.mark()                       # the point of no return
+        tx.publish()
+        <mark observations processed, links, receipt row; COMMIT>
+    except BaseException:
+        tx.abandon()                    # deletes it only if unmarked; else recovery replays it
+        raise
+    tx.cleanup()                        # only once the DB side has committed
+
+API:
+- ``FileChange(target, before, after)``: ``target`` is ``profile``, ``preferences`` or
+  ``project:<id>``; ``before`` the sha256 hex the agent's snapshot saw, or ``sections.MISSING_HASH``;
+  ``after`` the new bytes, which must parse as a valid document (structure only: budgets are the
+  Writer's business).
+- ``stage(paths, job_id, changes, receipt) -> Transaction`` creates ``runtime/transactions/<uuid4>/``
+  (0700) holding ``stage-<n>`` (0600) for each document and, last, the receipt (canonical JSON, one
+  line plus newline), then ``journal.json`` = ``{version: 1, id: job_id, files: [{path, stage,
+  before, after}]}`` with paths relative to the data root. Every file is written by
+  ``write_atomic`` (fsync of file and directory). Refuses an invalid job id or change
+  (``INVALID_TRANSACTION``), an unsafe receipt (``UNSAFE_RECEIPT``), an existing receipt
+  (``RECEIPT_EXISTS``) and any unfinished transaction directory (``TRANSACTION_PENDING``: run
+  ``recover`` first), so at most one transaction is ever in flight.
+- ``Transaction.verify_before()``: every live document still hashes to its ``before``
+  (``STALE_REVISION`` otherwise; nothing has been published) and the receipt is still absent.
+- ``Transaction.mark()`` atomically writes ``COMMITTING`` (``v1\\n``). From here on the transaction
+  is published forward, by ``publish`` or by ``recover`` after a crash.
+- ``Transaction.publish()``: checks every staged digest and that each live file is at its
+  ``before`` or ``after`` hash (``RECOVERY_CONFLICT`` otherwise, before anything is written), then
+  installs each file not yet at ``after``: documents first, the receipt last. Idempotent.
+- ``Transaction.cleanup()`` / ``Recovered.cleanup()``, once the DB side has committed: rename the
+  directory to ``done.<uuid>``, fsync, delete it, fsync. Refused (``TRANSACTION_ORDER``) for a
+  marked, unpublished transaction.
+- ``Transaction.abandon()`` for failure paths: discards an unmarked transaction; once marked it
+  leaves the directory alone (returns False), because only it lets ``recover`` replay a receipt
+  whose files are published but whose DB side did not commit.
+- ``recover(paths) -> list[Recovered(job_id, receipt, directory)]`` looks only at
+  ``runtime/transactions`` (never at ``runtime/receipts``, so its cost does not grow with history).
+  It first validates every entry, touching nothing: ``done.<uuid>`` directories and unmarked
+  ``<uuid>`` directories are to be deleted; a marked one needs a strictly valid journal, staged
+  files matching their digests, nothing foreign inside, and each live file at its ``before`` or
+  ``after`` hash. Anything else (a foreign name, a file, a symlink, a bad marker, a corrupt journal,
+  a hand edit) raises ``RECOVERY_CONFLICT`` naming the entry and what to do. Only if all entries
+  pass does it delete and publish forward; the caller replays each returned receipt on the DB
+  side and then calls ``cleanup``.
+
+Invariants:
+- A live document only ever moves from its ``before`` bytes to its ``after`` bytes by one rename;
+  a file at any other hash is never overwritten.
+- No temporary file is ever created outside the transaction directory: the copy that is renamed
+  into place is written inside it, so a crash at any instant leaves strays only where ``cleanup``
+  and ``recover`` remove them.
+- The receipt file exists exactly when its transaction was marked (once published or recovered).
+- Receipts hold ids, hashes, counts and kinds only (``assert_receipt_safe``), never Markdown,
+  titles, bodies or model text.
+
+Fault injection for the crash suite: ``fault(point)`` SIGKILLs the process when
+``COMMON_MEMORY_FAULT`` (read once, at import) equals ``point`` or ``point:N`` (the N-th call at
+that point, counting from 1). This module calls it at ``FAULT_POINTS``; callers may use their own
+names. When the variable is unset a call is one global lookup.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import stat
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cmrunner import sections
+from cmrunner.errors import CmError
+from cmrunner.fsutil import ensure_private_dir, fsync_dir, fsync_fd, write_atomic
+from cmrunner.home import DataPaths
+
+FAULT_ENV = "COMMON_MEMORY_FAULT"
+FAULT_POINTS = ("before_stage", "after_stage_file", "after_journal", "after_marker",
+                "after_publish_file", "after_publish")
+
+JOURNAL_VERSION = 1
+JOURNAL_NAME = "journal.json"
+MARKER_NAME = "COMMITTING"
+MARKER_CONTENT = b"v1\n"
+DONE_PREFIX = "done."
+DOCUMENT_LIMIT = sections.MAX_HARD_BUDGET
+RECEIPT_LIMIT = 4 * 1024 * 1024
+JOURNAL_LIMIT = 1024 * 1024
+# Long enough for "project:<128-char id>:<sha256>" (201 chars), far too short for prose.
+RECEIPT_STRING_LIMIT = 256
+FORBIDDEN_RECEIPT_KEYS = frozenset({
+    "markdown", "title", "titles", "heading", "body", "bodies", "reason", "reasons", "rationale",
+    "text", "content", "contents", "raw", "rawoutput", "output", "message", "messages", "notes",
+    "workingnotes", "prompt", "summary",
+})
+
+_JOB_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,128}")
+_UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
+_HASH_RE = re.compile(r"[0-9a-f]{64}")
+_STAGE_RE = re.compile(r"stage-(0|[1-9][0-9]{0,3})")
+_DOC_PATH_RE = re.compile(r"memory/(?:profile|preferences)\.md|memory/projects/[A-Za-z0-9_-]{1,128}\.md")
+_RECEIPT_PATH_RE = re.compile(r"runtime/receipts/([A-Za-z0-9_-]{1,128})\.json")
+_RECEIPT_KEY_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
+_OVERSIZE = "oversize"  # a live file too large to be any staged version: matches no hash
+_STRUCTURE_ONLY = sections.Budgets(soft=sections.MAX_HARD_BUDGET, hard=sections.MAX_HARD_BUDGET)
+
+_FAULT_SPEC = os.environ.get(FAULT_ENV) or None
+_fault_counts: dict[str, int] = {}
+
+
+def fault(point: str) -> None:
+    """SIGKILL this process if ``COMMON_MEMORY_FAULT`` names this call (see module docstring)."""
+    if _FAULT_SPEC is None:
+        return
+    name, _, nth = _FAULT_SPEC.partition(":")
+    if name != point:
+        return
+    count = _fault_counts.get(point, 0) + 1
+    _fault_counts[point] = count
+    if count == (int(nth) if nth.isdigit() else 1):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One document of a commit: the hash its snapshot had and the bytes it gets."""
+
+    target: str
+    before: str
+    after: bytes
+
+
+@dataclass(frozen=True)
+class _Entry:
+    path: str  # relative to the data root, "/"-separated
+    stage: str
+    before: str
+    after: str
+
+    @property
+    def is_receipt(self) -> bool:
+        return self.path.startswith("runtime/")
+
+    def limit(self) -> int:
+        return RECEIPT_LIMIT if self.is_receipt else DOCUMENT_LIMIT
+
+
+class Transaction:
+    """A staged commit in ``runtime/transactions/<uuid>/``; see the module docstring for the order."""
+
+    def __init__(self, paths: DataPaths, job_id: str, directory: str, entries: Sequence[_Entry]) -> None:
+        self.paths = paths
+        self.job_id = job_id
+        self.directory = directory
+        self._entries = tuple(entries)
+        self._state = "staged"
+
+    def verify_before(self) -> None:
+        """``STALE_REVISION`` unless every live document is still at its ``before`` hash."""
+        self._require("verify_before", "staged")
+        for entry in self._entries:
+            live = _live_hash(_live_path(self.paths, entry.path), entry.limit(), entry.path)
+            if entry.is_receipt:
+                if live != sections.MISSING_HASH:
+                    raise _receipt_exists(self.job_id)
+            elif live != entry.before:
+                raise CmError("STALE_REVISION",
+                              f"{entry.path} changed since the Memory Agent read it (probably a hand edit); "
+                              "nothing was published and the job will be retried against the new text")
+
+    def mark(self) -> None:
+        """Write the ``COMMITTING`` marker: from now on the transaction is published forward."""
+        self._require("mark", "staged")
+        write_atomic(os.path.join(self.directory, MARKER_NAME), MARKER_CONTENT)
+        self._state = "marked"
+        fault("after_marker")
+
+    def publish(self) -> None:
+        """Install every file not yet at its ``after`` hash, the receipt last. Idempotent."""
+        self._require("publish", "marked", "published")
+        try:
+            payloads, live = _check(self.paths, self.directory, self.job_id, self._entries)
+        except _Corrupt as bad:
+            raise CmError("RECOVERY_CONFLICT", f"transaction {self.directory} was altered while committing: "
+                                               f"{bad}; inspect it, then delete it so the job can be redone") from None
+        _install_all(self.paths, self.directory, self._entries, payloads, live)
+        self._state = "published"
+        fault("after_publish")
+
+    def cleanup(self) -> None:
+        """Remove the transaction directory crash-safely. Refused while marked but unpublished."""
+        if self._state == "marked":
+            raise CmError("TRANSACTION_ORDER",
+                          "a marked transaction must be published before cleanup; run recovery")
+        _discard(self.directory)
+        self._state = "cleaned"
+
+    def abandon(self) -> bool:
+        """Discard the transaction if it was never marked; a marked one is left for ``recover``."""
+        if self._state != "staged":
+            return False
+        _discard(self.directory)
+        self._state = "cleaned"
+        return True
+
+    def _require(self, step: str, *states: str) -> None:
+        if self._state not in states:
+            raise CmError("TRANSACTION_ORDER",
+                          f"{step} is not allowed on a {self._state} transaction; follow stage, verify, "
+                          "mark, publish, cleanup")
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """A marked transaction that recovery published forward; replay ``receipt``, then ``cleanup``."""
+
+    job_id: str
+    receipt: dict[str, Any]
+    directory: str
+
+    def cleanup(self) -> None:
+        _discard(self.directory)
+
+
+def canonical_json(value: object) -> bytes:
+    """Sorted keys, no spaces, ASCII only, one line plus a newline."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                      allow_nan=False).encode("ascii") + b"\n"
+
+
+def assert_receipt_safe(receipt: object) -> None:
+    """``UNSAFE_RECEIPT`` unless ``receipt`` holds only ids, hashes, kinds, counts and times."""
+    if not isinstance(receipt, dict):
+        raise CmError("UNSAFE_RECEIPT", "a receipt must be a JSON object")
+    _check_receipt_value(receipt, "receipt", 0)
+
+
+def _check_receipt_value(value: object, where: str, depth: int) -> None:
+    if depth > 16:
+        raise CmError("UNSAFE_RECEIPT", f"{where} is nested too deeply for a receipt")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str) or not _RECEIPT_KEY_RE.fullmatch(key):
+                raise CmError("UNSAFE_RECEIPT", f"{where} has a key that is not a field name; "
+                                                "receipts key data by field, never by content")
+            if key.lower().replace("_", "") in FORBIDDEN_RECEIPT_KEYS:
+                raise CmError("UNSAFE_RECEIPT", f"{where}.{key} would carry text; receipts hold ids and hashes only")
+            _check_receipt_value(item, f"{where}.{key}", depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _check_receipt_value(item, f"{where}[{index}]", depth + 1)
+    elif isinstance(value, str):
+        if len(value) > RECEIPT_STRING_LIMIT or "\n" in value or "\r" in value:
+            raise CmError("UNSAFE_RECEIPT", f"{where} is a long or multi-line string; receipts hold ids and hashes only")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise CmError("UNSAFE_RECEIPT", f"{where} is not a finite number")
+    elif value is not None and not isinstance(value, (bool, int)):
+        raise CmError("UNSAFE_RECEIPT", f"{where} is not a JSON value")
+
+
+def stage(paths: DataPaths, job_id: str, changes: Sequence[FileChange], receipt: dict[str, Any]) -> Transaction:
+    """Write the staged files and the journal (see module docstring); nothing live is touched."""
+    if not isinstance(job_id, str) or not _JOB_ID_RE.fullmatch(job_id):
+        raise CmError("INVALID_TRANSACTION", "a job id must match [A-Za-z0-9_-]{1,128}")
+    files = _prepare(changes)
+    assert_receipt_safe(receipt)
+    for key in ("id", "jobId"):
+        if key in receipt and receipt[key] != job_id:
+            raise CmError("INVALID_TRANSACTION", f"the receipt's {key} is not the job id")
+    receipt_bytes = canonical_json(receipt)
+    if len(receipt_bytes) > RECEIPT_LIMIT:
+        raise CmError("INVALID_TRANSACTION", f"the receipt is larger than {RECEIPT_LIMIT} bytes")
+    receipt_rel = f"runtime/receipts/{job_id}.json"
+    if os.path.lexists(_live_path(paths, receipt_rel)):
+        raise _receipt_exists(job_id)
+    files.append((receipt_rel, receipt_bytes, sections.MISSING_HASH))
+
+    ensure_private_dir(paths.transactions, "the transactions directory")
+    pending = [name for name in os.listdir(paths.transactions) if not name.startswith(DONE_PREFIX)]
+    if pending:
+        raise CmError("TRANSACTION_PENDING",
+                      f"{len(pending)} unfinished transaction(s) in {paths.transactions}; run recovery first")
+    directory = os.path.join(paths.transactions, str(uuid.uuid4()))
+    os.mkdir(directory, 0o700)
+    try:
+        fsync_dir(paths.transactions)
+        fault("before_stage")
+        entries = []
+        for n, (rel, data, before) in enumerate(files):
+            name = f"stage-{n}"
+            write_atomic(os.path.join(directory, name), data)
+            fault("after_stage_file")
+            entries.append(_Entry(rel, name, before, hashlib.sha256(data).hexdigest()))
+        journal = {"version": JOURNAL_VERSION, "id": job_id,
+                   "files": [{"path": e.path, "stage": e.stage, "before": e.before, "after": e.after}
+                             for e in entries]}
+        write_atomic(os.path.join(directory, JOURNAL_NAME), canonical_json(journal))
+    except BaseException:
+        _discard(directory)  # never marked, so nothing depends on it
+        raise
+    fault("after_journal")
+    return Transaction(paths, job_id, directory, entries)
+
+
+def _prepare(changes: Sequence[FileChange]) -> list[tuple[str, bytes, str]]:
+    if not isinstance(changes, (list, tuple)):
+        raise CmError("INVALID_TRANSACTION", "changes must be a list of FileChange")
+    files: list[tuple[str, bytes, str]] = []
+    seen: set[str] = set()
+    for change in changes:
+        if not isinstance(change, FileChange):
+            raise CmError("INVALID_TRANSACTION", "changes must be a list of FileChange")
+        rel = sections.target_relpath(change.target)
+        if rel in seen:
+            raise CmError("INVALID_TRANSACTION", f"{rel} appears twice in one commit")
+        seen.add(rel)
+        if not _is_before_hash(change.before):
+            raise CmError("INVALID_TRANSACTION", f"the before hash of {rel} is not sha256 hex or missing")
+        if not isinstance(change.after, bytes):
+            raise CmError("INVALID_TRANSACTION", f"the new content of {rel} must be bytes")
+        sections.parse(change.target, change.after, _STRUCTURE_ONLY)
+        files.append((rel, change.after, change.before))
+    return files
+
+
+def recover(paths: DataPaths) -> list[Recovered]:
+    """Finish or discard what a crash left in ``runtime/transactions`` (see module docstring)."""
+    root = paths.transactions
+    try:
+        st = os.lstat(root)
+    except FileNotFoundError:
+        return []
+    if not stat.S_ISDIR(st.st_mode):
+        raise CmError("RECOVERY_CONFLICT", f"{root} is not a real directory; move it away so cm can recreate it")
+    names = sorted(os.listdir(root))
+    if not names:
+        return []
+    discard: list[str] = []
+    pending: list[tuple[str, _Marked]] = []
+    for name in names:
+        directory = os.path.join(root, name)
+        kind = _classify(root, name)
+        if kind == "marked":
+            pending.append((directory, _load_marked(paths, directory, name)))
+        else:
+            discard.append(directory)
+    _refuse_overlap(root, pending)
+    for directory in discard:
+        _discard(directory)
+    recovered = []
+    for directory, marked in pending:
+        _install_all(paths, directory, marked.entries, marked.payloads, marked.live)
+        recovered.append(Recovered(marked.job_id, marked.receipt, directory))
+    return recovered
+
+
+@dataclass(frozen=True)
+class _Marked:
+    job_id: str
+    entries: tuple[_Entry, ...]
+    payloads: tuple[bytes, ...]
+    live: tuple[str, ...]
+    receipt: dict[str, Any]
+
+
+def _foreign(root: str, name: str, why: str) -> CmError:
+    shown = repr(name[:80])
+    return CmError("RECOVERY_CONFLICT",
+                   f"{shown} in {root} {why}; cm does not touch what it cannot verify: inspect it, "
+                   "move it out of that directory, then run cm again")
+
+
+def _classify(root: str, name: str) -> str:
+    """``done``, ``unmarked`` or ``marked``; anything else is foreign or corrupt."""
+    if name.startswith(DONE_PREFIX):
+        is_uuid = bool(_UUID_RE.fullmatch(name[len(DONE_PREFIX):]))
+    else:
+        is_uuid = bool(_UUID_RE.fullmatch(name))
+    if not is_uuid:
+        raise _foreign(root, name, "is not a cm transaction")
+    st = os.lstat(os.path.join(root, name))
+    if not stat.S_ISDIR(st.st_mode):
+        raise _foreign(root, name, "is not a real directory")
+    if name.startswith(DONE_PREFIX):
+        return "done"
+    marker = os.path.join(root, name, MARKER_NAME)
+    try:
+        data = _read_private(marker, len(MARKER_CONTENT))
+    except FileNotFoundError:
+        return "unmarked"
+    except (OSError, _Corrupt):
+        raise _foreign(root, name, "has a commit marker that is not a regular file") from None
+    if data != MARKER_CONTENT:
+        raise _foreign(root, name, "has a commit marker of an unknown version")
+    return "marked"
+
+
+def _load_marked(paths: DataPaths, directory: str, name: str) -> _Marked:
+    root = paths.transactions
+    try:
+        raw = _read_private(os.path.join(directory, JOURNAL_NAME), JOURNAL_LIMIT)
+    except (OSError, _Corrupt):
+        raise _foreign(root, name, "is committed but its journal is missing or unreadable") from None
+    try:
+        job_id, entries = _parse_journal(raw)
+    except _Corrupt as bad:
+        raise _foreign(root, name, f"is committed but its journal is invalid ({bad})") from None
+    allowed = {JOURNAL_NAME, MARKER_NAME}
+    for entry in entries:
+        allowed.update((entry.stage, _publish_name(entry)))
+    extra = [n for n in os.listdir(directory) if n not in allowed]
+    if extra:
+        raise _foreign(root, name, f"holds {len(extra)} file(s) the journal does not name")
+    try:
+        payloads, live = _check(paths, directory, job_id, entries)
+    except _Corrupt as bad:
+        raise _foreign(root, name, f"is committed but {bad}") from None
+    try:
+        receipt = _strict_json(payloads[-1])
+    except _Corrupt:
+        receipt = None
+    if not isinstance(receipt, dict):
+        raise _foreign(root, name, "is committed but its staged receipt is not a JSON object")
+    return _Marked(job_id, entries, payloads, live, receipt)
+
+
+def _parse_journal(raw: bytes) -> tuple[str, tuple[_Entry, ...]]:
+    journal = _strict_json(raw)
+    if not isinstance(journal, dict) or set(journal) != {"version", "id", "files"}:
+        raise _Corrupt("it must have exactly version, id and files")
+    if type(journal["version"]) is not int or journal["version"] != JOURNAL_VERSION:
+        raise _Corrupt("unknown journal version")
+    job_id = journal["id"]
+    if not isinstance(job_id, str) or not _JOB_ID_RE.fullmatch(job_id):
+        raise _Corrupt("bad job id")
+    files = journal["files"]
+    if not isinstance(files, list) or not files:
+        raise _Corrupt("no files")
+    entries = []
+    paths_seen: set[str] = set()
+    stages_seen: set[str] = set()
+    for index, item in enumerate(files):
+        if not isinstance(item, dict) or set(item) != {"path", "stage", "before", "after"} \
+                or not all(isinstance(v, str) for v in item.values()):
+            raise _Corrupt(f"file {index} must have string path, stage, before and after")
+        path, stage_name, before, after = item["path"], item["stage"], item["before"], item["after"]
+        last = index == len(files) - 1
+        receipt_match = _RECEIPT_PATH_RE.fullmatch(path)
+        if last:
+            if not receipt_match or receipt_match.group(1) != job_id or before != sections.MISSING_HASH:
+                raise _Corrupt("the last file must be this job's new receipt")
+        elif not _DOC_PATH_RE.fullmatch(path):
+            raise _Corrupt(f"file {index} is not a memory document path")
+        if path in paths_seen or stage_name in stages_seen:
+            raise _Corrupt(f"file {index} repeats a path or stage")
+        if not _STAGE_RE.fullmatch(stage_name):
+            raise _Corrupt(f"file {index} has a bad stage name")
+        if not _is_before_hash(before) or not _HASH_RE.fullmatch(after):
+            raise _Corrupt(f"file {index} has a bad hash")
+        paths_seen.add(path)
+        stages_seen.add(stage_name)
+        entries.append(_Entry(path, stage_name, before, after))
+    return job_id, tuple(entries)
+
+
+def _refuse_overlap(root: str, pending: list[tuple[str, _Marked]]) -> None:
+    owner: dict[str, str] = {}
+    for directory, marked in pending:
+        for entry in marked.entries:
+            if entry.path in owner:
+                raise CmError("RECOVERY_CONFLICT",
+                              f"two committed transactions in {root} both change {entry.path}; cm cannot "
+                              "tell which is newer: keep the version you want, then delete both "
+                              f"{owner[entry.path]} and {directory}")
+            owner[entry.path] = directory
+
+
+def _check(paths: DataPaths, directory: str, job_id: str,
+           entries: Sequence[_Entry]) -> tuple[tuple[bytes, ...], tuple[str, ...]]:
+    """Staged bytes (digest-checked) and live hashes; conflict unless each live is before/after."""
+    payloads = []
+    for entry in entries:
+        try:
+            data = _read_private(os.path.join(directory, entry.stage), entry.limit())
+        except (OSError, _Corrupt):
+            raise _Corrupt(f"its {entry.stage} is missing or unreadable") from None
+        if hashlib.sha256(data).hexdigest() != entry.after:
+            raise _Corrupt(f"its {entry.stage} does not match the journal's digest")
+        payloads.append(data)
+    live = []
+    for entry in entries:
+        path = _live_path(paths, entry.path)
+        try:
+            current = _live_hash(path, entry.limit(), entry.path)
+        except CmError:
+            current = _OVERSIZE
+        if current not in (entry.before, entry.after):
+            raise CmError("RECOVERY_CONFLICT",
+                          f"{entry.path} was changed outside cm while job {job_id} was committing; cm will "
+                          f"not overwrite it. Keep the version you want (cm's is {directory}/{entry.stage}), "
+                          f"then delete {directory} so the job can be redone")
+        live.append(current)
+    return tuple(payloads), tuple(live)
+
+
+def _install_all(paths: DataPaths, directory: str, entries: Sequence[_Entry],
+                 payloads: Sequence[bytes], live: Sequence[str]) -> None:
+    for entry, data, current in zip(entries, payloads, live):
+        if current == entry.after:
+            continue
+        target = _live_path(paths, entry.path)
+        parent = os.path.dirname(target)
+        ensure_private_dir(parent, f"the directory of {entry.path}")
+        copy = os.path.join(directory, _publish_name(entry))
+        _write_new(copy, data)
+        try:
+            os.rename(copy, target)
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+            # A separately mounted data directory: fall back to a temp file next to the target.
+            os.unlink(copy)
+            write_atomic(target, data)
+        fsync_dir(parent)
+        fault("after_publish_file")
+
+
+def _write_new(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` (0600, replacing a stray copy from a crash) and fsync it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        fsync_fd(fd)
+    finally:
+        os.close(fd)
+
+
+def _discard(directory: str) -> None:
+    """Rename to ``done.<uuid>`` first, so a crash mid-delete never leaves a live-looking directory."""
+    parent, name = os.path.split(directory)
+    if name.startswith(DONE_PREFIX):
+        done = directory
+    else:
+        done = os.path.join(parent, DONE_PREFIX + name)
+        try:
+            os.rename(directory, done)
+        except FileNotFoundError:
+            if not os.path.lexists(done):
+                return
+        fsync_dir(parent)
+    try:
+        shutil.rmtree(done)
+    except FileNotFoundError:
+        pass
+    fsync_dir(parent)
+
+
+class _Corrupt(Exception):
+    """A transaction file that is not what cm wrote (the text is a reason, never file content)."""
+
+
+def _read_private(path: str, limit: int) -> bytes:
+    """A regular, single-link, non-symlink file of at most ``limit`` bytes."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            raise _Corrupt("not a regular file")
+        if st.st_size > limit:
+            raise _Corrupt("too large")
+        data = b""
+        while chunk := os.read(fd, 1 << 16):
+            data += chunk
+            if len(data) > limit:
+                raise _Corrupt("too large")
+        return data
+    finally:
+        os.close(fd)
+
+
+def _live_hash(path: str, limit: int, rel: str) -> str:
+    """sha256 of a live file, ``missing`` when absent; ``UNSAFE_PATH`` for links and non-files."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return sections.MISSING_HASH
+    except OSError:
+        raise CmError("UNSAFE_PATH", f"{rel} cannot be opened safely (a symbolic link?); "
+                                     "replace it with a regular file") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise CmError("UNSAFE_PATH", f"{rel} is not a regular file; replace it with one")
+        if st.st_size > limit:
+            return _OVERSIZE
+        digest = hashlib.sha256()
+        while chunk := os.read(fd, 1 << 16):
+            digest.update(chunk)
+        return digest.hexdigest()
+    finally:
+        os.close(fd)
+
+
+def _strict_json(raw: bytes) -> object:
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        for key, value in items:
+            if key in result:
+                raise _Corrupt("duplicate key")
+            result[key] = value
+        return result
+
+    def constant(name: str) -> object:
+        raise _Corrupt("non-finite number")
+
+    try:
+        return json.loads(raw.decode("utf-8"), object_pairs_hook=pairs, parse_constant=constant)
+    except (ValueError, RecursionError):
+        raise _Corrupt("not valid JSON") from None
+
+
+def _is_before_hash(value: object) -> bool:
+    return isinstance(value, str) and (value == sections.MISSING_HASH or bool(_HASH_RE.fullmatch(value)))
+
+
+def _publish_name(entry: _Entry) -> str:
+    return "publish-" + entry.stage[len("stage-"):]
+
+
+def _live_path(paths: DataPaths, rel: str) -> str:
+    return os.path.join(paths.root, *rel.split("/"))
+
+
+def _receipt_exists(job_id: str) -> CmError:
+    return CmError("RECEIPT_EXISTS",
+                   f"job {job_id} already has a receipt; it was committed before and must not be applied twice")
