@@ -195,7 +195,18 @@ def m001_write_path(conn: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [m001_write_path]
+def m002_claim_and_prune_indexes(conn: sqlite3.Connection) -> None:
+    """Claiming a sealed batch and pruning old bodies must not scan the whole queue."""
+    _run_script(
+        conn,
+        """
+        CREATE INDEX observations_batch ON observations(batch_id, state, id) WHERE batch_id IS NOT NULL;
+        CREATE INDEX observations_prunable ON observations(processed_at) WHERE state = 'processed' AND text IS NOT NULL;
+        """,
+    )
+
+
+MIGRATIONS: list[Migration] = [m001_write_path, m002_claim_and_prune_indexes]
 LATEST = len(MIGRATIONS)
 
 

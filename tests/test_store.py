@@ -59,7 +59,25 @@ def test_newer_schema_is_refused(paths):
     assert "upgrade cm" in caught.value.message
 
 
-def _m002_add_column(conn: sqlite3.Connection) -> None:
+@pytest.mark.parametrize("stop", range(1, len(migrations.MIGRATIONS)))
+def test_every_historical_schema_migrates_to_latest(paths, monkeypatch, stop):
+    """A store left at any earlier version reaches the same schema as a fresh one, after a backup."""
+    with monkeypatch.context() as m:
+        m.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:stop])
+        m.setattr(migrations, "LATEST", stop)
+        store.open_store(paths).close()
+    conn = store.open_store(paths)
+    migrated = sorted(conn.execute("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"))
+    conn.close()
+    fresh = DataPaths(paths.root + "-fresh")
+    conn = store.open_store(fresh)
+    expected = sorted(conn.execute("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"))
+    conn.close()
+    assert migrated == expected
+    assert os.listdir(paths.backups)[0].startswith(f"v{stop}-to-v{migrations.LATEST}-")
+
+
+def _m_next_add_column(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE jobs ADD COLUMN note TEXT")
 
 
@@ -67,41 +85,44 @@ def test_migrating_an_existing_store_backs_it_up_first(paths, monkeypatch):
     conn = store.open_store(paths)
     conn.execute("INSERT INTO settings VALUES ('marker', 'before-upgrade')")
     conn.close()
-    monkeypatch.setattr(migrations, "MIGRATIONS", [*migrations.MIGRATIONS, _m002_add_column])
+    before = migrations.LATEST
+    monkeypatch.setattr(migrations, "MIGRATIONS", [*migrations.MIGRATIONS, _m_next_add_column])
     monkeypatch.setattr(migrations, "LATEST", len(migrations.MIGRATIONS))
     conn = store.open_store(paths)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == before + 1
         assert "note" in [r[1] for r in conn.execute("PRAGMA table_info(jobs)")]
     finally:
         conn.close()
     (backup,) = os.listdir(paths.backups)
-    assert backup.startswith("v1-to-v2-")
+    assert backup.startswith(f"v{before}-to-v{before + 1}-")
     old = sqlite3.connect(os.path.join(paths.backups, backup, "runtime.sqlite"))
     try:
-        assert old.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert old.execute("PRAGMA user_version").fetchone()[0] == before
         assert old.execute("SELECT value FROM settings").fetchall() == [("before-upgrade",)]
         assert old.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     finally:
         old.close()
 
 
-def _m002_fails(conn: sqlite3.Connection) -> None:
+def _m_next_fails(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE TABLE half_done (x)")
     raise RuntimeError("simulated crash inside a migration")
 
 
 def test_failed_migration_rolls_back_completely(paths, monkeypatch):
     store.open_store(paths).close()
-    monkeypatch.setattr(migrations, "MIGRATIONS", [*migrations.MIGRATIONS, _m002_fails])
+    before = migrations.LATEST
+    names = [m.__name__ for m in migrations.MIGRATIONS]
+    monkeypatch.setattr(migrations, "MIGRATIONS", [*migrations.MIGRATIONS, _m_next_fails])
     monkeypatch.setattr(migrations, "LATEST", len(migrations.MIGRATIONS))
     with pytest.raises(RuntimeError):
         store.open_store(paths)
     conn = sqlite3.connect(paths.db)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == before
         assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'half_done'").fetchall() == []
-        assert [r[0] for r in conn.execute("SELECT name FROM schema_migrations")] == ["m001_write_path"]
+        assert [r[0] for r in conn.execute("SELECT name FROM schema_migrations")] == names
     finally:
         conn.close()
 

@@ -3,12 +3,12 @@
 Contract:
 - Lock order, always: repository lock (``filelock``, no soft-lock fallback) → ``BEGIN IMMEDIATE`` →
   lease and fencing check → snapshot CAS → ``COMMITTING`` marker → atomic publish → database side
-  → COMMIT. No network call ever runs inside it; staging (the slow fsyncs) happens under the
-  repository lock but before the database lock, so hooks wait only for the short part.
+  → COMMIT. No network call ever runs inside it. Staging (the slow fsyncs) happens before the
+  locks and cleanup after them; neither makes anything visible.
 - ``apply_receipt`` is the whole database side of a commit and is driven by the receipt alone, so
   the normal commit and the replay after a crash (files published, database not) end in the same
   state without calling the model again. It is idempotent: a receipt row makes it a no-op.
-- ``recover`` runs under the repository lock at drain start and before every commit: unmarked
+- ``recover`` runs under the repository lock at drain start and before every attempt: unmarked
   transactions are discarded, marked ones published forward and their receipts replayed. It looks
   only at ``runtime/transactions``; its cost does not grow with historical receipts.
 """
@@ -100,31 +100,36 @@ def recover(paths: DataPaths, conn: sqlite3.Connection, now: Callable[[], int]) 
 
 def commit(paths: DataPaths, conn: sqlite3.Connection, job: jobs.Job, snapshot: dict[str, Document],
            changed: dict[str, Document], receipt: dict, now: Callable[[], int]) -> None:
-    """Publish ``changed`` and apply ``receipt`` atomically with respect to crashes (module contract)."""
+    """Publish ``changed`` and apply ``receipt`` atomically with respect to crashes (module contract).
+
+    The caller ran ``recover`` under the repository lock before this attempt, and holds the drain
+    lease, so no other process stages or recovers meanwhile.
+    """
     publish.assert_receipt_safe(receipt)
-    with repository_lock(paths):
-        recover(paths, conn, now)
-        transaction = None
-        if changed:
-            transaction = publish.stage(
-                paths, job.id,
-                [publish.FileChange(t, snapshot[t].hash, changed[t].data) for t in sorted(changed)], receipt,
-            )
-        try:
-            with store.immediate(conn):
-                jobs.assert_lease(conn, job, now())
-                for target, doc in snapshot.items():  # CAS over every document the agent read
-                    if current_hash(paths, target) != doc.hash:
-                        raise CmError("STALE_REVISION", f"{target} changed since the Memory Agent read it "
-                                      "(probably a hand edit); nothing was published and the job will be retried")
-                if transaction is not None:
-                    transaction.verify_before()
-                    transaction.mark()
-                    transaction.publish()
-                apply_receipt(conn, receipt, now())
-        except BaseException:
+    # Staging is the slow part (an fsync per file) and publishes nothing: it runs before the
+    # locks. If a stray recovery deleted it meanwhile, mark() fails and the job is simply retried.
+    transaction = None
+    if changed:
+        transaction = publish.stage(
+            paths, job.id, [publish.FileChange(t, snapshot[t].hash, changed[t].data) for t in sorted(changed)], receipt,
+        )
+    try:
+        with repository_lock(paths), store.immediate(conn):
+            jobs.assert_lease(conn, job, now())
+            for target, doc in snapshot.items():  # CAS over every document the agent read
+                if current_hash(paths, target) != doc.hash:
+                    raise CmError("STALE_REVISION", f"{target} changed since the Memory Agent read it "
+                                  "(probably a hand edit); nothing was published and the job will be retried")
             if transaction is not None:
-                transaction.abandon()  # only an unmarked one is deleted; a marked one is recovery's
-            raise
+                transaction.verify_before()
+                transaction.mark()
+                transaction.publish()
+            apply_receipt(conn, receipt, now())
+    except BaseException:
         if transaction is not None:
-            transaction.cleanup()
+            transaction.abandon()  # only an unmarked one is deleted; a marked one is recovery's
+        raise
+    # Outside the locks: the commit is complete, and a recovery that meets the directory meanwhile
+    # finds every file at its after-hash and the receipt row present, so it only cleans up too.
+    if transaction is not None:
+        transaction.cleanup()

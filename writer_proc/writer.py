@@ -1,7 +1,7 @@
 """The Writer: one claimed job from queue to committed Markdown.
 
 Contract, per ``run_once``:
-1. Under the repository lock, recover interrupted commits (``commit.recover``).
+1. Under the repository lock, recover interrupted commits (``commit.recover``) if any exist.
 2. ``BEGIN IMMEDIATE``: claim a job (``jobs.claim``) — or return ``None`` when nothing is runnable.
 3. Before any network call, with the job's lease: scope, provenance and project authorization,
    the sensitive-content scan and the byte caps. A failure quarantines locally with a stable code
@@ -17,7 +17,7 @@ lost lease is never recorded as anything: the job belongs to whoever holds it no
 
 from __future__ import annotations
 
-import sqlite3
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -100,6 +100,9 @@ class Writer:
         return replayed
 
     def run_once(self) -> Outcome | None:
+        if os.path.isdir(self.paths.transactions) and os.listdir(self.paths.transactions):
+            with commit.repository_lock(self.paths):
+                commit.recover(self.paths, self.conn, self.now)
         with store.immediate(self.conn):
             job = jobs.claim(self.conn, self.scheduler, self.now(), self.force)
         if job is None:
