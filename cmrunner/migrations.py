@@ -206,7 +206,20 @@ def m002_claim_and_prune_indexes(conn: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [m001_write_path, m002_claim_and_prune_indexes]
+def m003_codex_progress(conn: sqlite3.Connection) -> None:
+    """Where the inbox consumer stands in each Codex transcript, apart from the hook's cursor."""
+    _run_script(
+        conn,
+        """
+        CREATE TABLE codex_progress (
+            session_id TEXT PRIMARY KEY, offset INTEGER NOT NULL, open_turn TEXT
+        );
+        ALTER TABLE session_turns ADD COLUMN has_user INTEGER NOT NULL DEFAULT 0;
+        """,
+    )
+
+
+MIGRATIONS: list[Migration] = [m001_write_path, m002_claim_and_prune_indexes, m003_codex_progress]
 LATEST = len(MIGRATIONS)
 
 

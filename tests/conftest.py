@@ -115,16 +115,30 @@ class Transcript:
     def append(self, *records: dict, raw: bytes | None = None) -> None:
         with open(self.path, "ab") as handle:
             for record in records:
+                record = {"timestamp": "2026-11-30T00:00:00.000Z", **record}
                 handle.write(json.dumps(record).encode() + b"\n")
             if raw is not None:
                 handle.write(raw)
 
     def user_turn(self, turn: str, text: str) -> None:
+        """A turn starts and its user message is written (as Codex 0.169 does by Stop time)."""
         self.append(
             {"type": "event_msg", "payload": {"type": "task_started", "turn_id": turn}},
             {"type": "event_msg", "payload": {"type": "item_completed", "turn_id": turn, "item": {
-                "type": "UserMessage", "content": [{"type": "text", "text": text}]}}},
+                "type": "UserMessage", "id": f"u-{turn}", "content": [{"type": "text", "text": text}]}}},
         )
+
+    def reply(self, turn: str, text: str, complete: bool = True) -> None:
+        self.append({"type": "event_msg", "payload": {"type": "item_completed", "turn_id": turn, "item": {
+            "type": "AgentMessage", "id": f"a-{turn}", "content": [{"type": "Text", "text": text}]}}})
+        if complete:
+            self.complete(turn)
+
+    def complete(self, turn: str) -> None:
+        self.append({"type": "event_msg", "payload": {"type": "task_complete", "turn_id": turn}})
+
+    def abort(self, turn: str) -> None:
+        self.append({"type": "event_msg", "payload": {"type": "turn_aborted", "turn_id": turn, "reason": "interrupted"}})
 
 
 @pytest.fixture
@@ -159,3 +173,25 @@ def table_counts(home: str) -> dict[str, int]:
     tables = ("codex_inbox", "codex_candidates", "codex_cursors", "host_activations", "host_snapshots",
               "admitted_events", "pi_inbox", "sessions")
     return {t: (db_rows(home, f"SELECT COUNT(*) FROM {t}") or [(0,)])[0][0] for t in tables}
+
+
+@pytest.fixture
+def quiet_drain(home: str) -> Iterator[None]:
+    """A live stand-in process holds the drain lease, so hooks admit without a drain consuming
+    their rows: tests can then inspect exactly what a hook admitted. Uses the real lease rule."""
+    from cmrunner import config as config_mod, identity, store
+    from cmrunner.home import DataPaths
+
+    sleeper = subprocess.Popen(["sleep", "600"])
+    try:
+        paths = DataPaths(config_mod.load(home).data_root)
+        conn = store.open_store(paths)
+        holder = identity.of(sleeper.pid)
+        with store.immediate(conn):
+            conn.execute("INSERT OR REPLACE INTO drain_lease VALUES (1, ?, ?, ?, 'held', 0)",
+                         (holder.boot_id, holder.pid, holder.starttime))
+        conn.close()
+        yield
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -11,6 +11,8 @@ from conftest import db_rows, hook_env, run_cm, table_counts
 from cmrunner import projects
 from cmrunner.home import DataPaths
 
+pytestmark = pytest.mark.usefixtures("quiet_drain")  # inspect exactly what was admitted
+
 
 def _capture(home: str, payload: dict | bytes, env: dict | None = None):
     raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
@@ -94,7 +96,7 @@ def test_bad_events_are_refused_and_write_nothing(home, workdir, mutate, code):
     proc = _capture(home, body)
     assert proc.returncode == 1
     assert proc.stderr.decode().startswith(f"cm: {code}: ")
-    assert not os.path.exists(os.path.join(home, "data"))
+    assert table_counts(home) == dict.fromkeys(table_counts(home), 0)
 
 
 def test_invalid_utf8_and_oversize_are_refused(home, workdir):

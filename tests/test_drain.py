@@ -175,7 +175,7 @@ def test_concurrent_hooks_keep_exactly_one_drain_alive(home, tmp_path, workdir):
         watcher.join()
     assert most[0] == 1
     assert len(seen) == 1, "one burst of events spawns one drain"
-    assert len(db_rows(home, "SELECT id FROM codex_inbox")) == 6
+    assert len(db_rows(home, "SELECT session_id FROM codex_progress")) == 6  # all six consumed by that drain
 
 
 def test_ephemeral_and_ignored_events_spawn_no_drain(home, workdir):

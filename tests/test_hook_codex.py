@@ -12,6 +12,8 @@ from conftest import Transcript, db_rows, event, hook_env, run_hook, table_count
 from cmrunner import config as config_mod, projects
 from cmrunner.home import DataPaths
 
+pytestmark = pytest.mark.usefixtures("quiet_drain")  # inspect exactly what was admitted
+
 
 def _out(proc) -> dict:
     assert proc.returncode == 0, proc.stderr.decode()
@@ -142,9 +144,11 @@ def test_duplicate_delivery_is_admitted_once(home, transcript, workdir):
 
 
 def test_ignored_events_touch_nothing(home, transcript, workdir):
+    before = os.stat(os.path.join(home, "data", "runtime.sqlite")).st_mtime_ns
     out = _out(run_hook(home, event("PreToolUse", transcript, workdir, turn_id="t", tool_name="Bash")))
     assert out == {}
-    assert not os.path.exists(os.path.join(home, "data"))
+    assert table_counts(home) == dict.fromkeys(table_counts(home), 0)
+    assert os.stat(os.path.join(home, "data", "runtime.sqlite")).st_mtime_ns == before
 
 
 def test_event_before_session_start_is_refused(home, transcript, workdir):
@@ -230,7 +234,7 @@ BAD_EVENTS = [
 @pytest.mark.parametrize(("payload", "code"), BAD_EVENTS)
 def test_bad_input_is_refused_with_a_code_and_writes_nothing(home, payload, code):
     _fail(run_hook(home, payload), code)
-    assert not os.path.exists(os.path.join(home, "data"))
+    assert table_counts(home) == dict.fromkeys(table_counts(home), 0)
 
 
 def test_input_over_one_mib_is_refused(home, workdir):
@@ -311,7 +315,7 @@ def test_capacity_overflow_keeps_existing_content(home, transcript, workdir):
 
 
 def test_invalid_config_names_the_field(home, transcript, workdir):
-    os.makedirs(home)
+    os.makedirs(home, exist_ok=True)
     with open(os.path.join(home, "config.json"), "w") as handle:
         json.dump({**config_mod.default_config(home), "writableScopes": ["everywhere"]}, handle)
     err = _fail(run_hook(home, event("SessionStart", transcript, workdir, source="startup")), "CONFIG_INVALID")

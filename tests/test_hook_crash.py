@@ -7,6 +7,8 @@ and the database passes ``PRAGMA integrity_check``.
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import random
@@ -16,6 +18,8 @@ import subprocess
 import time
 
 from conftest import CM, Transcript, db_rows, event, hook_env, run_hook
+
+pytestmark = pytest.mark.usefixtures("quiet_drain")  # inspect exactly what was admitted
 
 TRIALS = 60
 

@@ -6,11 +6,15 @@ with one JSON line or one ``cm: CODE: message`` line, and must write no row for 
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import re
 
 from conftest import Transcript, event, run_hook, table_counts
 from hypothesis import HealthCheck, given, settings, strategies as st
+
+pytestmark = pytest.mark.usefixtures("quiet_drain")  # inspect exactly what was admitted
 
 LINE = re.compile(r"^cm: [A-Z][A-Z0-9_]+: [^\n]+\n$")
 FIELDS = ("hook_event_name", "session_id", "transcript_path", "cwd", "source", "turn_id", "prompt", "model",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+
 import json
 import os
 import subprocess
@@ -9,6 +10,7 @@ import subprocess
 from conftest import CM, Transcript, event, hook_env, run_cm, run_hook
 
 from cmrunner import config as config_mod, envfile
+
 
 
 def test_status_on_a_fresh_home_creates_nothing(home):
@@ -24,7 +26,7 @@ def test_status_on_a_fresh_home_creates_nothing(home):
     assert not os.path.exists(home)
 
 
-def test_status_counts_inbox_and_shows_key_presence_not_value(home, tmp_path, workdir):
+def test_status_counts_inbox_and_shows_key_presence_not_value(home, tmp_path, workdir, quiet_drain):
     data = config_mod.default_config(home)
     data["remote"] = {"provider": "openai-compatible", "baseUrl": "http://127.0.0.1:9/v1", "model": "m",
                       "apiKeyEnv": "COMMON_MEMORY_API_KEY", "proxy": {"mode": "direct"}}

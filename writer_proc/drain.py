@@ -83,15 +83,19 @@ def agent_port(cfg: config_mod.Config) -> object | None:
 
 
 def consumers(paths: DataPaths, cfg: config_mod.Config, force: bool = False) -> list[Consumer]:
-    """The consumers this version of cm knows, in the order they run."""
+    """The consumers this version of cm knows, in the order they run: host inboxes first, so
+    that sealed batches exist before the Writer looks for work."""
+    from cmrunner.codex_inbox import CodexInbox
+
+    work: list[Consumer] = [CodexInbox(cfg)]  # type: ignore[list-item]
     port = agent_port(cfg)
     if port is None:
-        return []
+        return work
     from cmrunner.writer_proc.writer import Writer
 
     writer = Writer(paths, cfg, port, force=force)
     writer.recover()
-    return [WriterConsumer(writer)]
+    return work + [WriterConsumer(writer)]
 
 
 def _linger_ms() -> int:
@@ -155,21 +159,39 @@ def run(paths: DataPaths, make_work: Callable[[], list[Consumer]], stop: Callabl
             conn.close()
 
 
+def _request_recovery(home: str, cfg: config_mod.Config, recovery_id: str) -> None:
+    """Mark an isolated session for another try, then let this (or the running) drain take it."""
+    from cmrunner.codex_inbox import request_recovery
+
+    conn = store.open_store(DataPaths(cfg.data_root))
+    try:
+        with store.immediate(conn):
+            request_recovery(conn, recovery_id)
+    finally:
+        conn.close()
+
+
 def main(argv: list[str]) -> int:
     """Entry for ``cm session-drain …`` (argv excludes ``cm session-drain``)."""
     import sys
 
     home_arg: str | None = None
+    recover_id: str | None = None
     rest = list(argv)
     try:
         while rest:
             arg = rest.pop(0)
             if arg == "--home" and rest:
                 home_arg = rest.pop(0)
+            elif arg == "--recover" and rest:
+                recover_id = rest.pop(0)
             else:
-                raise InputError("INVALID_ARGUMENTS", "usage: cm session-drain [--home <absolute path>]")
+                raise InputError("INVALID_ARGUMENTS",
+                                 "usage: cm session-drain [--home <absolute path>] [--recover <recovery id>]")
         home = resolve_home(home_arg)
         cfg = config_mod.load(home)
+        if recover_id is not None:
+            _request_recovery(home, cfg, recover_id)
         stopping = {"flag": False}
 
         def on_term(_signum: int, _frame: object) -> None:
