@@ -260,6 +260,15 @@ def capture_stub(args: tuple[str, ...]) -> None:
     sys.exit(pi.main(list(args)))
 
 
+@cli.command("session-refresh", context_settings={"ignore_unknown_options": True}, add_help_option=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def refresh_stub(args: tuple[str, ...]) -> None:
+    """Replace this session's frozen memory (the /memory-refresh skill runs it)."""
+    from cmrunner.hooks import refresh
+
+    sys.exit(refresh.main(list(args)))
+
+
 @cli.command("session-drain", context_settings={"ignore_unknown_options": True}, add_help_option=False)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def drain_stub(args: tuple[str, ...]) -> None:

@@ -1,6 +1,6 @@
 """The ``cm`` console script: a dispatcher that keeps hook paths light.
 
-``cm hook …`` and ``cm capture …`` run under a host's timeout, so they are routed to stdlib-only
+``cm hook …``, ``cm capture …`` and ``cm session-refresh`` run under a host's timeout, so they are routed to stdlib-only
 modules before click (or anything else heavy) is imported; ``cm session-drain`` goes straight to
 the Writer side. Every other command is the click CLI in ``cmrunner.cli``.
 """
@@ -17,6 +17,10 @@ def main() -> None:
         from cmrunner.hooks import codex
 
         sys.exit(codex.main(argv[1:]))
+    if command == "session-refresh":
+        from cmrunner.hooks import refresh
+
+        sys.exit(refresh.main(argv[1:]))
     if command == "capture":
         from cmrunner.hooks import pi
 

@@ -9,7 +9,9 @@ Contract (hosts.md §1.3-1.4, reference-facts §6.2):
   tool text) to ``codex_inbox``, stores the UserPromptSubmit candidate (digest, text, frozen
   scope), advances the cursor, and reserves a drain (``drainlease.ensure_drain``). Then COMMIT.
 - The first SessionStart (``startup``/``resume``) of an activation reads authorized memory once and
-  freezes it; ``compact``/``clear``/``reload`` re-attach the frozen block without reading files.
+  freezes it; ``compact``/``clear``/``reload`` re-attach the frozen block without reading files;
+  a snapshot replaced by ``cm session-refresh`` is delivered once by the next UserPromptSubmit or
+  PostToolUse.
 - An ephemeral session (``transcript_path: null``) is activated for injection but captures nothing,
   and the SessionStart output says so.
 - No model call, no repository lock, no Writer import.
@@ -216,6 +218,12 @@ def _admit(conn: sqlite3.Connection, cfg: config_mod.Config, home: str, client: 
             output = _context_output(ev.name, block, warning)
         elif frozen is not None and ev.source not in READING_SOURCES:
             output = _context_output(ev.name, frozen, None)
+    elif ev.name in ("UserPromptSubmit", "PostToolUse"):
+        pending = conn.execute("SELECT body FROM host_snapshots WHERE session_id = ? AND pending = 1",
+                               (act.session_id,)).fetchone()
+        if pending is not None:  # a /memory-refresh replaced the snapshot: deliver it now, once
+            conn.execute("UPDATE host_snapshots SET pending = 0 WHERE session_id = ?", (act.session_id,))
+            output = _context_output(ev.name, pending[0], None)
     if not act.active or not capture.mark_admitted(conn, act.session_id, ev.digest):
         return output  # the same event was delivered before: admitted once, answered again
     if ev.transcript is None:

@@ -7,7 +7,7 @@ import os
 import sqlite3
 
 import pytest
-from conftest import Transcript, db_rows, event, hook_env, run_hook, table_counts
+from conftest import Transcript, db_rows, event, hook_env, run_cm, run_hook, table_counts
 
 from cmrunner import config as config_mod, projects
 from cmrunner.home import DataPaths
@@ -336,3 +336,35 @@ def test_duplicate_session_end_is_answered_and_admitted_once(home, transcript, w
     before = table_counts(home)
     assert _out(run_hook(home, end)) == {}
     assert table_counts(home) == before
+
+
+def test_memory_refresh_is_delivered_once_by_the_next_prompt(home, transcript, workdir):
+    first = _start(home, transcript, workdir)["hookSpecificOutput"]["additionalContext"]
+    assert "Renamed" not in first
+    paths = DataPaths(os.path.join(home, "data"))
+    os.makedirs(paths.memory, exist_ok=True)
+    with open(paths.document("profile"), "w") as handle:
+        handle.write("# Profile\n\n## Name\nRenamed\n")
+    proc = run_cm(["session-refresh", "--home", home, "--client", "codex"])
+    assert proc.returncode == 0, proc.stderr
+    transcript.user_turn("t1", "x")
+    out = _out(run_hook(home, event("UserPromptSubmit", transcript, workdir, turn_id="t1", prompt="x")))
+    assert "Renamed" in out["hookSpecificOutput"]["additionalContext"]
+    assert out["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
+    again = _out(run_hook(home, event("PostToolUse", transcript, workdir, turn_id="t1", tool_name="Bash")))
+    assert again == {}
+    compact = _start(home, transcript, workdir, source="compact")["hookSpecificOutput"]["additionalContext"]
+    assert "Renamed" in compact  # the refreshed snapshot is the frozen one now
+
+
+def test_memory_refresh_needs_one_identified_activation(home, transcript, workdir):
+    proc = run_cm(["session-refresh", "--home", home, "--client", "codex"])
+    assert proc.stderr.decode().startswith("cm: SESSION_REFRESH_ACTIVATION_REQUIRED: ")
+    _start(home, transcript, workdir)
+    other = Transcript(transcript.path + ".2", "sess-0002")
+    _start(home, other, workdir)
+    proc = run_cm(["session-refresh", "--home", home, "--client", "codex"])
+    assert proc.stderr.decode().startswith("cm: SESSION_REFRESH_IDENTITY_REQUIRED: ")
+    assert run_cm(["session-refresh", "--home", home, "--client", "codex", "--thread", "sess-0002"]).returncode == 0
+    bad = run_cm(["session-refresh", "--home", home, "--client", "pi"])
+    assert bad.stderr.decode().startswith("cm: INVALID_ARGUMENTS: ")
