@@ -219,7 +219,21 @@ def m003_codex_progress(conn: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [m001_write_path, m002_claim_and_prune_indexes, m003_codex_progress]
+def m004_pi_inputs(conn: sqlite3.Connection) -> None:
+    """Pi input origins staged until Pi reports the delivered user message."""
+    _run_script(
+        conn,
+        """
+        CREATE TABLE pi_inputs (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, digest TEXT NOT NULL,
+            source TEXT NOT NULL, has_images INTEGER NOT NULL, used INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX pi_inputs_session ON pi_inputs(session_id, used, id);
+        """,
+    )
+
+
+MIGRATIONS: list[Migration] = [m001_write_path, m002_claim_and_prune_indexes, m003_codex_progress, m004_pi_inputs]
 LATEST = len(MIGRATIONS)
 
 

@@ -103,3 +103,11 @@ def admit(conn: sqlite3.Connection, *, namespace: str, entry_id: str, text: str,
          int(time.time() * 1000), batch_id, issue),
     )
     return Admitted(int(cursor.lastrowid), state, duplicate=False)
+
+
+FLUSH_KEY = "flush_requested"
+
+
+def request_flush(conn: sqlite3.Connection) -> None:
+    """Ask the Writer to process non-session work now instead of waiting for its thresholds."""
+    conn.execute("INSERT OR REPLACE INTO settings(key, value) VALUES (?, '1')", (FLUSH_KEY,))

@@ -11,7 +11,11 @@ Contract:
 - The host instance is ``hostInstance``, else ``COMMON_MEMORY_HOST_INSTANCE``, else the identity
   of the parent process (the Pi process that spawned this capture).
 - Admission is one transaction: capacity check, ``pi_inbox`` row (scope frozen from ``cwd``), drain
-  reservation. The Pi event semantics (binding, settling, sealing) belong to the drain.
+  reservation. The Pi event semantics (origins, deliveries, settling, sealing) belong to the drain
+  (``cmrunner.pi_inbox``).
+- Reads ride along: ``memory_read`` (admits nothing, never opens SQLite) and a ``session_start``
+  whose payload has ``"readMemory": true`` answer with ``context``, the authorized memory rendered
+  as a delimited data block — the bridge freezes it for the process.
 """
 
 from __future__ import annotations
@@ -19,16 +23,14 @@ from __future__ import annotations
 import os
 import re
 
-from cmrunner import capture, config as config_mod, drainlease, identity, projects, store
+from cmrunner import capture, config as config_mod, drainlease, identity, projects, reader, store
 from cmrunner.errors import CmError, InputError
 from cmrunner.home import DataPaths
 from cmrunner.hooks import runner, stdin
 
-PI_EVENTS = (
-    "session_start", "input", "before_agent_start", "agent_start", "agent_end", "turn_start", "turn_end",
-    "message_start", "message_end", "agent_settled", "session_before_switch", "session_before_tree",
-    "session_before_compact", "session_compact", "session_before_fork", "session_shutdown", "memory_flush",
-)
+PI_EVENTS = ("session_start", "input", "message_end", "agent_end", "session_shutdown", "memory_flush",
+             "memory_read")
+READ_ONLY = ("memory_read",)
 KEYS = ("version", "sessionId", "eventId", "event", "cwd", "hostInstance", "payload")
 USAGE = "cm capture --home <absolute path>"
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._-]{0,199}$")
@@ -78,6 +80,19 @@ def handle(home: str, event: dict) -> dict:
     validate(event)
     cfg = config_mod.load(home)
     paths = DataPaths(cfg.data_root)
+    answer: dict = {"ok": True}
+    if event["event"] in READ_ONLY or (event["event"] == "session_start" and event["payload"].get("readMemory") is True):
+        scope = projects.scope_for(paths, event["cwd"])
+        contexts = reader.authorized_contexts(cfg.allowed_scopes, scope if scope != "global" else None)
+        answer["context"], warning = reader.render_block(reader.read_memory(paths, contexts))
+        if warning:
+            answer["warning"] = warning
+        if event["event"] in READ_ONLY:
+            return answer
+    return {**answer, **_admit(home, cfg, paths, event)}
+
+
+def _admit(home: str, cfg: config_mod.Config, paths: DataPaths, event: dict) -> dict:
     instance = _host_instance(event)
     session_id = capture.session_key("pi", instance, event["sessionId"])
     scope = projects.scope_for(paths, event["cwd"])

@@ -86,8 +86,9 @@ def consumers(paths: DataPaths, cfg: config_mod.Config, force: bool = False) -> 
     """The consumers this version of cm knows, in the order they run: host inboxes first, so
     that sealed batches exist before the Writer looks for work."""
     from cmrunner.codex_inbox import CodexInbox
+    from cmrunner.pi_inbox import PiInbox
 
-    work: list[Consumer] = [CodexInbox(cfg)]  # type: ignore[list-item]
+    work: list[Consumer] = [CodexInbox(cfg), PiInbox(cfg)]  # type: ignore[list-item]
     port = agent_port(cfg)
     if port is None:
         return work

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from cmrunner import config as config_mod, drainlease, store
+from cmrunner import config as config_mod, drainlease, observations, store
 from cmrunner.errors import CmError
 from cmrunner.home import DataPaths
 from cmrunner.writer_proc import drain, jobs
@@ -54,7 +54,7 @@ def flush(paths: DataPaths, cfg: config_mod.Config, progress: Callable[[object],
     conn = store.open_store(paths)
     try:
         with store.immediate(conn):
-            jobs.request_flush(conn)
+            observations.request_flush(conn)
             holder = drainlease.live_holder(conn)
         followed = holder is not None
         outcomes: list = []

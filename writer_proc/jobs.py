@@ -27,6 +27,7 @@ import os
 import sqlite3
 
 from cmrunner.errors import CmError
+from cmrunner.observations import FLUSH_KEY
 
 MAX_RECOVERIES = 5
 MAX_BACKOFF_MS = 600_000
@@ -34,7 +35,6 @@ PERMANENT = frozenset({"AUTHENTICATION", "PROXY_AUTHENTICATION", "CONFIGURATION"
 NOT_RETRYABLE = frozenset({"AGENT_TURN_LIMIT", "CONTEXT_LIMIT", "MODEL_REFUSAL", "RECOVERY_CONFLICT",
                            "SENSITIVE_CONTENT_REJECTED"})
 QUARANTINE = frozenset({"FORGOTTEN_SOURCE"})
-FLUSH_KEY = "flush_requested"
 
 
 class Job:
@@ -79,10 +79,6 @@ def _set_outcome(conn: sqlite3.Connection, job_id: str, state: str, issue: str, 
 
 def flush_requested(conn: sqlite3.Connection) -> bool:
     return conn.execute("SELECT 1 FROM settings WHERE key = ?", (FLUSH_KEY,)).fetchone() is not None
-
-
-def request_flush(conn: sqlite3.Connection) -> None:
-    conn.execute("INSERT OR REPLACE INTO settings(key, value) VALUES (?, '1')", (FLUSH_KEY,))
 
 
 def _ready(conn: sqlite3.Connection, scheduler: dict, now: int, force: bool) -> bool:
