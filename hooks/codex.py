@@ -232,7 +232,11 @@ def _admit(conn: sqlite3.Connection, cfg: config_mod.Config, home: str, client: 
         return output
     cursor = _load_cursor(conn, act.session_id)
     if cursor is None:
-        # Activation: history written before cm saw this session is not admitted.
+        # Activation: check that this Codex writes a transcript format cm knows, then start at the
+        # end — history written before cm saw this session is not admitted.
+        from cmrunner import rollout
+
+        rollout.session_meta(transcript.first_line(ev.transcript, cfg.session_cache["maxSessionBytes"]))
         cursor = transcript.start_cursor(ev.transcript)
         tail = transcript.Tail(cursor.offset, cursor.offset, b"", cursor, partial=False)
     else:

@@ -137,3 +137,17 @@ def read_tail(cursor: Cursor, path: str, limit: int) -> Tail:
         return Tail(cursor.offset, end, body, new_cursor, partial=len(data) > len(body))
     finally:
         os.close(fd)
+
+
+def first_line(path: str, limit: int) -> bytes:
+    """The transcript's first complete line (with its newline), read through the same safe open."""
+    fd, _st = _open(path)
+    try:
+        data = _pread_exact(fd, 0, limit)
+    finally:
+        os.close(fd)
+    end = data.find(b"\n")
+    if end < 0:
+        raise CmError("CODEX_PARTIAL_TRANSCRIPT", "the transcript has no complete first line yet; nothing was admitted")
+    return data[: end + 1]
+

@@ -368,3 +368,25 @@ def test_memory_refresh_needs_one_identified_activation(home, transcript, workdi
     assert run_cm(["session-refresh", "--home", home, "--client", "codex", "--thread", "sess-0002"]).returncode == 0
     bad = run_cm(["session-refresh", "--home", home, "--client", "pi"])
     assert bad.stderr.decode().startswith("cm: INVALID_ARGUMENTS: ")
+
+
+@pytest.mark.parametrize(("meta", "code"), [
+    ({"type": "session_meta", "payload": {"id": "s", "cli_version": "0.170.0"}}, "CODEX_UNSUPPORTED_VERSION"),
+    ({"type": "session_meta", "payload": {"id": "s", "cli_version": "0.150.0"}}, "CODEX_UNSUPPORTED_VERSION"),
+    ({"type": "something_else", "payload": {}}, "CODEX_UNKNOWN_TRANSCRIPT"),
+])
+def test_activation_refuses_a_transcript_format_cm_does_not_know(home, workdir, tmp_path, meta, code):
+    path = tmp_path / "other.jsonl"
+    path.write_text(json.dumps({"timestamp": "2026-11-30T00:00:00.000Z", **meta}) + "\n")
+    fake = Transcript.__new__(Transcript)
+    fake.path, fake.session = str(path), "s"
+    _fail(run_hook(home, event("SessionStart", fake, workdir, source="startup")), code)
+    assert table_counts(home)["host_activations"] == 0
+
+
+def test_moved_transcript_is_refused(home, transcript, workdir):
+    _start(home, transcript, workdir)
+    moved = Transcript.__new__(Transcript)
+    moved.path, moved.session = transcript.path + ".moved", transcript.session
+    os.rename(transcript.path, moved.path)
+    _fail(run_hook(home, event("Stop", moved, workdir, turn_id="t1")), "CODEX_TRANSCRIPT_REPLACED")
