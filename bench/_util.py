@@ -14,6 +14,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHMARKS_MD = os.path.join(ROOT, "docs", "benchmarks.md")
 CM = os.path.join(os.path.dirname(sys.executable), "cm")
 
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from support.procs import drain_pids, wait_no_drain  # noqa: E402,F401 - one /proc scanner for tests and benches
+
 
 def percentile(values: list[float], q: float) -> float:
     """Linear-interpolated percentile (q in 0..100)."""
@@ -43,29 +46,6 @@ def machine() -> str:
         pass
     return (f"{os.cpu_count()} cores ({cpu}), Linux {platform.release()}, Python {platform.python_version()}, "
             f"measured {time.strftime('%Y-%m-%d')}")
-
-
-def drain_pids(home: str) -> list[int]:
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as handle:
-                argv = handle.read().split(b"\0")
-            with open(f"/proc/{name}/stat", "rb") as handle:
-                state = handle.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if b"session-drain" in argv and home.encode() in argv and state not in (b"Z", b"X"):
-            found.append(int(name))
-    return found
-
-
-def wait_no_drain(home: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while drain_pids(home) and time.monotonic() < deadline:
-        time.sleep(0.02)
 
 
 FAILURES: list[str] = []

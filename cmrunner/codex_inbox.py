@@ -22,7 +22,6 @@ Contract:
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import time
 
@@ -163,11 +162,7 @@ class CodexInbox:
         if not conn.execute("SELECT 1 FROM codex_inbox WHERE id = ? AND session_id = ? AND start = ?",
                             (inbox_id, session_id, row[4])).fetchone():
             return  # consumed by someone else meanwhile: not a failure of this session
-        conn.execute(
-            "INSERT OR REPLACE INTO codex_failures(session_id, inbox_id, recovery_id, issue, failed_at, retry_requested)"
-            " VALUES (?, ?, ?, ?, ?, 0)",
-            (session_id, inbox_id, os.urandom(16).hex(), code, _now()),
-        )
+        sessions.isolate(conn, session_id, inbox_id, code)
 
     # -- watches ----------------------------------------------------------------------------
     def _reconcile(self, conn: sqlite3.Connection) -> bool:
@@ -186,7 +181,7 @@ class CodexInbox:
                 tail = transcript.read_tail(cursor, cursor.path, self.limit)
             except CmError as exc:
                 conn.execute("DELETE FROM codex_watches WHERE session_id = ?", (session_id,))
-                self._isolate_watch(conn, session_id, exc.code)
+                sessions.isolate(conn, session_id, None, exc.code)
                 continue
             if not tail.body:
                 continue
@@ -200,12 +195,6 @@ class CodexInbox:
                          (tail.cursor.offset, tail.cursor.tail_digest, session_id))
             appended = True
         return appended
-
-    def _isolate_watch(self, conn: sqlite3.Connection, session_id: str, code: str) -> None:
-        conn.execute(
-            "INSERT OR REPLACE INTO codex_failures(session_id, inbox_id, recovery_id, issue, failed_at, retry_requested)"
-            " VALUES (?, NULL, ?, ?, ?, 0)", (session_id, os.urandom(16).hex(), code, _now()),
-        )
 
 
 def request_recovery(conn: sqlite3.Connection, recovery_id: str) -> str:

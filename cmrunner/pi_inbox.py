@@ -19,7 +19,6 @@ Contract (the specification's Pi behaviour; one transaction per event, oldest fi
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import time
 
@@ -75,11 +74,7 @@ class PiInbox:
             if exc.code not in ISOLATING:
                 raise
             with store.immediate(conn):
-                conn.execute(
-                    "INSERT OR REPLACE INTO codex_failures(session_id, inbox_id, recovery_id, issue, failed_at,"
-                    " retry_requested) VALUES (?, ?, ?, ?, ?, 0)",
-                    (row[1], row[0], os.urandom(16).hex(), exc.code, int(time.time() * 1000)),
-                )
+                sessions.isolate(conn, row[1], row[0], exc.code)
         return True
 
     def _open_turn(self, conn: sqlite3.Connection, session_id: str, event_id: str) -> str:

@@ -201,3 +201,14 @@ def end(conn: sqlite3.Connection, session_id: str) -> str | None:
         (session_id, session_id),
     )
     return seal(conn, session_id, "session_end")
+
+
+def isolate(conn: sqlite3.Connection, session_id: str, inbox_id: int | None, code: str) -> None:
+    """Record a session-level failure (any host): the session's inbox is skipped until
+    ``cm session-drain --recover <id>`` asks for another try; nothing admitted is dropped.
+    (The table keeps its first name, ``codex_failures``; it holds Pi sessions too.)"""
+    conn.execute(
+        "INSERT OR REPLACE INTO codex_failures(session_id, inbox_id, recovery_id, issue, failed_at, retry_requested)"
+        " VALUES (?, ?, ?, ?, ?, 0)", (session_id, inbox_id, os.urandom(16).hex(), code, _now()),
+    )
+

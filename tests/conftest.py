@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.procs import drain_pids, wait_no_drain  # noqa: F401 - re-exported to tests
 
 BIN = os.path.dirname(sys.executable)
 CM = os.path.join(BIN, "cm")
@@ -27,24 +28,6 @@ HOST = "test:host:1"
 
 def pytest_report_header() -> list[str]:
     return [f"sqlite {sqlite3.sqlite_version}, python {sys.version.split()[0]}, cm at {CM}"]
-
-
-def drain_pids(home: str) -> list[int]:
-    """PIDs of live ``session-drain`` processes for ``home`` (zombies excluded)."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as handle:
-                argv = handle.read().split(b"\0")
-            with open(f"/proc/{name}/stat", "rb") as handle:
-                state = handle.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if b"session-drain" in argv and home.encode() in argv and state not in (b"Z", b"X"):
-            found.append(int(name))
-    return found
 
 
 def reap_drains(home: str, timeout: float = 5.0) -> None:
@@ -58,12 +41,6 @@ def reap_drains(home: str, timeout: float = 5.0) -> None:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        time.sleep(0.02)
-
-
-def wait_no_drain(home: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while drain_pids(home) and time.monotonic() < deadline:
         time.sleep(0.02)
 
 

@@ -25,11 +25,12 @@ import queue
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import threading
 import time
 from pathlib import Path
+
+from support.fakemodel import stop_process
 
 CODEX_PACKAGE = "@openai/codex"
 CODEX_VERSION = "0.169.0"
@@ -222,15 +223,7 @@ def start_codex_exec(codex: Path, args: list[str], cwd: str, env: dict[str, str]
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def stop(process: subprocess.Popen, grace: float = 3.0) -> None:
-    """Stop one child by its PID: SIGTERM, then SIGKILL; always reaped."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(grace)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(grace)
+stop = stop_process  # one way to stop a child by its PID (SIGTERM, then SIGKILL; always reaped)
 
 
 def run_codex_exec(codex: Path, args: list[str], cwd: str, env: dict[str, str], timeout: float = 120.0,
