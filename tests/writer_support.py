@@ -48,7 +48,7 @@ def put(target: str, title: str, body: str, section: str | None = None) -> dict:
 
 
 def all_evidence(reads) -> list[str]:
-    return sorted(s.evidence_ref for s in reads.sources.values())
+    return sorted(s.evidence_ref for s in reads.sources.values() if not s.context_only)
 
 
 def writer(paths: DataPaths, cfg: config_mod.Config, script, now=None) -> tuple[Writer, ScriptedPort]:

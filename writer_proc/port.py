@@ -55,7 +55,8 @@ def build_task(job_id: str, task_kind: str, reads: ReadPort) -> dict:
         "now": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "bundles": [
             {"ingest_id": s.handle, "source": s.source, "provenance": s.provenance, "scope": s.scope,
-             "block_count": 1, "bytes": len(s.data), "state": "current"}
+             "block_count": 1, "bytes": len(s.data), "state": "context" if s.context_only else "current",
+             "required": s.required}
             for s in reads.sources.values()
         ],
         "snapshot": {"handle": reads.snapshot_handle, "document_count": len(reads.snapshot)},

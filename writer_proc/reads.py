@@ -34,12 +34,19 @@ class ReadRejected(CmError):
 
 
 class Source:
-    """One current observation of the batch, served as one block."""
+    """One block the agent may read: a current observation (evidence) or context only.
 
-    __slots__ = ("observation_id", "text", "scope", "provenance", "source", "observed_at", "data")
+    Context blocks are assistant/tool text and earlier turns of the same session and scope. They
+    carry no evidence handle, so a decision can never cite them. ``required`` context (the current
+    turns' own replies) must be read before submitting; older turns are optional.
+    """
+
+    __slots__ = ("observation_id", "text", "scope", "provenance", "source", "observed_at", "data",
+                 "context_key", "role", "turn", "required")
 
     def __init__(self, observation_id: int, text: str, scope: str, provenance: str, source: str,
-                 observed_at: str) -> None:
+                 observed_at: str, context_key: str | None = None, role: str = "user", turn: str | None = None,
+                 required: bool = True) -> None:
         self.observation_id = observation_id
         self.text = text
         self.scope = scope
@@ -47,22 +54,32 @@ class Source:
         self.source = source
         self.observed_at = observed_at
         self.data = text.encode("utf-8")
+        self.context_key = context_key
+        self.role = role
+        self.turn = turn
+        self.required = required
+
+    @property
+    def context_only(self) -> bool:
+        return self.context_key is not None
 
     @property
     def handle(self) -> str:
-        return f"ingest_{self.observation_id}"
+        return f"context_{self.context_key}" if self.context_only else f"ingest_{self.observation_id}"
 
     @property
-    def evidence_ref(self) -> str:
-        return contract.evidence_handle(self.observation_id)
+    def evidence_ref(self) -> str | None:
+        return None if self.context_only else contract.evidence_handle(self.observation_id)
 
     def descriptor(self) -> dict:
+        metadata = {"source": self.source, "provenance": self.provenance, "scope": self.scope,
+                    "observed_at": self.observed_at, "role": self.role}
+        if self.turn is not None:
+            metadata["turn_id"] = self.turn
         return {
-            "block_id": "b1", "parent_id": None, "kind": "text", "order": 0, "bytes": len(self.data),
-            "context_only": False, "evidence_ref": self.evidence_ref,
-            "metadata": {"source": self.source, "provenance": self.provenance, "scope": self.scope,
-                         "observed_at": self.observed_at,
-                         **({"role": "user"} if self.provenance == "user_explicit" else {})},
+            "block_id": "b1", "parent_id": None, "kind": "conversation" if self.context_only else "text", "order": 0,
+            "bytes": len(self.data), "context_only": self.context_only, "required": self.required,
+            "evidence_ref": self.evidence_ref, "metadata": metadata,
         }
 
 
@@ -98,7 +115,7 @@ class ReadPort:
     # -- coverage --------------------------------------------------------------------------
     @property
     def ingest_fully_read(self) -> bool:
-        return all(self._ingest_covered[h] >= len(s.data) for h, s in self.sources.items())
+        return all(self._ingest_covered[h] >= len(s.data) for h, s in self.sources.items() if s.required)
 
     @property
     def fully_read_targets(self) -> frozenset[str]:
@@ -152,8 +169,8 @@ class ReadPort:
 
     def processing_state(self) -> dict:
         self._guard()
-        total = sum(len(s.data) for s in self.sources.values())
-        read = sum(min(self._ingest_covered[h], len(s.data)) for h, s in self.sources.items())
+        total = sum(len(s.data) for s in self.sources.values() if s.required)
+        read = sum(min(self._ingest_covered[h], len(s.data)) for h, s in self.sources.items() if s.required)
         return {"complete": read >= total, "read_bytes": read, "total_bytes": total}
 
     def submit(self, payload: object) -> dict:

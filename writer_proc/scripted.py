@@ -47,7 +47,8 @@ def from_environment() -> ScriptedPort | None:
         if calls:
             with open(calls, "a", encoding="utf-8") as log:
                 log.write(task["request_id"] + "\n")
-        evidence = sorted((s.evidence_ref for s in reads.sources.values()), key=lambda h: int(h[3:]))
+        evidence = sorted((s.evidence_ref for s in reads.sources.values() if not s.context_only),
+                          key=lambda h: int(h[3:]))
         first = int(evidence[0][3:]) if evidence else 0
         body = _fill(templates[(first - 1) % len(templates)], first, evidence)
         return {"version": "memory_maintenance_v2", "request_id": task["request_id"], "decisions": body}

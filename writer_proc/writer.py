@@ -3,9 +3,10 @@
 Contract, per ``run_once``:
 1. Under the repository lock, recover interrupted commits (``commit.recover``) if any exist.
 2. ``BEGIN IMMEDIATE``: claim a job (``jobs.claim``) — or return ``None`` when nothing is runnable.
-3. Before any network call, with the job's lease: scope, provenance and project authorization,
-   the sensitive-content scan and the byte caps. A failure quarantines locally with a stable code
-   and nothing is sent.
+3. Before any network call, with the job's lease: scope, provenance and project authorization
+   (else the whole job is quarantined), then ``shaping.shape``: per-observation scan and byte
+   caps (only the offending observation is isolated), context turns, and the total cap (trailing
+   whole turns go back to pending). Nothing is sent for what was isolated.
 4. The snapshot is read, then the agent runs with no lock held, reading through the ``ReadPort``
    tools; a background thread renews the lease every ``leaseMs / 3`` and stops the attempt's
    writes from committing once the lease is lost.
@@ -22,11 +23,11 @@ import threading
 import time
 from collections.abc import Callable
 
-from cmrunner import config as config_mod, fsutil, projects, safety, sections, store
+from cmrunner import config as config_mod, fsutil, projects, sections, store
 from cmrunner.errors import CmError
 from cmrunner.home import DataPaths
 from cmrunner.sections import Document
-from cmrunner.writer_proc import apply, commit, contract, jobs
+from cmrunner.writer_proc import apply, commit, contract, jobs, shaping
 from cmrunner.writer_proc.port import AgentError, MemoryAgentPort, build_task
 from cmrunner.writer_proc.reads import ReadPort, Source
 
@@ -131,7 +132,8 @@ class Writer:
         ).fetchall()
         return [Source(*row) for row in rows if row[1] is not None]
 
-    def _precheck(self, job: jobs.Job, sources: list[Source]) -> str | None:
+    def _authorization_issue(self, job: jobs.Job) -> str | None:
+        """Whole-batch checks: may this scope and provenance be disclosed at all?"""
         disclosure = self.cfg.data["disclosure"]
         if job.scope not in disclosure["allowedScopes"]:
             return "UNAUTHORIZED_SOURCE"
@@ -139,13 +141,6 @@ class Writer:
             return "UNAUTHORIZED_PROVENANCE"
         if job.scope != "global" and job.scope not in {p.scope for p in projects.load(self.paths)}:
             return "UNREGISTERED_PROJECT"
-        caps = [disclosure.get(k) for k in ("maxExcerptBytes", "maxCandidateBytes", "maxTotalBytes")]
-        cap = min((c for c in caps if c), default=None)
-        for source in sources:
-            if safety.scan_text(source.text):
-                return "SENSITIVE_INPUT"
-            if cap is not None and len(source.data) + 32 > cap:
-                return "OVERSIZED_COMPLETE_SOURCE"
         return None
 
     def _snapshot(self, job: jobs.Job) -> dict[str, Document]:
@@ -174,12 +169,20 @@ class Writer:
         return links, imports
 
     def _attempt(self, job: jobs.Job) -> Outcome:
-        sources = self._sources(job)
-        issue = self._precheck(job, sources)
+        issue = self._authorization_issue(job)
         if issue is not None:
             with store.immediate(self.conn):
                 jobs.quarantine(self.conn, job, issue, self.now())
             return Outcome(job.id, "quarantined", issue)
+        with store.immediate(self.conn):
+            jobs.assert_lease(self.conn, job, self.now())
+            shaped = shaping.shape(self.conn, self.cfg, job, self._sources(job), self.now())
+            if not any(not s.context_only for s in shaped.sources):
+                issue = next(iter(shaped.isolated.values()), "EMPTY_BATCH")
+                jobs.quarantine(self.conn, job, issue, self.now())
+        if issue is not None:
+            return Outcome(job.id, "quarantined", issue)
+        sources = shaped.sources
         snapshot = self._snapshot(job)
         links, import_counts = self._links(list(snapshot))
         versions = dict(self.conn.execute("SELECT target, hash FROM document_versions").fetchall())
@@ -203,7 +206,8 @@ class Writer:
             }
             ctx = contract.DecisionContext(
                 job_id=job.id, batch_scope=job.scope,
-                evidence={s.evidence_ref: contract.EvidenceSource(s.scope, s.provenance) for s in sources},
+                evidence={s.evidence_ref: contract.EvidenceSource(s.scope, s.provenance)
+                          for s in sources if not s.context_only},
                 writable_scopes=writable,
                 snapshot={t: {s.ref: s.title for s in d.sections} for t, d in snapshot.items()},
                 fully_read_targets=reads.fully_read_targets, ingest_fully_read=reads.ingest_fully_read,

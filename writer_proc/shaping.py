@@ -1,0 +1,117 @@
+"""Request shaping: what one attempt may show the Memory Agent, decided before any network call.
+
+Contract (inside the caller's transaction, with the job's lease held):
+- Each current observation is scanned (``cmrunner.safety``) and measured against the disclosure
+  byte cap (the smallest of ``maxExcerptBytes``, ``maxCandidateBytes``, ``maxTotalBytes``). A hit
+  isolates only that observation (``SENSITIVE_INPUT`` / ``OVERSIZED_COMPLETE_SOURCE``): it leaves
+  the job, keeps its text, and is quarantined. The rest of the batch goes on.
+- Context is offered only with ``conversation_context`` in ``disclosure.allowedProvenance``: the
+  current turns' assistant/tool replies (required reading) and up to
+  ``sessionCache.contextTailTurns`` earlier settled turns of the same session and scope
+  (optional). Context never carries an evidence handle. Sensitive context was already dropped at
+  capture (``sessions.capture_context``).
+- If everything together exceeds ``maxTotalBytes``, optional context is dropped first, then whole
+  trailing turns go back to ``pending`` for a later job; a turn is never split.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from cmrunner import safety
+from cmrunner.config import Config
+from cmrunner.writer_proc import jobs
+from cmrunner.writer_proc.reads import Source
+
+_ENVELOPE = 32  # bytes of JSON framing counted with every source, as the reference does
+
+
+class Shaped:
+    __slots__ = ("sources", "isolated", "deferred")
+
+    def __init__(self, sources: list[Source], isolated: dict[int, str], deferred: list[int]) -> None:
+        self.sources = sources      # evidence first, then context
+        self.isolated = isolated    # observation id -> issue
+        self.deferred = deferred    # observation ids sent back to pending
+
+
+def _cap(cfg: Config) -> int | None:
+    disclosure = cfg.data["disclosure"]
+    caps = [disclosure.get(k) for k in ("maxExcerptBytes", "maxCandidateBytes", "maxTotalBytes")]
+    return min((c for c in caps if c), default=None)
+
+
+def _turn_of(conn: sqlite3.Connection, observation_id: int) -> tuple[int, str, str] | None:
+    row = conn.execute("SELECT t.id, t.session_id, t.turn_id FROM session_messages m JOIN session_turns t ON t.id = m.turn"
+                       " WHERE m.observation_id = ?", (observation_id,)).fetchone()
+    return None if row is None else (int(row[0]), row[1], row[2])
+
+
+def _context(conn: sqlite3.Connection, cfg: Config, evidence: list[Source]) -> list[Source]:
+    if "conversation_context" not in cfg.data["disclosure"]["allowedProvenance"] or not evidence:
+        return []
+    turns = {}
+    for source in evidence:
+        found = _turn_of(conn, source.observation_id)
+        if found is not None:
+            turns[found[0]] = found
+    if not turns:
+        return []
+    blocks: list[Source] = []
+    current = sorted(turns)
+    session_id = turns[current[0]][1]
+    scope = evidence[0].scope
+    tail = cfg.session_cache["contextTailTurns"]
+    earlier = [r[0] for r in conn.execute(
+        "SELECT t.id FROM session_turns t WHERE t.session_id = ? AND t.id < ? AND t.state = 'settled' AND t.has_user = 1"
+        " AND NOT EXISTS (SELECT 1 FROM session_messages m JOIN observations o ON o.id = m.observation_id"
+        " WHERE m.turn = t.id AND o.scope != ?) ORDER BY t.id DESC LIMIT ?",
+        (session_id, current[0], scope, tail))] if tail else []
+    for turn_row in sorted(earlier) + current:
+        required = turn_row in turns
+        for mid, role, text, observed, obs_text in conn.execute(
+            "SELECT m.message_id, m.role, m.text, m.observed_at, o.text FROM session_messages m"
+            " LEFT JOIN observations o ON o.id = m.observation_id WHERE m.turn = ? ORDER BY m.sequence", (turn_row,)
+        ):
+            body = text if role != "user" else (None if required else obs_text)
+            if not body:
+                continue  # current user turns are the evidence blocks themselves
+            blocks.append(Source(0, body, scope, "conversation_context", "conversation_context", observed,
+                                 context_key=f"{turn_row}_{len(blocks)}", role=role,
+                                 turn=conn.execute("SELECT turn_id FROM session_turns WHERE id = ?",
+                                                   (turn_row,)).fetchone()[0], required=required))
+    return blocks
+
+
+def shape(conn: sqlite3.Connection, cfg: Config, job: jobs.Job, evidence: list[Source], now: int) -> Shaped:
+    cap = _cap(cfg)
+    isolated: dict[int, str] = {}
+    kept: list[Source] = []
+    for source in evidence:
+        if safety.scan_text(source.text):
+            isolated[source.observation_id] = "SENSITIVE_INPUT"
+        elif cap is not None and len(source.data) + _ENVELOPE > cap:
+            isolated[source.observation_id] = "OVERSIZED_COMPLETE_SOURCE"
+        else:
+            kept.append(source)
+    for oid, issue in isolated.items():
+        conn.execute("UPDATE observations SET state = 'quarantined', issue = ?, job_id = NULL WHERE id = ?", (issue, oid))
+    context = _context(conn, cfg, kept)
+    total_cap = cfg.data["disclosure"].get("maxTotalBytes")
+    deferred: list[int] = []
+    if total_cap:
+        def size(items: list[Source]) -> int:
+            return sum(len(s.data) + _ENVELOPE for s in items)
+
+        context = [c for c in context if c.required] if size(kept + context) > total_cap else context
+        while len(kept) > 1 and size(kept + context) > total_cap:
+            last_turn = _turn_of(conn, kept[-1].observation_id)
+            moving = [s for s in kept if _turn_of(conn, s.observation_id) == last_turn] if last_turn else [kept[-1]]
+            for source in moving:
+                kept.remove(source)
+                deferred.append(source.observation_id)
+                conn.execute("UPDATE observations SET state = 'pending', job_id = NULL WHERE id = ?",
+                             (source.observation_id,))
+            if last_turn:
+                context = [c for c in context if c.turn != last_turn[2]]
+    return Shaped(kept + context, isolated, deferred)
