@@ -3,8 +3,8 @@
 It writes a capture-only configuration, registers a project, writes a small Codex-shaped
 transcript, fires SessionStart → UserPromptSubmit → Stop → SessionEnd through the real
 ``cm hook codex`` entry as subprocesses (the host identity is passed explicitly, as a bridge
-would), waits for the detached drain to finish, and reports what the durable inbox holds. Until
-the Writer exists that is where captured words stop. It never touches the user's own home.
+would), waits for the detached drain to finish, and reports what the session cache holds. It
+never touches the user's own home.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ TURN = "01demo00-0000-7000-8000-0000000000t1"
 
 
 def _line(record: dict) -> str:
-    return json.dumps(record, separators=(",", ":")) + "\n"
+    return json.dumps({"timestamp": "2026-11-30T00:00:00.000Z", **record}, separators=(",", ":")) + "\n"
 
 
 def _hook(home: str, event: dict, env: dict[str, str]) -> tuple[int, str, str]:
@@ -81,15 +81,14 @@ def run(keep: bool = False) -> Iterator[str]:
         yield f"drain:       {'still running' if report['drain']['alive'] else 'ran and exited'}"
         conn = sqlite3.connect(f"file:{paths.db}?mode=ro", uri=True)
         try:
-            rows = conn.execute('SELECT event, start, "end", LENGTH(body), scope FROM codex_inbox ORDER BY id').fetchall()
-            yield f"inbox:       {len(rows)} durable rows"
-            for event_name, start, end, size, scope in rows:
-                yield f"  {event_name:<17} transcript bytes [{start}, {end}) = {size} bytes, scope {scope}"
-            for turn, text, scope in conn.execute("SELECT turn_id, text, scope FROM codex_candidates"):
-                yield f"  prompt candidate for turn {turn[-6:]} ({scope}): {text!r}"
+            for text, state, batch in conn.execute("SELECT text, state, batch_id FROM observations ORDER BY id"):
+                sealed = "sealed into a batch" if batch else "not sealed"
+                yield f"captured:    {text!r} ({state}, {sealed})"
+            left = conn.execute("SELECT COUNT(*) FROM codex_inbox").fetchone()[0]
+            yield f"inbox:       {left} rows left unconsumed"
         finally:
             conn.close()
-        yield "next:        the Writer (a later issue) turns sealed turns into Markdown memory"
+        yield "next:        with a model configured, the drain's Writer turns the sealed batch into Markdown"
     finally:
         if keep:
             yield f"kept:        {root}"

@@ -83,3 +83,26 @@ def check_end_state(paths: DataPaths) -> dict:
 
 def transaction_dirs(paths: DataPaths) -> list[str]:
     return os.listdir(paths.transactions) if os.path.isdir(paths.transactions) else []
+
+
+def check_crash_state(paths: DataPaths) -> None:
+    """Right after a kill, before any recovery: either the end-state invariants hold, or a marked
+    transaction is pending and every live document sits at that journal's before or after hash
+    (recovery will publish it forward and replay its receipt)."""
+    pending = [d for d in transaction_dirs(paths) if not d.startswith("done.")]
+    marked = [d for d in pending if os.path.exists(os.path.join(paths.transactions, d, "COMMITTING"))]
+    if not marked:
+        check_end_state(paths)
+        return
+    assert len(marked) == 1, marked
+    conn = sqlite3.connect(paths.db)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        conn.close()
+    journal = json.load(open(os.path.join(paths.transactions, marked[0], "journal.json")))
+    for entry in journal["files"]:
+        live = os.path.join(paths.root, entry["path"])
+        digest = hashlib.sha256(open(live, "rb").read()).hexdigest() if os.path.exists(live) else "missing"
+        assert digest in (entry["before"], entry["after"]), entry["path"]
+

@@ -13,7 +13,7 @@ def test_demo_captures_a_session_round_trip(home):
     out = proc.stdout.decode()
     for name in ("SessionStart", "UserPromptSubmit", "Stop", "SessionEnd"):
         assert f"hook {name}" in out and f"hook {name:<17} exit 0" in out
-    assert "inbox:       4 durable rows" in out
-    assert "prompt candidate" in out and "tabs over spaces" in out
+    assert "captured:    'I prefer tabs over spaces in Go code.' (pending, sealed into a batch)" in out
+    assert "inbox:       0 rows left unconsumed" in out
     assert "drain:       ran and exited" in out
     assert not os.path.exists(home), "the demo never touches the configured home"

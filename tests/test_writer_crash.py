@@ -13,8 +13,8 @@ import sqlite3
 import time
 
 import pytest
-from drain_support import (MIXED, TEMPLATES, check_end_state, drain_env, start_drain, transaction_dirs,
-                           write_script)
+from drain_support import (MIXED, TEMPLATES, check_crash_state, check_end_state, drain_env, start_drain,
+                           transaction_dirs, write_script)
 from writer_support import admit, configure, rows
 
 FAULTS = ["before_stage", "after_stage_file:1", "after_stage_file:2", "after_stage_file:3", "after_journal",
@@ -73,7 +73,7 @@ def test_random_sigkill_soak(home, tmp_path):
         conn.execute("UPDATE jobs SET available = 0 WHERE state = 'retry'")
         conn.commit()
         conn.close()
-        check_end_state(paths)
+        check_crash_state(paths)
     final = start_drain(home, drain_env(script, calls))
     assert final.wait(timeout=120) == 0
     for _ in range(10):  # jobs that exhausted or wait out backoffs settle in a few more drains
