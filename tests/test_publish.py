@@ -20,7 +20,8 @@ from cmrunner.errors import CmError
 from cmrunner.home import DataPaths
 from cmrunner.sections import MISSING_HASH
 from cmrunner.writer_proc import publish
-from cmrunner.writer_proc.publish import FileChange, assert_receipt_safe, canonical_json, recover, stage
+from cmrunner.writer_proc.publish import FileChange, recover, stage
+from cmrunner.writer_proc.receipts import assert_receipt_safe, canonical_json
 
 JOB = "job-0001"
 BEFORE = {

@@ -23,7 +23,7 @@ from cmrunner import fsutil, sections, store
 from cmrunner.errors import CmError
 from cmrunner.home import DataPaths
 from cmrunner.sections import Document
-from cmrunner.writer_proc import jobs, publish
+from cmrunner.writer_proc import jobs, publish, receipts
 
 REPO_LOCK_SECONDS = 30.0
 
@@ -105,7 +105,7 @@ def commit(paths: DataPaths, conn: sqlite3.Connection, job: jobs.Job, snapshot: 
     The caller ran ``recover`` under the repository lock before this attempt, and holds the drain
     lease, so no other process stages or recovers meanwhile.
     """
-    publish.assert_receipt_safe(receipt)
+    receipts.assert_receipt_safe(receipt)
     # Staging is the slow part (an fsync per file) and publishes nothing: it runs before the
     # locks. If a stray recovery deleted it meanwhile, mark() fails and the job is simply retried.
     transaction = None

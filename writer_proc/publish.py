@@ -73,7 +73,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
-import math
 import os
 import re
 import shutil
@@ -88,6 +87,7 @@ from cmrunner import sections
 from cmrunner.errors import CmError
 from cmrunner.fsutil import ensure_private_dir, fsync_dir, fsync_fd, write_atomic
 from cmrunner.home import DataPaths
+from cmrunner.writer_proc.receipts import assert_receipt_safe, canonical_json
 
 FAULT_ENV = "COMMON_MEMORY_FAULT"
 FAULT_POINTS = ("before_stage", "after_stage_file", "after_journal", "after_marker",
@@ -101,21 +101,12 @@ DONE_PREFIX = "done."
 DOCUMENT_LIMIT = sections.MAX_HARD_BUDGET
 RECEIPT_LIMIT = 4 * 1024 * 1024
 JOURNAL_LIMIT = 1024 * 1024
-# Long enough for "project:<128-char id>:<sha256>" (201 chars), far too short for prose.
-RECEIPT_STRING_LIMIT = 256
-FORBIDDEN_RECEIPT_KEYS = frozenset({
-    "markdown", "title", "titles", "heading", "body", "bodies", "reason", "reasons", "rationale",
-    "text", "content", "contents", "raw", "rawoutput", "output", "message", "messages", "notes",
-    "workingnotes", "prompt", "summary",
-})
-
 _JOB_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 _HASH_RE = re.compile(r"[0-9a-f]{64}")
 _STAGE_RE = re.compile(r"stage-(0|[1-9][0-9]{0,3})")
 _DOC_PATH_RE = re.compile(r"memory/(?:profile|preferences)\.md|memory/projects/[A-Za-z0-9_-]{1,128}\.md")
 _RECEIPT_PATH_RE = re.compile(r"runtime/receipts/([A-Za-z0-9_-]{1,128})\.json")
-_RECEIPT_KEY_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 _OVERSIZE = "oversize"  # a live file too large to be any staged version: matches no hash
 _STRUCTURE_ONLY = sections.Budgets(soft=sections.MAX_HARD_BUDGET, hard=sections.MAX_HARD_BUDGET)
 
@@ -235,43 +226,6 @@ class Recovered:
 
     def cleanup(self) -> None:
         _discard(self.directory)
-
-
-def canonical_json(value: object) -> bytes:
-    """Sorted keys, no spaces, ASCII only, one line plus a newline."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
-                      allow_nan=False).encode("ascii") + b"\n"
-
-
-def assert_receipt_safe(receipt: object) -> None:
-    """``UNSAFE_RECEIPT`` unless ``receipt`` holds only ids, hashes, kinds, counts and times."""
-    if not isinstance(receipt, dict):
-        raise CmError("UNSAFE_RECEIPT", "a receipt must be a JSON object")
-    _check_receipt_value(receipt, "receipt", 0)
-
-
-def _check_receipt_value(value: object, where: str, depth: int) -> None:
-    if depth > 16:
-        raise CmError("UNSAFE_RECEIPT", f"{where} is nested too deeply for a receipt")
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str) or not _RECEIPT_KEY_RE.fullmatch(key):
-                raise CmError("UNSAFE_RECEIPT", f"{where} has a key that is not a field name; "
-                                                "receipts key data by field, never by content")
-            if key.lower().replace("_", "") in FORBIDDEN_RECEIPT_KEYS:
-                raise CmError("UNSAFE_RECEIPT", f"{where}.{key} would carry text; receipts hold ids and hashes only")
-            _check_receipt_value(item, f"{where}.{key}", depth + 1)
-    elif isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            _check_receipt_value(item, f"{where}[{index}]", depth + 1)
-    elif isinstance(value, str):
-        if len(value) > RECEIPT_STRING_LIMIT or "\n" in value or "\r" in value:
-            raise CmError("UNSAFE_RECEIPT", f"{where} is a long or multi-line string; receipts hold ids and hashes only")
-    elif isinstance(value, float):
-        if not math.isfinite(value):
-            raise CmError("UNSAFE_RECEIPT", f"{where} is not a finite number")
-    elif value is not None and not isinstance(value, (bool, int)):
-        raise CmError("UNSAFE_RECEIPT", f"{where} is not a JSON value")
 
 
 def stage(paths: DataPaths, job_id: str, changes: Sequence[FileChange], receipt: dict[str, Any]) -> Transaction:
