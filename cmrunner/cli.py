@@ -242,6 +242,185 @@ def demo(keep: bool) -> None:
         click.echo(line)
 
 
+@cli.command("network-test")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object for scripts.")
+@click.pass_context
+def network_test(ctx: click.Context, as_json: bool) -> None:
+    """Send one small synthetic model request; report the route and the outcome (opens no database)."""
+    from cmrunner.writer_proc import nettest
+
+    report = nettest.run(config_mod.load(_home(ctx)))
+    outcome = report["outcome"]
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+    else:
+        route = report["route"] or {}
+        via = f"proxy {route['proxy']}" if route.get("via") == "proxy" else "direct"
+        click.echo(f"model:   {report['model']} at {report['baseUrl']} ({report['api']})")
+        if route:
+            click.echo(f"route:   {via} (mode {route['mode']}: {route['reason']})")
+        if outcome["ok"]:
+            click.echo(f"outcome: ok in {outcome['elapsedMs']} ms")
+        else:
+            status = "".join(f", {k} {outcome[k]}" for k in ("httpStatus", "proxyStatus") if k in outcome)
+            click.echo(f"outcome: {outcome['code']} at {outcome['stage']} ({outcome['reason']}{status})")
+    if not outcome["ok"]:
+        ctx.exit(1)
+
+
+@cli.command("mcp")
+@click.option("--client-id", default=None, help="Stable id of this integration (required for relay and init).")
+@click.option("--capability", "capabilities", multiple=True, type=click.Choice(["relay", "init", "read"]),
+              help="relay (default), init or read; repeatable. Fixed for the life of the process.")
+@click.option("--global", "allow_global", is_flag=True, help="Allow the global context (Profile, Preferences).")
+@click.option("--workspace", "workspaces", multiple=True, help="Absolute path of a registered project (repeatable).")
+@click.option("--accept-client-reported-user-turns", "accept", is_flag=True,
+              help="Trust this local host to relay verbatim user turns (relay only).")
+@click.pass_context
+def mcp_command(ctx: click.Context, client_id: str | None, capabilities: tuple[str, ...], allow_global: bool,
+                workspaces: tuple[str, ...], accept: bool) -> None:
+    """Serve memory to one MCP host over stdio (stdout carries MCP only)."""
+    from cmrunner import mcp_access, mcp_server
+
+    launch = mcp_access.Launch(capabilities, client_id, allow_global, workspaces, accept)
+    mcp_server.serve(mcp_access.Binding(_home(ctx), launch))
+
+
+@cli.command("import")
+@click.argument("file")
+@click.option("--workspace", default=None, help="Import into this registered project (default: global).")
+@click.option("--author", default="unknown", show_default=True, help="user, agent, third_party, mixed or unknown.")
+@click.option("--label", default=None, help="Display label (default: the file name).")
+@click.option("--no-wait", is_flag=True, help="Only queue; a background drain processes it.")
+@click.pass_context
+def import_command(ctx: click.Context, file: str, workspace: str | None, author: str, label: str | None,
+                   no_wait: bool) -> None:
+    """Import one Markdown file through the Writer; exit 1 unless every part was processed."""
+    from cmrunner import importer
+
+    def progress(outcome: object) -> None:
+        code = f" ({outcome.code})" if outcome.code else ""
+        click.echo(f"job {outcome.job_id[:12]}: {outcome.state}{code}")
+
+    report = importer.run(_home(ctx), file, workspace, author, label, not no_wait, progress)
+    click.echo(f"import {report.import_id} into {report.scope}: "
+               + ("duplicate of an earlier import (its metadata is kept)" if report.duplicate else "queued"))
+    for part in report.parts:
+        where = f"; retained in {', '.join(part['retainedIn'])}" if part["retainedIn"] else ""
+        issue = f" ({part['issue']})" if part["issue"] else ""
+        hint = {"dead": f"; run `cm retry {part['jobId']}`",
+                "quarantined": "; final for this content: change the file to import it again"}.get(part["state"], "")
+        click.echo(f"part {part['index']}/{part['count']}: {part['state']}{issue}{where}{hint}")
+    if report.note:
+        click.echo(report.note, err=True)
+    click.echo(f"complete: {'true' if report.complete else 'false'}")
+    if report.waited and not report.complete:
+        ctx.exit(1)
+
+
+@cli.command("show")
+@click.option("--plain", is_flag=True, help="Plain output even in a terminal.")
+@click.option("--workspace", default=None, help="Also show this registered project's memory.")
+@click.pass_context
+def show_command(ctx: click.Context, plain: bool, workspace: str | None) -> None:
+    """Print the memory directory and exactly what consumers receive (opens no database)."""
+    from cmrunner import show as show_mod
+
+    report = show_mod.gather(_home(ctx), workspace)
+    styled = not plain and workspace is None and sys.stdout.isatty()
+
+    def label(text: str) -> str:
+        return click.style(text, bold=True) if styled else text
+
+    click.echo(f"{label('memory directory:')} {report.memory_dir}")
+    click.echo(f"{label('contexts:')} {', '.join(report.contexts) or 'none'}")
+    for note in report.notes:
+        click.echo(f"{label('note:')} {note}")
+    click.echo("")
+    click.echo(report.text, nl=False)
+
+
+def _generated(paths: list[str]) -> None:
+    for path in paths:
+        click.echo(f"wrote {path}")
+    click.echo("review every file before use; nothing was installed")
+
+
+@cli.command("codex-config")
+@click.option("--mode", type=click.Choice(["posix", "windows-wsl"]), default=None,
+              help="Where Codex runs relative to cm (a bundle needs --output).")
+@click.option("--output", default=None, help="Absolute path of a new folder for the bundle (default: print).")
+@click.option("--distro", default=None, help="WSL distribution (windows-wsl; default this one).")
+@click.option("--user", default=None, help="Linux user (windows-wsl; default this one).")
+@click.option("--bridge-path", default=None, help="Windows path of the bridge script (windows-wsl).")
+@click.option("--workspace", "workspaces", multiple=True, help="Registered project to read (repeatable).")
+@click.pass_context
+def codex_config_command(ctx: click.Context, mode: str | None, output: str | None, distro: str | None,
+                         user: str | None, bridge_path: str | None, workspaces: tuple[str, ...]) -> None:
+    """Print (or write as a bundle) the Codex profile: six hooks, the read MCP server, /memory-refresh."""
+    from cmrunner import bundles
+
+    if output is None:
+        if mode == "windows-wsl":
+            raise CmError("OUTPUT_REQUIRED", "--mode windows-wsl writes a bundle with the bridge; pass --output")
+        click.echo(bundles.print_codex(_home(ctx), list(workspaces)), nl=False)
+        return
+    _generated(bundles.write(_home(ctx), "codex", mode or "posix", output, list(workspaces), distro, user,
+                             bridge_path))
+
+
+@cli.command("work-config")
+@click.option("--mode", type=click.Choice(["posix", "windows-wsl"]), required=True,
+              help="Where the ChatGPT Work agent runs relative to cm.")
+@click.option("--output", required=True, help="Absolute path of a new folder for the bundle.")
+@click.option("--distro", default=None, help="WSL distribution (windows-wsl; default this one).")
+@click.option("--user", default=None, help="Linux user (windows-wsl; default this one).")
+@click.option("--bridge-path", default=None, help="Windows path of the bridge script (windows-wsl).")
+@click.option("--workspace", "workspaces", multiple=True, help="Registered project to read (repeatable).")
+@click.pass_context
+def work_config_command(ctx: click.Context, mode: str, output: str, distro: str | None, user: str | None,
+                        bridge_path: str | None, workspaces: tuple[str, ...]) -> None:
+    """Write a ChatGPT Work bundle: hooks, read and init MCP servers, /memory-refresh (and the bridge)."""
+    from cmrunner import bundles
+
+    _generated(bundles.write(_home(ctx), "work", mode, output, list(workspaces), distro, user, bridge_path))
+
+
+@cli.command("mcp-config")
+@click.option("--wsl", is_flag=True, help="Blocks for a Windows host that reaches this WSL runtime via wsl.exe.")
+@click.option("--distro", default=None, help="WSL distribution to pin (default WSL_DISTRO_NAME).")
+@click.option("--user", default=None, help="Linux user to pin (default this one).")
+@click.option("--workspace", "workspaces", multiple=True, help="Registered project to read (repeatable).")
+@click.pass_context
+def mcp_config_command(ctx: click.Context, wsl: bool, distro: str | None, user: str | None,
+                       workspaces: tuple[str, ...]) -> None:
+    """Print the init and read [mcp_servers.*] blocks with this runtime's pinned paths."""
+    from cmrunner import mcp_config
+
+    if (distro or user) and not wsl:
+        raise CmError("WSL_OPTIONS_WITHOUT_WSL", "--distro and --user go with --wsl")
+    click.echo(mcp_config.render(_home(ctx), list(workspaces), wsl, distro, user), nl=False)
+
+
+@cli.command("doctor")
+@click.option("--codex-home", default=None, help="Codex configuration folder (default $CODEX_HOME or ~/.codex).")
+@click.option("--profile", "profile_name", default="common-memory", show_default=True, help="Codex profile name.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object for scripts.")
+@click.pass_context
+def doctor_command(ctx: click.Context, codex_home: str | None, profile_name: str, as_json: bool) -> None:
+    """Check the installation for Codex (files, hooks and their trust, the read MCP server); changes nothing."""
+    from cmrunner import bundles, doctor
+
+    checks = doctor.run(_home(ctx), codex_home or bundles.codex_home(), profile_name)
+    if as_json:
+        click.echo(json.dumps([c.as_json() for c in checks], indent=2))
+    else:
+        for check in checks:
+            click.echo(f"{check.state:<5} {check.name}: {check.detail}")
+    if any(c.state == "fail" for c in checks):
+        ctx.exit(1)
+
+
 @cli.command("hook", context_settings={"ignore_unknown_options": True}, add_help_option=False)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def hook_stub(args: tuple[str, ...]) -> None:

@@ -73,13 +73,22 @@ class WriterConsumer(Consumer):
 
 
 def agent_port(cfg: config_mod.Config) -> object | None:
-    """The Memory Agent for this configuration, or ``None`` when no model is configured."""
+    """The Memory Agent for this configuration, or ``None`` when none can run.
+
+    The scripted override (``COMMON_MEMORY_AGENT_SCRIPT``) wins; otherwise the network agent runs
+    when ``remote`` is configured, disclosure is enabled and the key is in the private ``.env``.
+    Without them work stays queued: nothing is sent anywhere.
+    """
     from cmrunner.writer_proc import scripted
 
     port = scripted.from_environment()
     if port is not None:
         return port
-    return None  # the network Memory Agent arrives with issue 5
+    if cfg.remote is None or not cfg.data["disclosure"]["enabled"]:
+        return None
+    from cmrunner.writer_proc.agent import NetworkAgent
+
+    return NetworkAgent.from_config(cfg)
 
 
 def consumers(paths: DataPaths, cfg: config_mod.Config, force: bool = False) -> list[Consumer]:

@@ -12,13 +12,32 @@ Contract:
   ``GET /v1/models`` consumes nothing. A reply is an object with these optional keys:
   ``text`` (assistant text), ``tool_calls`` (list of ``{name, arguments, call_id?, namespace?}``;
   ``arguments`` is an object or a JSON string), ``usage`` (``{input_tokens?, output_tokens?}``),
-  ``error`` (``{status, body?, headers?}``: an HTTP error instead of a stream), ``truncate`` (close the
-  connection mid-stream, before the completion event), ``delay_seconds`` (pause after the first
-  event, so a client can be interrupted mid-stream).
+  ``error`` (``{status, body?, headers?}``: an HTTP error or redirect, 300–599, instead of a
+  stream), ``truncate`` (close the connection mid-stream, before the completion event),
+  ``delay_seconds`` (pause after the first event, so a client can be interrupted mid-stream).
 - Streams both wire protocols: Responses SSE (``response.created`` … ``response.completed``) and Chat
   Completions SSE (``chat.completion.chunk`` … ``data: [DONE]``); ``"stream": false`` gets one JSON body.
+- **Policy mode** ("a diligent model", ``fakepolicy``): a script with ``"policy"`` (a built-in name,
+  ``file.py:function`` or ``module:function``) answers every request after the scripted replies
+  (and any reply with ``"policy": true``) by reading the conversation so far and calling the next
+  read tool, then ``submit_memory_decision`` with the policy's decision; once a submission was
+  accepted it answers with text. ``"batch": true`` emits every independent next call in one turn.
+  ``"inject": {cue: reply | [replies]}`` replaces the policy's answer the first time(s) a cue comes
+  up: ``first`` (the first model request), a tool name the policy is about to call
+  (``inspect_ingest``, ``read_ingest``, ``inspect_memory``, ``submit_memory_decision`` or its alias
+  ``submit``) or ``done``. An injected ``{"policy": true, ...}`` keeps the policy's calls with the
+  reply's modifiers. The log line of a policy answer carries its ``cue``.
+- Failure knobs per reply, besides ``error``/``truncate``/``delay_seconds``: ``truncate: "clean"``
+  (end the body properly, without the completion event), ``reset`` (TCP RST mid-stream),
+  ``malformed`` (an unparsable SSE event), ``header_delay_seconds``, ``refusal`` (text),
+  ``finish: "length"`` (output cut by the token limit), ``stream_error`` (an error object inside
+  the 200 stream) and ``duplicate`` (every tool call twice).
+- ``--tls-cert``/``--tls-key`` serve HTTPS instead of HTTP (``running(..., tls=(cert, key))``).
+- The log never holds the Authorization value: ``auth_sha256`` is its hash, so a test can check
+  which key arrived without storing it.
 - Exits by itself after ``--lifetime-seconds`` (default 300), or on SIGTERM/SIGINT.
-- Stdlib only; runnable as a script (``python fakemodel.py …``) or with ``python -m``.
+- Stdlib only (with its siblings ``fakewire`` and ``fakepolicy``); runnable as a script
+  (``python fakemodel.py …``) or with ``python -m``.
 - ``running()`` starts it as a subprocess for a test and always stops it by PID (SIGTERM, then
   SIGKILL) when the ``with`` block ends, so no test leaves a server behind.
 """
@@ -26,10 +45,13 @@ Contract:
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import signal
 import socket
+import ssl
+import struct
 import subprocess
 import sys
 import threading
@@ -38,10 +60,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+try:
+    from . import fakepolicy
+    from .fakewire import chat_chunks, chat_completion, error_body, responses_events
+except ImportError:  # run as a script: the sibling modules are on sys.path
+    import fakepolicy  # type: ignore[no-redef]
+    from fakewire import chat_chunks, chat_completion, error_body, responses_events  # type: ignore[no-redef]
+
 HOST = "127.0.0.1"
 DEFAULT_TEXT = "Hello from the fake model."
 DEFAULT_LIFETIME = 300.0
-REPLY_KEYS = frozenset({"text", "tool_calls", "usage", "error", "truncate", "delay_seconds"})
+REPLY_KEYS = frozenset({"text", "tool_calls", "usage", "error", "truncate", "delay_seconds", "policy", "duplicate",
+                        "refusal", "finish", "malformed", "reset", "header_delay_seconds", "stream_error"})
+CUES = frozenset({"first", "inspect_ingest", "read_ingest", "inspect_memory", "submit_memory_decision", "submit",
+                  "done"})
 CALL_KEYS = frozenset({"name", "arguments", "call_id", "namespace"})
 MAX_BODY = 64 * 1024 * 1024
 
@@ -65,28 +97,60 @@ def _check_reply(reply: object, where: str) -> dict:
             raise ScriptError(f"{where}.tool_calls[{i}].arguments must be an object or a string")
     error = reply.get("error")
     if error is not None and (not isinstance(error, dict) or not isinstance(error.get("status"), int)
-                              or not 400 <= error["status"] <= 599):
-        raise ScriptError(f"{where}.error must be {{status: 400..599, body?, headers?}}")
+                              or not 300 <= error["status"] <= 599):
+        raise ScriptError(f"{where}.error must be {{status: 300..599, body?, headers?}}")
     usage = reply.get("usage", {})
     if not isinstance(usage, dict) or any(not isinstance(v, int) or v < 0 for v in usage.values()):
         raise ScriptError(f"{where}.usage must map names to non-negative integers")
-    if not isinstance(reply.get("delay_seconds", 0), (int, float)):
-        raise ScriptError(f"{where}.delay_seconds must be a number")
+    for key in ("delay_seconds", "header_delay_seconds"):
+        if not isinstance(reply.get(key, 0), (int, float)):
+            raise ScriptError(f"{where}.{key} must be a number")
+    if reply.get("finish") not in (None, "length"):
+        raise ScriptError(f"{where}.finish must be \"length\"")
+    if "refusal" in reply and not isinstance(reply["refusal"], str):
+        raise ScriptError(f"{where}.refusal must be a string")
+    if "stream_error" in reply and not isinstance(reply["stream_error"], dict):
+        raise ScriptError(f"{where}.stream_error must be an object")
     return reply
 
 
 def load_script(raw: object) -> tuple[list[dict], dict]:
     """Validate a script document; returns (replies, default reply)."""
+    replies, default, _policy = load_full_script(raw)
+    return replies, default
+
+
+def load_full_script(raw: object) -> tuple[list[dict], dict, dict | None]:
+    """Validate a script document; returns (replies, default reply, policy settings or None)."""
     if isinstance(raw, list):
         raw = {"replies": raw}
-    if not isinstance(raw, dict) or set(raw) - {"replies", "default"}:
-        raise ScriptError("the script must be a list of replies or {replies, default}")
+    if not isinstance(raw, dict) or set(raw) - {"replies", "default", "policy", "inject", "batch"}:
+        raise ScriptError("the script must be a list of replies or {replies, default, policy?, inject?, batch?}")
     replies = raw.get("replies", [])
     if not isinstance(replies, list):
         raise ScriptError("replies must be a list")
     checked = [_check_reply(r, f"replies[{i}]") for i, r in enumerate(replies)]
-    default = _check_reply(raw.get("default", {"text": DEFAULT_TEXT}), "default")
-    return checked, default
+    policy = None
+    if "policy" in raw:
+        if not isinstance(raw["policy"], str):
+            raise ScriptError("policy must be a built-in name, file.py:function or module:function")
+        try:
+            fakepolicy.load_policy(raw["policy"])
+        except (ImportError, OSError, ValueError) as exc:
+            raise ScriptError(str(exc)) from None
+        inject = raw.get("inject", {})
+        if not isinstance(inject, dict) or set(inject) - CUES:
+            raise ScriptError(f"inject must map cues ({', '.join(sorted(CUES))}) to replies")
+        queues = {}
+        for cue, value in inject.items():
+            items = value if isinstance(value, list) else [value]
+            queues[cue] = [_check_reply(r, f"inject.{cue}[{i}]") for i, r in enumerate(items)]
+        policy = {"spec": raw["policy"], "inject": queues, "batch": raw.get("batch") is True}
+    elif "inject" in raw or "batch" in raw:
+        raise ScriptError("inject and batch need a policy")
+    fallback = {"policy": True} if policy is not None else {"text": DEFAULT_TEXT}
+    default = _check_reply(raw.get("default", fallback), "default")
+    return checked, default, policy
 
 
 class Script:
@@ -115,128 +179,15 @@ class RequestLog:
         self._seq = 0
 
     def record(self, method: str, path: str, headers: dict[str, str], authorized: bool,
-               body: object, reply: int | str | None) -> int:
+               body: object, reply: int | str | None, cue: str | None = None, auth_sha256: str | None = None) -> int:
         with self._lock:
             self._seq += 1
             line = {"seq": self._seq, "time": time.time(), "method": method, "path": path,
-                    "headers": headers, "authorized": authorized, "body": body, "reply": reply}
+                    "headers": headers, "authorized": authorized, "auth_sha256": auth_sha256, "body": body,
+                    "reply": reply, "cue": cue}
             self._handle.write(json.dumps(line, ensure_ascii=False) + "\n")
             self._handle.flush()
             return self._seq
-
-
-def _arguments(call: dict) -> str:
-    args = call.get("arguments", {})
-    return args if isinstance(args, str) else json.dumps(args, separators=(",", ":"))
-
-
-def _usage(reply: dict, body: object) -> tuple[int, int]:
-    usage = reply.get("usage", {})
-    # Rough default counts so that token-limit knobs (auto-compaction) react to real sizes.
-    prompt = max(1, len(json.dumps(body)) // 4)
-    produced = max(1, len(reply.get("text", "")) // 4 + sum(len(_arguments(c)) // 4 for c in reply.get("tool_calls", [])))
-    return usage.get("input_tokens", prompt), usage.get("output_tokens", produced)
-
-
-def responses_events(reply: dict, seq: int, model: str, body: object) -> list[dict]:
-    """The Responses API SSE events for one reply, in wire order (without the completion cut)."""
-    resp_id = f"resp_{seq:06d}"
-    base = {"id": resp_id, "object": "response", "created_at": int(time.time()), "model": model}
-    events: list[dict] = [{"type": "response.created", "response": {**base, "status": "in_progress", "output": []}}]
-    output: list[dict] = []
-    if "text" in reply or not reply.get("tool_calls"):
-        text = reply.get("text", "")
-        item_id = f"msg_{seq:06d}"
-        idx = len(output)
-        part = {"type": "output_text", "text": "", "annotations": []}
-        events.append({"type": "response.output_item.added", "output_index": idx, "item": {
-            "id": item_id, "type": "message", "role": "assistant", "status": "in_progress", "content": []}})
-        events.append({"type": "response.content_part.added", "item_id": item_id, "output_index": idx,
-                       "content_index": 0, "part": part})
-        for chunk in _chunks(text):
-            events.append({"type": "response.output_text.delta", "item_id": item_id, "output_index": idx,
-                           "content_index": 0, "delta": chunk})
-        events.append({"type": "response.output_text.done", "item_id": item_id, "output_index": idx,
-                       "content_index": 0, "text": text})
-        done_part = {**part, "text": text}
-        events.append({"type": "response.content_part.done", "item_id": item_id, "output_index": idx,
-                       "content_index": 0, "part": done_part})
-        item = {"id": item_id, "type": "message", "role": "assistant", "status": "completed", "content": [done_part]}
-        events.append({"type": "response.output_item.done", "output_index": idx, "item": item})
-        output.append(item)
-    for n, call in enumerate(reply.get("tool_calls", [])):
-        idx = len(output)
-        item_id = f"fc_{seq:06d}_{n}"
-        args = _arguments(call)
-        item = {"id": item_id, "type": "function_call", "status": "in_progress",
-                "call_id": call.get("call_id", f"call_{seq:06d}_{n}"), "name": call["name"], "arguments": ""}
-        if call.get("namespace"):
-            item["namespace"] = call["namespace"]
-        events.append({"type": "response.output_item.added", "output_index": idx, "item": item})
-        for chunk in _chunks(args):
-            events.append({"type": "response.function_call_arguments.delta", "item_id": item_id,
-                           "output_index": idx, "delta": chunk})
-        events.append({"type": "response.function_call_arguments.done", "item_id": item_id,
-                       "output_index": idx, "arguments": args})
-        done = {**item, "status": "completed", "arguments": args}
-        events.append({"type": "response.output_item.done", "output_index": idx, "item": done})
-        output.append(done)
-    tokens_in, tokens_out = _usage(reply, body)
-    usage = {"input_tokens": tokens_in, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": tokens_out,
-             "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": tokens_in + tokens_out}
-    events.append({"type": "response.completed",
-                   "response": {**base, "status": "completed", "output": output, "usage": usage}})
-    for number, event in enumerate(events):
-        event["sequence_number"] = number
-    return events
-
-
-def chat_chunks(reply: dict, seq: int, model: str, body: object, include_usage: bool) -> list[dict]:
-    """The Chat Completions ``chat.completion.chunk`` objects for one reply (without ``[DONE]``)."""
-    base = {"id": f"chatcmpl-{seq:06d}", "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
-
-    def chunk(delta: dict, finish: str | None = None) -> dict:
-        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-
-    chunks = [chunk({"role": "assistant", "content": ""})]
-    for piece in _chunks(reply.get("text", "")):
-        chunks.append(chunk({"content": piece}))
-    calls = reply.get("tool_calls", [])
-    for n, call in enumerate(calls):
-        call_id = call.get("call_id", f"call_{seq:06d}_{n}")
-        chunks.append(chunk({"tool_calls": [{"index": n, "id": call_id, "type": "function",
-                                             "function": {"name": call["name"], "arguments": ""}}]}))
-        for piece in _chunks(_arguments(call)):
-            chunks.append(chunk({"tool_calls": [{"index": n, "function": {"arguments": piece}}]}))
-    chunks.append(chunk({}, "tool_calls" if calls else "stop"))
-    if include_usage:
-        tokens_in, tokens_out = _usage(reply, body)
-        chunks.append({**base, "choices": [], "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
-                                                        "total_tokens": tokens_in + tokens_out}})
-    return chunks
-
-
-def chat_completion(reply: dict, seq: int, model: str, body: object) -> dict:
-    """A non-streaming Chat Completions body."""
-    calls = [{"id": c.get("call_id", f"call_{seq:06d}_{n}"), "type": "function",
-              "function": {"name": c["name"], "arguments": _arguments(c)}}
-             for n, c in enumerate(reply.get("tool_calls", []))]
-    message: dict = {"role": "assistant", "content": reply.get("text", "" if not calls else None)}
-    if calls:
-        message["tool_calls"] = calls
-    tokens_in, tokens_out = _usage(reply, body)
-    return {"id": f"chatcmpl-{seq:06d}", "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
-            "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out, "total_tokens": tokens_in + tokens_out}}
-
-
-def _chunks(text: str, size: int = 16) -> list[str]:
-    return [text[i:i + size] for i in range(0, len(text), size)]
-
-
-def _error_body(status: int) -> dict:
-    kind = "rate_limit_error" if status == 429 else "server_error" if status >= 500 else "invalid_request_error"
-    return {"error": {"message": f"scripted error {status}", "type": kind, "code": None, "param": None}}
 
 
 class FakeModelHandler(BaseHTTPRequestHandler):
@@ -247,6 +198,7 @@ class FakeModelHandler(BaseHTTPRequestHandler):
     server_version = "cm-fakemodel/1"
     script: Script
     log: RequestLog
+    driver: fakepolicy.Driver
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
         pass  # the JSONL request log is the record; stderr stays quiet
@@ -254,6 +206,10 @@ class FakeModelHandler(BaseHTTPRequestHandler):
     def _headers_for_log(self) -> tuple[dict[str, str], bool]:
         headers = {k.lower(): v for k, v in self.headers.items() if k.lower() != "authorization"}
         return headers, "authorization" in {k.lower() for k in self.headers}
+
+    def _auth_hash(self) -> str | None:
+        value = self.headers.get("Authorization")
+        return hashlib.sha256(value.encode()).hexdigest() if value is not None else None
 
     def _read_body(self) -> object:
         length = int(self.headers.get("Content-Length") or 0)
@@ -293,12 +249,20 @@ class FakeModelHandler(BaseHTTPRequestHandler):
     def _stream(self, frames: list[bytes], reply: dict) -> None:
         """Send SSE frames; ``truncate`` cuts the connection before the last (completion) frames."""
         self._start_stream()
-        keep = max(1, len(frames) // 2) if reply.get("truncate") else len(frames)
+        cut = reply.get("truncate") or reply.get("reset")
+        keep = max(1, len(frames) // 2) if cut else len(frames)
         for index, frame in enumerate(frames[:keep]):
             self._write_chunk(frame)
+            if index == 0 and reply.get("malformed"):
+                self._write_chunk(b"data: {this is not json\n\n")
             if index == 0 and reply.get("delay_seconds"):
                 time.sleep(float(reply["delay_seconds"]))
-        if reply.get("truncate"):
+        if reply.get("reset"):
+            # SO_LINGER 0 makes close() send RST: a provider that answered 200 and then reset.
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+            return
+        if reply.get("truncate") and reply["truncate"] != "clean":
             # No terminating zero-length chunk: the client sees the body end mid-stream.
             self.connection.shutdown(socket.SHUT_RDWR)
             return
@@ -324,10 +288,23 @@ class FakeModelHandler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
             return
         reply, index = self.script.take()
-        seq = self.log.record("POST", self.path, headers, authorized, body, index)
+        cue = None
+        if reply.get("policy"):
+            try:
+                reply, cue = self.driver.answer(path, body, reply)
+            except Exception:  # noqa: BLE001 - a broken policy is the test's bug: say so loudly
+                import traceback
+
+                traceback.print_exc()
+                self.log.record("POST", self.path, headers, authorized, body, index, "policy_failed")
+                self._send_json(500, {"error": {"message": "the fake model's policy failed", "type": "server_error"}})
+                return
+        seq = self.log.record("POST", self.path, headers, authorized, body, index, cue, self._auth_hash())
+        if reply.get("header_delay_seconds"):
+            time.sleep(float(reply["header_delay_seconds"]))
         error = reply.get("error")
         if error is not None:
-            self._send_json(error["status"], error.get("body", _error_body(error["status"])), error.get("headers"))
+            self._send_json(error["status"], error.get("body", error_body(error["status"])), error.get("headers"))
             return
         request = body if isinstance(body, dict) else {}
         model = request.get("model") if isinstance(request.get("model"), str) else "fake-model"
@@ -348,7 +325,7 @@ class FakeModelHandler(BaseHTTPRequestHandler):
             frames = [f"data: {json.dumps(c)}\n\n".encode() for c in chunks] + [b"data: [DONE]\n\n"]
         try:
             self._stream(frames, reply)
-        except (BrokenPipeError, ConnectionResetError):
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
             pass  # the client went away mid-stream (an interrupted turn): nothing more to send
 
 
@@ -359,16 +336,24 @@ def _write_port(path: str, port: int) -> None:
     os.replace(tmp, path)
 
 
-def serve(port_file: str, log_path: str, script_path: str | None, lifetime: float) -> int:
+def serve(port_file: str, log_path: str, script_path: str | None, lifetime: float,
+          tls: tuple[str, str] | None = None) -> int:
     """Run until the lifetime ends or a signal arrives; returns the exit status."""
     raw: object = []
     if script_path:
         with open(script_path, encoding="utf-8") as handle:
             raw = json.load(handle)
-    replies, default = load_script(raw)
-    handler = type("Handler", (FakeModelHandler,), {"script": Script(replies, default), "log": RequestLog(log_path)})
+    replies, default, policy = load_full_script(raw)
+    handler = type("Handler", (FakeModelHandler,), {"script": Script(replies, default), "log": RequestLog(log_path),
+                                                    "driver": fakepolicy.Driver(policy)})
     server = ThreadingHTTPServer((HOST, 0), handler)
     server.daemon_threads = True
+    if tls is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*tls)
+        # The handshake runs in the handler thread, so a client that rejects the certificate
+        # never blocks the accept loop.
+        server.socket = context.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
@@ -388,12 +373,12 @@ class FakeModelError(RuntimeError):
 class FakeModel:
     """A running fake server as seen by a test."""
 
-    def __init__(self, process: subprocess.Popen, port: int, log_path: str) -> None:
+    def __init__(self, process: subprocess.Popen, port: int, log_path: str, scheme: str = "http") -> None:
         self.process = process
         self.pid = process.pid
         self.port = port
         self.log_path = log_path
-        self.base_url = f"http://{HOST}:{port}/v1"
+        self.base_url = f"{scheme}://{HOST}:{port}/v1"
 
     def requests(self) -> list[dict]:
         """Every request recorded so far, in arrival order."""
@@ -420,7 +405,7 @@ def stop_process(process: subprocess.Popen, grace: float = 3.0) -> None:
 
 @contextmanager
 def running(workdir: str, script: object = None, lifetime_seconds: float = DEFAULT_LIFETIME,
-            start_timeout: float = 10.0) -> Iterator[FakeModel]:
+            start_timeout: float = 10.0, tls: tuple[str, str] | None = None) -> Iterator[FakeModel]:
     """Start the server in ``workdir`` (script, port file, log, stderr live there) and stop it after."""
     os.makedirs(workdir, exist_ok=True)
     port_file = os.path.join(workdir, "fakemodel.port")
@@ -429,11 +414,13 @@ def running(workdir: str, script: object = None, lifetime_seconds: float = DEFAU
     stderr_path = os.path.join(workdir, "fakemodel.stderr")
     if os.path.exists(port_file):
         os.unlink(port_file)
-    load_script(script if script is not None else [])  # a bad script fails here, in the test's process
+    load_full_script(script if script is not None else [])  # a bad script fails here, in the test's process
     with open(script_path, "w", encoding="utf-8") as handle:
         json.dump(script if script is not None else [], handle)
     argv = [sys.executable, os.path.abspath(__file__), "--port-file", port_file, "--log", log_path,
             "--script", script_path, "--lifetime-seconds", str(lifetime_seconds)]
+    if tls is not None:
+        argv += ["--tls-cert", tls[0], "--tls-key", tls[1]]
     with open(stderr_path, "wb") as stderr:
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
     try:
@@ -448,7 +435,7 @@ def running(workdir: str, script: object = None, lifetime_seconds: float = DEFAU
                 raise FakeModelError(f"the fake model server did not start (exit {process.poll()}): {tail}")
             else:
                 time.sleep(0.01)
-        yield FakeModel(process, port, log_path)
+        yield FakeModel(process, port, log_path, "https" if tls else "http")
     finally:
         stop_process(process)
 
@@ -459,11 +446,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log", required=True)
     parser.add_argument("--script")
     parser.add_argument("--lifetime-seconds", type=float, default=DEFAULT_LIFETIME)
+    parser.add_argument("--tls-cert", help="serve HTTPS with this PEM certificate chain")
+    parser.add_argument("--tls-key", help="the certificate's PEM private key")
     args = parser.parse_args(argv)
     if args.lifetime_seconds <= 0:
         parser.error("--lifetime-seconds must be positive")
+    if (args.tls_cert is None) != (args.tls_key is None):
+        parser.error("--tls-cert and --tls-key go together")
+    tls = (args.tls_cert, args.tls_key) if args.tls_cert else None
     try:
-        return serve(args.port_file, args.log, args.script, args.lifetime_seconds)
+        return serve(args.port_file, args.log, args.script, args.lifetime_seconds, tls)
     except (OSError, ValueError) as exc:
         print(f"fakemodel: {exc}", file=sys.stderr)
         return 2

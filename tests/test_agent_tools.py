@@ -1,0 +1,105 @@
+"""The Memory Agent's tools over a real ReadPort: sanitised rejections, notes, submissions, aborts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cmrunner import sections
+from cmrunner.errors import CmError
+from cmrunner.writer_proc import contract, tools
+from cmrunner.writer_proc.reads import ReadPort, Source
+
+SECRET_LOOKING = "sk-proj-Abc123Def456Ghi789Jkl012Mno345"
+
+
+def _box(accept=None, lease_ok=True):
+    source = Source(7, "I like long walks. " * 10, "global", "user_explicit", "codex_user_delivery",
+                    "2026-11-30T00:00:00.000Z")
+    snapshot = {"profile": sections.parse("profile", b"# Profile\n\n## Walks\nlong\n")}
+
+    def check_lease() -> None:
+        if not lease_ok:
+            raise CmError("STALE_LEASE", "lost")
+
+    reads = ReadPort("job-1", [source], snapshot, frozenset({"profile"}),
+                     accept or (lambda payload, reads: ("ok", {})), check_lease)
+    return tools.Toolbox(reads, contract.decision_json_schema(False)), reads
+
+
+def test_definitions_are_strict_and_named_exactly():
+    defs = tools.definitions(contract.decision_json_schema(False))
+    assert [d["name"] for d in defs] == list(tools.TOOL_NAMES)
+    for d in defs[:5]:
+        params = d["parameters"]
+        assert params["additionalProperties"] is False and params["required"] == list(params["properties"])
+
+
+@pytest.mark.parametrize(("name", "raw", "code", "errors"), [
+    ("read_ingest", "{", "TOOL_ARGUMENTS_INVALID", [{"path": "$", "rule": "json"}]),
+    ("read_ingest", "[1]", "TOOL_ARGUMENTS_INVALID", [{"path": "$", "rule": "type"}]),
+    ("read_ingest", json.dumps({"handle": "ingest_7"}), "TOOL_ARGUMENTS_INVALID", [{"path": "$.block", "rule": "required"}]),
+    ("read_ingest", json.dumps({"handle": "ingest_7", "block": "b1", "offset": -1}), "TOOL_ARGUMENTS_INVALID",
+     [{"path": "$.offset", "rule": "type"}]),
+    ("inspect_ingest", json.dumps({"handle": "ingest_7", SECRET_LOOKING: 1}), "TOOL_ARGUMENTS_INVALID",
+     [{"path": "$", "rule": "additionalProperties"}]),
+    ("inspect_ingest", json.dumps({"handle": SECRET_LOOKING}), "INVALID_INGEST_HANDLE", None),
+    ("read_ingest", json.dumps({"handle": "ingest_7", "block": "b1", "offset": 64}), "NONCONTIGUOUS_READ", None),
+    ("record_working_notes", json.dumps({"notes": f"api_key = {SECRET_LOOKING}"}), "SENSITIVE_NOTES_REJECTED", None),
+    ("record_working_notes", json.dumps({"notes": "x" * (16 * 1024 + 1)}), "NOTES_TOO_LARGE", None),
+    ("forget_everything", "{}", "UNKNOWN_TOOL", None),
+])
+def test_rejections_name_only_codes_and_fields(name, raw, code, errors):
+    box, _ = _box()
+    outcome = box.call(name, raw)
+    assert outcome.rejected and outcome.code == code
+    assert outcome.result["error"] == "MEMORY_TOOL_REJECTED" and outcome.result["code"] == code
+    assert outcome.result.get("schema_errors") == errors
+    assert SECRET_LOOKING not in json.dumps(outcome.result) and "walks" not in json.dumps(outcome.result)
+
+
+def test_reads_serve_pages_and_null_offsets_mean_the_start():
+    box, reads = _box()
+    manifest = box.call("inspect_ingest", json.dumps({"handle": "ingest_7", "offset": None}))
+    assert not manifest.rejected and manifest.result["blocks"][0]["evidence_ref"] == "ev_7"
+    page = box.call("read_ingest", json.dumps({"handle": "ingest_7", "block": "b1", "offset": None}))
+    assert page.result["next"] is None and reads.ingest_fully_read
+    assert box.call("processing_state", "").result == {"complete": True, "read_bytes": 190, "total_bytes": 190}
+    memory = box.call("inspect_memory", json.dumps({"handle": reads.snapshot_handle, "target": "profile", "offset": 0}))
+    assert memory.result["text"] == "# Profile\n\n## Walks\nlong\n"
+    notes = box.call("record_working_notes", json.dumps({"notes": "read all; nothing new"}))
+    assert notes.result == {"recorded": True, "bytes": 21} and box.notes == "read all; nothing new"
+
+
+def test_contract_rejection_carries_path_and_rule_then_first_acceptance_wins():
+    calls = []
+
+    def accept(payload, reads):
+        calls.append(payload)
+        if payload.get("request_id") != "job-1":
+            raise contract.DecisionRejected("INVALID_REQUEST_REFERENCE", "m", {"path": "$.request_id", "rule": "r"})
+        return ("accepted", {})
+
+    box, reads = _box(accept)
+    bad = box.call("submit_memory_decision", json.dumps({"request_id": "nope"}))
+    assert bad.rejected and bad.result["schema_errors"] == [{"path": "$.request_id", "rule": "r"}]
+    good = box.call("submit_memory_decision", json.dumps({"request_id": "job-1"}))
+    assert good.submitted and good.result == {"submitted": True, "committed": False}
+    again = box.call("submit_memory_decision", json.dumps({"request_id": "job-1"}))
+    assert again.rejected and again.code == "DECISION_ALREADY_SUBMITTED" and len(calls) == 2
+    assert reads.submission == ("accepted", {})
+
+
+def test_sensitive_result_and_lost_lease_end_the_attempt():
+    def accept(payload, reads):
+        raise CmError("SENSITIVE_CONTENT_REJECTED", "found")
+
+    box, _ = _box(accept)
+    with pytest.raises(CmError) as caught:
+        box.call("submit_memory_decision", "{}")
+    assert caught.value.code == "SENSITIVE_CONTENT_REJECTED"
+    box, _ = _box(lease_ok=False)
+    with pytest.raises(CmError) as caught:
+        box.call("inspect_ingest", json.dumps({"handle": "ingest_7", "offset": 0}))
+    assert caught.value.code == "STALE_LEASE"

@@ -1,0 +1,196 @@
+"""The network Memory Agent: one fresh tool loop per attempt over Responses or Chat Completions.
+
+Contract (``MemoryAgentPort``):
+- ``decide(task, reads)`` starts a new conversation every attempt: the system prompt
+  (``memory_agent.md``) and the task as the first user message, without its decision schema
+  (that travels once, as the ``submit_memory_decision`` parameters) and never with source text
+  or Markdown. The model reads through the tools (``tools.Toolbox``); the first accepted
+  submission ends the loop and returns ``AgentResult`` with summed token usage, turns, tool calls
+  and the prompt digest (sha256 of the system prompt).
+- Limits: ``remote.maxAgentTurns`` model requests (default 64, ``AGENT_TURN_LIMIT``); the
+  whole-attempt deadline ``remote.deadlineMs`` (default 60 s, ``TIMEOUT``/``timeout``); per request
+  the client's 30 s header and 120 s no-progress timeouts; at most ``MAX_REJECTIONS`` rejected
+  tool calls per attempt (then the attempt fails, retryably, with the last rejection's code).
+- Before the first request every source and every snapshot document passes the sensitive-content
+  scanner (a hand-edited document holding a secret is never sent); before every request the
+  serialized body is checked against ``disclosure.maxTotalBytes`` and every part of it passes the
+  scanner (static parts once per attempt, history items as they are appended). Any failure sends
+  nothing (``SENSITIVE_CONTENT_REJECTED``, stage ``request``, not retryable).
+- Outcomes without a submission: a refusal is ``MODEL_REFUSAL``; output cut by the token limit is
+  ``INVALID_RESPONSE``/``output_truncated``; a prose-only reply gets one recovery prompt, then
+  ``MISSING_SUBMISSION``. A submission whose result fails the sensitive-content check ends the
+  attempt (not recoverable in-agent). A lost lease propagates as ``STALE_LEASE``.
+- The network client is built at the first request and reused by later attempts of this agent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from importlib import resources
+
+from cmrunner import config as config_mod, envfile, safety
+from cmrunner.errors import CmError
+from cmrunner.writer_proc import errors_map, tools as tools_mod, wire
+from cmrunner.writer_proc.netclient import HEADER_TIMEOUT, IDLE_TIMEOUT, ModelClient, NetworkInputs, deadline_failure
+from cmrunner.writer_proc.port import AgentError, AgentResult
+from cmrunner.writer_proc.reads import ReadPort
+
+DEFAULT_MAX_TURNS = 64
+DEFAULT_DEADLINE_MS = 60_000
+MAX_REJECTIONS = 16
+MAX_NUDGES = 1
+NUDGE = json.dumps({
+    "memory_recovery": {"code": "MISSING_SUBMISSION", "stage": "model_output", "reason": "incomplete_output"},
+    "instruction": "A text reply is not a decision. Read whatever is still unread with the tools, then call "
+                   "submit_memory_decision.",
+})
+
+
+def system_prompt() -> str:
+    return resources.files("cmrunner.writer_proc").joinpath("memory_agent.md").read_text(encoding="utf-8")
+
+
+def serialize(body: dict) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+class _Attempt:
+    """Per-attempt counters and the scanner's progress through the history."""
+
+    def __init__(self) -> None:
+        self.usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0, "cached_input_tokens": 0,
+                      "reasoning_tokens": 0}
+        self.turns = 0
+        self.tool_calls = 0
+        self.rejections = 0
+        self.nudges = 0
+        self.last_rejection: str | None = None
+        self.static_clean = False
+        self.scanned = 0
+
+    def add_usage(self, usage: dict[str, int]) -> None:
+        for key, value in usage.items():
+            self.usage[key] = self.usage.get(key, 0) + value
+        self.usage["total_tokens"] = self.usage["input_tokens"] + self.usage["output_tokens"]
+
+
+class NetworkAgent:
+    """The Memory Agent of one configured model (see module contract)."""
+
+    def __init__(self, remote: dict, api_key: str, disclosure: dict, inputs: NetworkInputs,
+                 header_timeout: float = HEADER_TIMEOUT, idle_timeout: float = IDLE_TIMEOUT) -> None:
+        self.remote = dict(remote)
+        self.disclosure = dict(disclosure)
+        self.client = ModelClient(inputs, api_key, header_timeout, idle_timeout)
+        self.prompt = system_prompt()
+        self.prompt_digest = hashlib.sha256(self.prompt.encode("utf-8")).hexdigest()
+        self.max_turns = int(remote.get("maxAgentTurns") or DEFAULT_MAX_TURNS)
+        self.deadline_ms = int(remote.get("deadlineMs") or DEFAULT_DEADLINE_MS)
+
+    @classmethod
+    def from_config(cls, cfg: config_mod.Config, **timeouts: float) -> NetworkAgent | None:
+        """The agent for ``cfg``, or ``None`` without a model or without its key in the private .env."""
+        remote = cfg.remote
+        if not remote:
+            return None
+        private = envfile.read(cfg.home)
+        key = private.get(remote["apiKeyEnv"]) or None
+        if key is None:
+            return None
+        return cls(remote, key, cfg.data["disclosure"], NetworkInputs.capture(remote, private, os.environ), **timeouts)
+
+    def close(self) -> None:
+        self.client.close()
+
+    # -- one attempt ---------------------------------------------------------------------------
+    def decide(self, task: dict, reads: ReadPort) -> AgentResult:
+        attempt = _Attempt()
+        try:
+            return self._loop(task, reads, attempt)
+        except AgentError as exc:
+            exc.usage = attempt.usage  # type: ignore[attr-defined]
+            raise
+
+    @staticmethod
+    def _preflight(reads: ReadPort) -> None:
+        """Every source and snapshot document passes the scanner before anything is sent."""
+        texts = [s.text for s in reads.sources.values()]
+        texts += [doc.data.decode("utf-8", "replace") for doc in reads.snapshot.values()]
+        if any(safety.scan_text(text) for text in texts):
+            raise errors_map.failure("SENSITIVE_CONTENT_REJECTED", "request", "sensitive_content", False)
+
+    def _loop(self, task: dict, reads: ReadPort, attempt: _Attempt) -> AgentResult:
+        deadline = time.monotonic() + self.deadline_ms / 1000
+        self._preflight(reads)
+        schema = task["decision_schema"]
+        visible = {k: v for k, v in task.items() if k != "decision_schema"}
+        conv = wire.conversation(self.remote, self.prompt, tools_mod.definitions(schema),
+                                 json.dumps(visible, ensure_ascii=False, separators=(",", ":")))
+        box = tools_mod.Toolbox(reads, schema)
+        while True:
+            if attempt.turns >= self.max_turns:
+                raise errors_map.failure("AGENT_TURN_LIMIT", "model_output", "agent_turn_limit", False)
+            if time.monotonic() >= deadline:
+                raise deadline_failure()
+            body = self._checked(conv, attempt)
+            attempt.turns += 1
+            with self.client.stream(conv.path, body, deadline) as events:
+                turn = conv.decode(events)
+            attempt.add_usage(turn.usage)
+            if not turn.calls:
+                if turn.refused:
+                    raise errors_map.failure("MODEL_REFUSAL", "model_output", "refusal", False)
+                if turn.truncated:
+                    raise errors_map.failure("INVALID_RESPONSE", "model_output", "output_truncated", True)
+                if attempt.nudges >= MAX_NUDGES:
+                    raise errors_map.failure("MISSING_SUBMISSION", "model_output", "incomplete_output", True)
+                attempt.nudges += 1
+                conv.nudge(NUDGE)
+                continue
+            results = []
+            for call in turn.calls:
+                attempt.tool_calls += 1
+                outcome = self._run_tool(box, call)
+                if outcome.submitted:
+                    return AgentResult(dict(attempt.usage), self.prompt_digest, attempt.turns, attempt.tool_calls)
+                if outcome.rejected:
+                    attempt.rejections += 1
+                    attempt.last_rejection = outcome.code
+                results.append((call, outcome.result, outcome.rejected))
+            conv.record(results)
+            if attempt.rejections > MAX_REJECTIONS:
+                # The job's issue names the last rejection, which tells the user what kept failing.
+                code = attempt.last_rejection or "INVALID_RESPONSE"
+                reason = "tool_call" if code in ("UNKNOWN_TOOL", "TOOL_ARGUMENTS_INVALID") else "core_rejected"
+                raise errors_map.failure(code, "core_validation", reason, True)
+
+    @staticmethod
+    def _run_tool(box: tools_mod.Toolbox, call: wire.ToolCall) -> tools_mod.ToolOutcome:
+        try:
+            return box.call(call.name, call.arguments)
+        except CmError as exc:
+            if exc.code == "SENSITIVE_CONTENT_REJECTED":
+                raise errors_map.failure("SENSITIVE_CONTENT_REJECTED", "core_validation", "core_rejected",
+                                         False) from None
+            raise  # STALE_LEASE and other Writer-side failures keep their own meaning
+
+    def _checked(self, conv: wire.Conversation, attempt: _Attempt) -> bytes:
+        """Serialize the next request after the byte cap and the sensitive-content scan."""
+        body = conv.body()
+        data = serialize(body)
+        cap = self.disclosure.get("maxTotalBytes")
+        if cap is not None and len(data) > cap:
+            raise errors_map.failure("SENSITIVE_CONTENT_REJECTED", "request", "body_too_large", False)
+        history = conv.history()
+        if not attempt.static_clean:
+            static = {k: v for k, v in body.items() if k not in ("input", "messages")}
+            if safety.scan_value(static):
+                raise errors_map.failure("SENSITIVE_CONTENT_REJECTED", "request", "sensitive_content", False)
+            attempt.static_clean = True
+        if safety.scan_value(history[attempt.scanned:]):
+            raise errors_map.failure("SENSITIVE_CONTENT_REJECTED", "request", "sensitive_content", False)
+        attempt.scanned = len(history)
+        return data

@@ -1,0 +1,58 @@
+"""``cm network-test``: one small synthetic model request over the configured route.
+
+Contract:
+- Reads ``config.json`` and the private ``.env`` only: it never opens SQLite, never reads or
+  writes memory and sends no user content — the request is a fixed one-line prompt with a small
+  output cap, over the same client (route, CA, timeouts) the Memory Agent uses.
+- ``run(cfg)`` returns ``{model, api, baseUrl, route, outcome}``: ``route`` is
+  ``Route.describe()`` (mode, direct or proxy, the reason, the proxy's scheme/host/port without
+  credentials); ``outcome`` is ``{ok: true, elapsedMs, usage}`` or ``{ok: false, code, stage,
+  reason, retryable, httpStatus?, proxyStatus?}``. No provider body or secret appears in it.
+- Without a model or its key it raises ``CmError`` (``UNCONFIGURED`` / ``API_KEY_MISSING``).
+Decision: the probe caps output at 16 tokens; a reply cut by that cap still proves the route, the
+key and the protocol, so it counts as success.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from cmrunner import config as config_mod, envfile
+from cmrunner.errors import CmError
+from cmrunner.writer_proc import wire
+from cmrunner.writer_proc.agent import serialize
+from cmrunner.writer_proc.netclient import ModelClient, NetworkInputs
+from cmrunner.writer_proc.port import AgentError
+
+PROBE_SYSTEM = "This is a connectivity test from cm. Answer with one word."
+PROBE_USER = "Reply with the word OK."
+PROBE_OUTPUT_TOKENS = 16
+PROBE_DEADLINE_SECONDS = 60.0
+
+
+def run(cfg: config_mod.Config, **timeouts: float) -> dict:
+    remote = cfg.remote
+    if not remote:
+        raise CmError("UNCONFIGURED", "no model is configured; run `cm config init` with --base-url and --model")
+    private = envfile.read(cfg.home)
+    key = private.get(remote["apiKeyEnv"]) or None
+    if key is None:
+        raise CmError("API_KEY_MISSING", f"{remote['apiKeyEnv']} is not set in the private .env; "
+                                         "run `cm config init … --api-key-stdin`")
+    client = ModelClient(NetworkInputs.capture(remote, private, os.environ), key, **timeouts)
+    probe = dict(remote, maxOutputTokens=PROBE_OUTPUT_TOKENS)
+    conv = wire.conversation(probe, PROBE_SYSTEM, [], PROBE_USER)
+    report: dict = {"model": remote["model"], "api": remote.get("api", "responses"),
+                    "baseUrl": remote["baseUrl"], "route": None}
+    started = time.monotonic()
+    try:
+        report["route"] = client.route.describe()
+        with client.stream(conv.path, serialize(conv.body()), started + PROBE_DEADLINE_SECONDS) as events:
+            turn = conv.decode(events)
+        report["outcome"] = {"ok": True, "elapsedMs": int((time.monotonic() - started) * 1000), "usage": turn.usage}
+    except AgentError as exc:
+        report["outcome"] = {"ok": False, "code": exc.code, **exc.diagnostic}
+    finally:
+        client.close()
+    return report

@@ -1,0 +1,191 @@
+"""The Memory Agent's function tools: definitions for the model and sanitised execution.
+
+Contract:
+- ``definitions(decision_schema)`` lists exactly ``inspect_ingest``, ``read_ingest``,
+  ``inspect_memory``, ``processing_state``, ``record_working_notes`` and ``submit_memory_decision``
+  with strict-mode parameter schemas (every property required, optional ones nullable, no extra
+  properties); the submission's parameters are the task's decision schema.
+- ``Toolbox.call(name, raw_arguments)`` runs one call against the job's ``ReadPort`` and returns a
+  ``ToolOutcome``: the JSON result for the model, whether it was rejected, and whether a decision
+  was accepted. Rejections come back as ``{error: MEMORY_TOOL_REJECTED, tool, code,
+  schema_errors?, hint}`` where ``code`` is an UPPER_SNAKE code, ``schema_errors`` hold only JSON
+  paths of known fields and rule names, and ``hint`` is fixed text per code: no argument value, no
+  source text and no exception message is ever echoed.
+- The first accepted submission ends the tool loop; a later call in the same turn is not run.
+- Failures that end the attempt propagate as exceptions: a lost lease (``STALE_LEASE``) and a
+  submission whose result fails the sensitive-content check (not recoverable in-agent).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from cmrunner import safety
+from cmrunner.errors import CmError
+from cmrunner.writer_proc import contract
+from cmrunner.writer_proc.reads import ReadPort
+
+TOOL_NAMES = ("inspect_ingest", "read_ingest", "inspect_memory", "processing_state", "record_working_notes",
+              "submit_memory_decision")
+NOTES_LIMIT = 16 * 1024
+_CODE = re.compile(r"^[A-Z][A-Z0-9_]{1,63}$")
+ABORTING_CODES = frozenset({"STALE_LEASE", "SENSITIVE_CONTENT_REJECTED"})
+
+_HINTS = {
+    "UNKNOWN_TOOL": "use only the tools listed in this request",
+    "TOOL_ARGUMENTS_INVALID": "send a JSON object with exactly the parameters this tool declares",
+    "INVALID_INGEST_HANDLE": "use an ingest_id from the task's bundles",
+    "INVALID_BLOCK_REFERENCE": "use a block_id returned by inspect_ingest",
+    "INVALID_SNAPSHOT_HANDLE": "use the snapshot handle from the task",
+    "INVALID_TARGET_REFERENCE": "use a target or section ref from the snapshot manifest",
+    "INVALID_PAGE_OFFSET": "use offset 0 or the 'next' value of the previous page",
+    "NONCONTIGUOUS_READ": "continue from the 'next' value of the last page you read; bytes may not be skipped",
+    "INCOMPLETE_INGEST_COVERAGE": "read every block of every bundle to the end (see processing_state), then submit",
+    "UNREAD_MEMORY_TARGET": "read the whole target document with inspect_memory before editing it",
+    "INVALID_DECISION": "the submission does not match the decision schema at the listed paths",
+    "INVALID_REQUEST_REFERENCE": "copy request_id from the task exactly",
+    "DECISION_ALREADY_SUBMITTED": "a decision was already accepted; stop calling tools",
+}
+
+
+def _nullable(kind: str, description: str) -> dict:
+    return {"type": [kind, "null"], "description": description}
+
+
+def _params(properties: dict[str, dict]) -> dict:
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
+
+
+_HANDLE = {"type": "string", "description": "A handle from the task."}
+_OFFSET = _nullable("integer", "Byte offset: null or 0 for the first page, then the previous page's 'next'.")
+
+
+def definitions(decision_schema: dict) -> list[dict]:
+    """Name, description and JSON-Schema parameters of each tool, in a fixed order."""
+    return [
+        {"name": "inspect_ingest", "parameters": _params({"handle": _HANDLE, "offset": _OFFSET}),
+         "description": "List the blocks of one ingest bundle (32 descriptors per page)."},
+        {"name": "read_ingest",
+         "parameters": _params({"handle": _HANDLE, "block": {"type": "string", "description": "A block_id."},
+                                "offset": _OFFSET}),
+         "description": "Read one block's text, 8192 bytes per page; follow 'next' until it is null."},
+        {"name": "inspect_memory",
+         "parameters": _params({"handle": _HANDLE,
+                                "target": _nullable("string", "null for the manifest, or a target to read"),
+                                "offset": _OFFSET}),
+         "description": "Without target: the snapshot manifest (targets, sections, budgets). With target: "
+                        "that document's Markdown, 8192 bytes per page."},
+        {"name": "processing_state", "parameters": _params({}),
+         "description": "How many required source bytes have been read so far."},
+        {"name": "record_working_notes",
+         "parameters": _params({"notes": {"type": "string", "description": "Replaces earlier notes."}}),
+         "description": "Keep short private working notes for this task (never stored)."},
+        {"name": "submit_memory_decision", "parameters": decision_schema,
+         "description": "Submit the one memory_maintenance_v2 decision for this task. Only the first valid "
+                        "submission counts and it ends the task; prose answers are never decisions."},
+    ]
+
+
+class ToolOutcome:
+    __slots__ = ("result", "rejected", "submitted", "code")
+
+    def __init__(self, result: dict, rejected: bool = False, submitted: bool = False, code: str | None = None) -> None:
+        self.result = result
+        self.rejected = rejected
+        self.submitted = submitted
+        self.code = code
+
+
+def rejection(tool: str, code: str, schema_errors: list[dict] | None = None) -> ToolOutcome:
+    code = code if _CODE.match(code) else "TOOL_REJECTED"
+    result: dict = {"error": "MEMORY_TOOL_REJECTED", "tool": tool if tool in TOOL_NAMES else "unknown", "code": code}
+    if schema_errors:
+        result["schema_errors"] = schema_errors[:12]
+    result["hint"] = _HINTS.get(code, "correct the call and try again")
+    return ToolOutcome(result, rejected=True, code=code)
+
+
+def _argument_errors(args: dict, spec: dict) -> list[dict]:
+    errors = []
+    properties = spec["properties"]
+    for name in args:
+        if name not in properties:
+            errors.append({"path": "$", "rule": "additionalProperties"})
+    for name, prop in properties.items():
+        kinds = prop["type"] if isinstance(prop["type"], list) else [prop["type"]]
+        if name not in args:
+            if "null" not in kinds:
+                errors.append({"path": f"$.{name}", "rule": "required"})
+            continue
+        value = args[name]
+        ok = ((value is None and "null" in kinds) or (isinstance(value, str) and "string" in kinds)
+              or (isinstance(value, int) and not isinstance(value, bool) and "integer" in kinds and value >= 0))
+        if not ok:
+            errors.append({"path": f"$.{name}", "rule": "type"})
+    return errors
+
+
+class Toolbox:
+    """Executes the model's tool calls for one attempt."""
+
+    def __init__(self, reads: ReadPort, decision_schema: dict) -> None:
+        self.reads = reads
+        self.specs = {d["name"]: d["parameters"] for d in definitions(decision_schema)}
+        self.notes = ""
+        self.submitted = False
+
+    def call(self, name: str, raw_arguments: str) -> ToolOutcome:
+        if name not in TOOL_NAMES:
+            return rejection(name, "UNKNOWN_TOOL")
+        try:
+            args = json.loads(raw_arguments) if raw_arguments.strip() else {}
+        except ValueError:
+            return rejection(name, "TOOL_ARGUMENTS_INVALID", [{"path": "$", "rule": "json"}])
+        if not isinstance(args, dict):
+            return rejection(name, "TOOL_ARGUMENTS_INVALID", [{"path": "$", "rule": "type"}])
+        if self.submitted:
+            return rejection(name, "DECISION_ALREADY_SUBMITTED")
+        if name == "submit_memory_decision":
+            return self._submit(args)
+        errors = _argument_errors(args, self.specs[name])
+        if errors:
+            return rejection(name, "TOOL_ARGUMENTS_INVALID", errors)
+        try:
+            return ToolOutcome(self._read(name, args))
+        except CmError as exc:
+            if exc.code in ABORTING_CODES:
+                raise
+            return rejection(name, exc.code)
+
+    def _read(self, name: str, args: dict) -> dict:
+        offset = args.get("offset") or 0
+        if name == "inspect_ingest":
+            return self.reads.inspect_ingest(args["handle"], offset)
+        if name == "read_ingest":
+            return self.reads.read_ingest(args["handle"], args["block"], offset)
+        if name == "inspect_memory":
+            return self.reads.inspect_memory(args["handle"], args.get("target"), offset)
+        if name == "processing_state":
+            return self.reads.processing_state()
+        notes = args["notes"]
+        if len(notes.encode("utf-8")) > NOTES_LIMIT:
+            raise CmError("NOTES_TOO_LARGE", "notes are limited to 16 KiB")
+        if safety.scan_text(notes):
+            raise CmError("SENSITIVE_NOTES_REJECTED", "notes may not hold sensitive content")
+        self.notes = notes
+        return {"recorded": True, "bytes": len(notes.encode("utf-8"))}
+
+    def _submit(self, payload: dict) -> ToolOutcome:
+        try:
+            result = self.reads.submit(payload)
+        except contract.DecisionRejected as exc:
+            path, rule = exc.details.get("path"), exc.details.get("rule")
+            errors = [{"path": path, "rule": rule}] if isinstance(path, str) and isinstance(rule, str) else None
+            return rejection("submit_memory_decision", exc.code, errors)
+        except CmError as exc:
+            if exc.code in ABORTING_CODES:
+                raise
+            return rejection("submit_memory_decision", exc.code)
+        self.submitted = True
+        return ToolOutcome(result, submitted=True)

@@ -1,0 +1,296 @@
+"""The two wire protocols: OpenAI Responses and Chat Completions, streaming with function tools.
+
+Contract:
+- A ``Conversation`` (``ResponsesConversation`` or ``ChatConversation``) holds one attempt's
+  history and renders the next request body as a dict: the system prompt, the task as the first
+  user message, then for each turn the model's tool calls and their results. Rejected calls are
+  replayed with blank arguments ``{}``; assistant prose is not replayed (it is never a decision,
+  and not echoing it keeps every request free of model-invented text).
+- Request options follow the reference payload hook: Responses ``store: false``,
+  ``max_output_tokens`` and ``reasoning: {effort}`` only when configured; Chat ``max_tokens``,
+  ``thinking`` and ``enable_thinking`` only when configured, and ``stream_options.include_usage``.
+  Both stream (``stream: true``); several calls in one turn are allowed and run in order.
+- ``decode(events)`` turns one SSE stream into a ``Turn`` (tool calls, a refusal flag, an
+  output-truncated flag, usage) or raises ``AgentError``: an unparsable event is
+  ``invalid_envelope``, a stream that ends before its terminal event (Responses
+  ``response.completed`` / ``incomplete`` / ``failed``; Chat ``[DONE]`` or a finish reason) is
+  ``stream_interrupted``, and an error delivered inside the stream maps through ``errors_map``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from cmrunner.writer_proc import errors_map
+from cmrunner.writer_proc.port import AgentError
+
+
+class ToolCall:
+    __slots__ = ("call_id", "name", "arguments")
+
+    def __init__(self, call_id: str, name: str, arguments: str) -> None:
+        self.call_id = call_id
+        self.name = name
+        self.arguments = arguments
+
+
+class Turn:
+    """One model response, normalised."""
+
+    __slots__ = ("calls", "text", "refused", "truncated", "usage")
+
+    def __init__(self) -> None:
+        self.calls: list[ToolCall] = []
+        self.text = ""
+        self.refused = False
+        self.truncated = False
+        self.usage: dict[str, int] = {}
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _envelope_error() -> AgentError:
+    return errors_map.failure("INVALID_RESPONSE", "response_envelope", "invalid_envelope", True)
+
+
+def _interrupted() -> AgentError:
+    return errors_map.failure("INVALID_RESPONSE", "response_envelope", "stream_interrupted", True)
+
+
+def _json(data: str) -> dict:
+    try:
+        value = json.loads(data)
+    except ValueError:
+        raise _envelope_error() from None
+    if not isinstance(value, dict):
+        raise _envelope_error()
+    return value
+
+
+class Conversation:
+    path = ""
+
+    def __init__(self, remote: dict, system_prompt: str, tools: list[dict], task_text: str) -> None:
+        self.remote = remote
+        self.system_prompt = system_prompt
+        self.tools = tools
+        self.task_text = task_text
+
+    def body(self) -> dict:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def history(self) -> list[dict]:  # pragma: no cover - interface
+        """The append-only part of the request (items or messages), oldest first."""
+        raise NotImplementedError
+
+    def record(self, calls: list[tuple[ToolCall, dict, bool]]) -> None:  # pragma: no cover - interface
+        """Append one turn's calls with their results (``rejected`` blanks the arguments)."""
+        raise NotImplementedError
+
+    def nudge(self, text: str) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def decode(self, events: Iterable[object]) -> Turn:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+def _result_text(result: dict) -> str:
+    return json.dumps(result, ensure_ascii=False, separators=(",", ":"))
+
+
+class ResponsesConversation(Conversation):
+    path = "/responses"
+
+    def __init__(self, remote: dict, system_prompt: str, tools: list[dict], task_text: str) -> None:
+        super().__init__(remote, system_prompt, tools, task_text)
+        self.items: list[dict] = [{"type": "message", "role": "user", "content": task_text}]
+
+    def body(self) -> dict:
+        body: dict = {"model": self.remote["model"], "instructions": self.system_prompt, "input": self.items}
+        if self.tools:
+            body["tools"] = [{"type": "function", "name": t["name"], "description": t["description"],
+                              "parameters": t["parameters"], "strict": True} for t in self.tools]
+        body.update({"stream": True, "store": False})
+        if self.remote.get("maxOutputTokens") is not None:
+            body["max_output_tokens"] = self.remote["maxOutputTokens"]
+        if "reasoningEffort" in self.remote:
+            body["reasoning"] = {"effort": self.remote["reasoningEffort"]}
+        return body
+
+    def history(self) -> list[dict]:
+        return self.items
+
+    def record(self, calls: list[tuple[ToolCall, dict, bool]]) -> None:
+        for call, result, rejected in calls:
+            self.items.append({"type": "function_call", "call_id": call.call_id, "name": call.name,
+                               "arguments": "{}" if rejected else call.arguments})
+            self.items.append({"type": "function_call_output", "call_id": call.call_id, "output": _result_text(result)})
+
+    def nudge(self, text: str) -> None:
+        self.items.append({"type": "message", "role": "user", "content": text})
+
+    def decode(self, events: Iterable[object]) -> Turn:
+        turn = Turn()
+        pending: dict[object, dict] = {}
+        finished: dict[object, ToolCall] = {}
+        order: list[object] = []
+        terminal = False
+        for event in events:
+            data = getattr(event, "data", "")
+            if data.strip() == "[DONE]":
+                break
+            obj = _json(data)
+            kind = obj.get("type") or getattr(event, "event", "")
+            key = obj.get("output_index", obj.get("item_id"))
+            item = obj.get("item") if isinstance(obj.get("item"), dict) else {}
+            if kind == "response.output_item.added" and item.get("type") == "function_call":
+                pending[key] = {"call_id": item.get("call_id"), "name": item.get("name"), "arguments": ""}
+                order.append(key)
+            elif kind == "response.function_call_arguments.delta" and key in pending:
+                pending[key]["arguments"] += obj.get("delta") or ""
+            elif kind == "response.output_item.done" and item.get("type") == "function_call":
+                if key not in order:
+                    order.append(key)
+                base = pending.get(key, {})
+                arguments = item.get("arguments")
+                finished[key] = ToolCall(str(item.get("call_id") or base.get("call_id") or f"call_{len(order)}"),
+                                         str(item.get("name") or base.get("name") or ""),
+                                         arguments if isinstance(arguments, str) else base.get("arguments", ""))
+            elif kind == "response.output_item.done" and item.get("type") == "message":
+                for part in item.get("content") or []:
+                    if isinstance(part, dict) and part.get("type") == "refusal":
+                        turn.refused = True
+            elif kind == "response.output_text.delta":
+                turn.text += obj.get("delta") or ""
+            elif kind in ("response.refusal.delta", "response.refusal.done"):
+                turn.refused = True
+            elif kind == "error":
+                raise errors_map.from_stream_error(obj.get("error", obj))
+            elif kind in ("response.completed", "response.incomplete", "response.failed"):
+                response = obj.get("response") if isinstance(obj.get("response"), dict) else {}
+                usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
+                turn.usage = {
+                    "input_tokens": _count(usage.get("input_tokens")),
+                    "output_tokens": _count(usage.get("output_tokens")),
+                    "cached_input_tokens": _count((usage.get("input_tokens_details") or {}).get("cached_tokens")),
+                    "reasoning_tokens": _count((usage.get("output_tokens_details") or {}).get("reasoning_tokens")),
+                }
+                if kind == "response.failed":
+                    raise errors_map.from_stream_error(response.get("error"))
+                if kind == "response.incomplete":
+                    reason = (response.get("incomplete_details") or {}).get("reason")
+                    turn.refused = turn.refused or reason == "content_filter"
+                    turn.truncated = reason != "content_filter"
+                terminal = True
+                break
+        if not terminal:
+            raise _interrupted()
+        for key in order:
+            call = finished.get(key)
+            if call is None and key in pending:
+                base = pending[key]
+                call_id = str(base["call_id"] or f"call_{len(turn.calls)}")
+                call = ToolCall(call_id, str(base["name"] or ""), base["arguments"])
+            if call is not None:
+                turn.calls.append(call)
+        return turn
+
+
+class ChatConversation(Conversation):
+    path = "/chat/completions"
+
+    def __init__(self, remote: dict, system_prompt: str, tools: list[dict], task_text: str) -> None:
+        super().__init__(remote, system_prompt, tools, task_text)
+        self.messages: list[dict] = [{"role": "system", "content": system_prompt},
+                                     {"role": "user", "content": task_text}]
+
+    def body(self) -> dict:
+        body: dict = {"model": self.remote["model"], "messages": self.messages}
+        if self.tools:
+            body["tools"] = [{"type": "function", "function": {"name": t["name"], "description": t["description"],
+                                                               "parameters": t["parameters"]}} for t in self.tools]
+        body.update({"stream": True, "stream_options": {"include_usage": True}})
+        if self.remote.get("maxOutputTokens") is not None:
+            body["max_tokens"] = self.remote["maxOutputTokens"]
+        if "thinking" in self.remote:
+            body["thinking"] = {"type": self.remote["thinking"]["type"]}
+        if "enableThinking" in self.remote:
+            body["enable_thinking"] = self.remote["enableThinking"]
+        return body
+
+    def history(self) -> list[dict]:
+        return self.messages
+
+    def record(self, calls: list[tuple[ToolCall, dict, bool]]) -> None:
+        if not calls:
+            return
+        self.messages.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": c.call_id, "type": "function",
+             "function": {"name": c.name, "arguments": "{}" if rejected else c.arguments}}
+            for c, _result, rejected in calls]})
+        for call, result, _rejected in calls:
+            self.messages.append({"role": "tool", "tool_call_id": call.call_id, "content": _result_text(result)})
+
+    def nudge(self, text: str) -> None:
+        self.messages.append({"role": "user", "content": text})
+
+    def decode(self, events: Iterable[object]) -> Turn:
+        turn = Turn()
+        slots: dict[int, dict] = {}
+        finish: str | None = None
+        done = False
+        for event in events:
+            data = getattr(event, "data", "")
+            if data.strip() == "[DONE]":
+                done = True
+                break
+            obj = _json(data)
+            if obj.get("error") is not None:
+                raise errors_map.from_stream_error(obj["error"])
+            usage = obj.get("usage")
+            if isinstance(usage, dict):
+                turn.usage = {
+                    "input_tokens": _count(usage.get("prompt_tokens")),
+                    "output_tokens": _count(usage.get("completion_tokens")),
+                    "cached_input_tokens": _count((usage.get("prompt_tokens_details") or {}).get("cached_tokens")),
+                    "reasoning_tokens": _count((usage.get("completion_tokens_details") or {}).get("reasoning_tokens")),
+                }
+            for choice in obj.get("choices") or []:
+                if not isinstance(choice, dict):
+                    raise _envelope_error()
+                delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+                if isinstance(delta.get("content"), str):
+                    turn.text += delta["content"]
+                if delta.get("refusal"):
+                    turn.refused = True
+                for piece in delta.get("tool_calls") or []:
+                    if not isinstance(piece, dict):
+                        raise _envelope_error()
+                    index = piece.get("index", 0)
+                    index = index if isinstance(index, int) else 0
+                    slot = slots.setdefault(index, {"id": "", "name": "", "arguments": ""})
+                    if piece.get("id"):
+                        slot["id"] = str(piece["id"])
+                    function = piece.get("function") if isinstance(piece.get("function"), dict) else {}
+                    if function.get("name"):
+                        slot["name"] = str(function["name"])
+                    if isinstance(function.get("arguments"), str):
+                        slot["arguments"] += function["arguments"]
+                if choice.get("finish_reason"):
+                    finish = str(choice["finish_reason"])
+        if not done and finish is None:
+            raise _interrupted()
+        turn.refused = turn.refused or finish == "content_filter"
+        turn.truncated = finish == "length"
+        for n, index in enumerate(sorted(slots)):
+            slot = slots[index]
+            turn.calls.append(ToolCall(slot["id"] or f"call_{n}", slot["name"], slot["arguments"]))
+        return turn
+
+
+def conversation(remote: dict, system_prompt: str, tools: list[dict], task_text: str) -> Conversation:
+    kind = ResponsesConversation if remote.get("api", "responses") == "responses" else ChatConversation
+    return kind(remote, system_prompt, tools, task_text)
