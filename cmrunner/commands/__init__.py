@@ -1,0 +1,1 @@
+"""The click commands of `cm`, one module per area; `cmrunner.cli` loads them all."""

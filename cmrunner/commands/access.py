@@ -1,0 +1,109 @@
+"""Reaching memory: `cm network-test`, `cm mcp`, `cm import`, `cm show`."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from cmrunner import config as config_mod
+from cmrunner.commands.base import _home, cli
+
+
+@cli.command("network-test")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object for scripts.")
+@click.pass_context
+def network_test(ctx: click.Context, as_json: bool) -> None:
+    """Send one small synthetic model request; report the route and the outcome (opens no database)."""
+    from cmrunner.writer_proc import nettest
+
+    report = nettest.run(config_mod.load(_home(ctx)))
+    outcome = report["outcome"]
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+    else:
+        route = report["route"] or {}
+        via = f"proxy {route['proxy']}" if route.get("via") == "proxy" else "direct"
+        click.echo(f"model:   {report['model']} at {report['baseUrl']} ({report['api']})")
+        if route:
+            click.echo(f"route:   {via} (mode {route['mode']}: {route['reason']})")
+        if outcome["ok"]:
+            click.echo(f"outcome: ok in {outcome['elapsedMs']} ms")
+        else:
+            status = "".join(f", {k} {outcome[k]}" for k in ("httpStatus", "proxyStatus") if k in outcome)
+            click.echo(f"outcome: {outcome['code']} at {outcome['stage']} ({outcome['reason']}{status})")
+    if not outcome["ok"]:
+        ctx.exit(1)
+
+
+@cli.command("mcp")
+@click.option("--client-id", default=None, help="Stable id of this integration (required for relay and init).")
+@click.option("--capability", "capabilities", multiple=True, type=click.Choice(["relay", "init", "read"]),
+              help="relay (default), init or read; repeatable. Fixed for the life of the process.")
+@click.option("--global", "allow_global", is_flag=True, help="Allow the global context (Profile, Preferences).")
+@click.option("--workspace", "workspaces", multiple=True, help="Absolute path of a registered project (repeatable).")
+@click.option("--accept-client-reported-user-turns", "accept", is_flag=True,
+              help="Trust this local host to relay verbatim user turns (relay only).")
+@click.pass_context
+def mcp_command(ctx: click.Context, client_id: str | None, capabilities: tuple[str, ...], allow_global: bool,
+                workspaces: tuple[str, ...], accept: bool) -> None:
+    """Serve memory to one MCP host over stdio (stdout carries MCP only)."""
+    from cmrunner import mcp_access, mcp_server
+
+    launch = mcp_access.Launch(capabilities, client_id, allow_global, workspaces, accept)
+    mcp_server.serve(mcp_access.Binding(_home(ctx), launch))
+
+
+@cli.command("import")
+@click.argument("file")
+@click.option("--workspace", default=None, help="Import into this registered project (default: global).")
+@click.option("--author", default="unknown", show_default=True, help="user, agent, third_party, mixed or unknown.")
+@click.option("--label", default=None, help="Display label (default: the file name).")
+@click.option("--no-wait", is_flag=True, help="Only queue; a background drain processes it.")
+@click.pass_context
+def import_command(ctx: click.Context, file: str, workspace: str | None, author: str, label: str | None,
+                   no_wait: bool) -> None:
+    """Import one Markdown file through the Writer; exit 1 unless every part was processed."""
+    from cmrunner import importer
+
+    def progress(outcome: object) -> None:
+        code = f" ({outcome.code})" if outcome.code else ""
+        click.echo(f"job {outcome.job_id[:12]}: {outcome.state}{code}")
+
+    report = importer.run(_home(ctx), file, workspace, author, label, not no_wait, progress)
+    click.echo(f"import {report.import_id} into {report.scope}: "
+               + ("duplicate of an earlier import (its metadata is kept)" if report.duplicate else "queued"))
+    for part in report.parts:
+        where = f"; retained in {', '.join(part['retainedIn'])}" if part["retainedIn"] else ""
+        issue = f" ({part['issue']})" if part["issue"] else ""
+        hint = {"dead": f"; run `cm retry {part['jobId']}`",
+                "quarantined": "; final for this content: change the file to import it again"}.get(part["state"], "")
+        click.echo(f"part {part['index']}/{part['count']}: {part['state']}{issue}{where}{hint}")
+    if report.note:
+        click.echo(report.note, err=True)
+    click.echo(f"complete: {'true' if report.complete else 'false'}")
+    if report.waited and not report.complete:
+        ctx.exit(1)
+
+
+@cli.command("show")
+@click.option("--plain", is_flag=True, help="Plain output even in a terminal.")
+@click.option("--workspace", default=None, help="Also show this registered project's memory.")
+@click.pass_context
+def show_command(ctx: click.Context, plain: bool, workspace: str | None) -> None:
+    """Print the memory directory and exactly what consumers receive (opens no database)."""
+    from cmrunner import show as show_mod
+
+    report = show_mod.gather(_home(ctx), workspace)
+    styled = not plain and workspace is None and sys.stdout.isatty()
+
+    def label(text: str) -> str:
+        return click.style(text, bold=True) if styled else text
+
+    click.echo(f"{label('memory directory:')} {report.memory_dir}")
+    click.echo(f"{label('contexts:')} {', '.join(report.contexts) or 'none'}")
+    for note in report.notes:
+        click.echo(f"{label('note:')} {note}")
+    click.echo("")
+    click.echo(report.text, nl=False)

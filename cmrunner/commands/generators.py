@@ -1,0 +1,91 @@
+"""Wiring hosts up: `cm codex-config`, `cm work-config`, `cm mcp-config`, `cm doctor`."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from cmrunner.commands.base import _home, cli
+from cmrunner.errors import CmError
+
+
+def _generated(paths: list[str]) -> None:
+    for path in paths:
+        click.echo(f"wrote {path}")
+    click.echo("review every file before use; nothing was installed")
+
+
+@cli.command("codex-config")
+@click.option("--mode", type=click.Choice(["posix", "windows-wsl"]), default=None,
+              help="Where Codex runs relative to cm (a bundle needs --output).")
+@click.option("--output", default=None, help="Absolute path of a new folder for the bundle (default: print).")
+@click.option("--distro", default=None, help="WSL distribution (windows-wsl; default this one).")
+@click.option("--user", default=None, help="Linux user (windows-wsl; default this one).")
+@click.option("--bridge-path", default=None, help="Windows path of the bridge script (windows-wsl).")
+@click.option("--workspace", "workspaces", multiple=True, help="Registered project to read (repeatable).")
+@click.pass_context
+def codex_config_command(ctx: click.Context, mode: str | None, output: str | None, distro: str | None,
+                         user: str | None, bridge_path: str | None, workspaces: tuple[str, ...]) -> None:
+    """Print (or write as a bundle) the Codex profile: six hooks, the read MCP server, /memory-refresh."""
+    from cmrunner import bundles
+
+    if output is None:
+        if mode == "windows-wsl":
+            raise CmError("OUTPUT_REQUIRED", "--mode windows-wsl writes a bundle with the bridge; pass --output")
+        click.echo(bundles.print_codex(_home(ctx), list(workspaces)), nl=False)
+        return
+    _generated(bundles.write(_home(ctx), "codex", mode or "posix", output, list(workspaces), distro, user,
+                             bridge_path))
+
+
+@cli.command("work-config")
+@click.option("--mode", type=click.Choice(["posix", "windows-wsl"]), required=True,
+              help="Where the ChatGPT Work agent runs relative to cm.")
+@click.option("--output", required=True, help="Absolute path of a new folder for the bundle.")
+@click.option("--distro", default=None, help="WSL distribution (windows-wsl; default this one).")
+@click.option("--user", default=None, help="Linux user (windows-wsl; default this one).")
+@click.option("--bridge-path", default=None, help="Windows path of the bridge script (windows-wsl).")
+@click.option("--workspace", "workspaces", multiple=True, help="Registered project to read (repeatable).")
+@click.pass_context
+def work_config_command(ctx: click.Context, mode: str, output: str, distro: str | None, user: str | None,
+                        bridge_path: str | None, workspaces: tuple[str, ...]) -> None:
+    """Write a ChatGPT Work bundle: hooks, read and init MCP servers, /memory-refresh (and the bridge)."""
+    from cmrunner import bundles
+
+    _generated(bundles.write(_home(ctx), "work", mode, output, list(workspaces), distro, user, bridge_path))
+
+
+@cli.command("mcp-config")
+@click.option("--wsl", is_flag=True, help="Blocks for a Windows host that reaches this WSL runtime via wsl.exe.")
+@click.option("--distro", default=None, help="WSL distribution to pin (default WSL_DISTRO_NAME).")
+@click.option("--user", default=None, help="Linux user to pin (default this one).")
+@click.option("--workspace", "workspaces", multiple=True, help="Registered project to read (repeatable).")
+@click.pass_context
+def mcp_config_command(ctx: click.Context, wsl: bool, distro: str | None, user: str | None,
+                       workspaces: tuple[str, ...]) -> None:
+    """Print the init and read [mcp_servers.*] blocks with this runtime's pinned paths."""
+    from cmrunner import mcp_config
+
+    if (distro or user) and not wsl:
+        raise CmError("WSL_OPTIONS_WITHOUT_WSL", "--distro and --user go with --wsl")
+    click.echo(mcp_config.render(_home(ctx), list(workspaces), wsl, distro, user), nl=False)
+
+
+@cli.command("doctor")
+@click.option("--codex-home", default=None, help="Codex configuration folder (default $CODEX_HOME or ~/.codex).")
+@click.option("--profile", "profile_name", default="common-memory", show_default=True, help="Codex profile name.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object for scripts.")
+@click.pass_context
+def doctor_command(ctx: click.Context, codex_home: str | None, profile_name: str, as_json: bool) -> None:
+    """Check the installation for Codex (files, hooks and their trust, the read MCP server); changes nothing."""
+    from cmrunner import bundles, doctor
+
+    checks = doctor.run(_home(ctx), codex_home or bundles.codex_home(), profile_name)
+    if as_json:
+        click.echo(json.dumps([c.as_json() for c in checks], indent=2))
+    else:
+        for check in checks:
+            click.echo(f"{check.state:<5} {check.name}: {check.detail}")
+    if any(c.state == "fail" for c in checks):
+        ctx.exit(1)

@@ -1,0 +1,161 @@
+"""Setting up: `cm status`, `cm config init|show`, `cm project register|list|remove`."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from cmrunner import config as config_mod, envfile, projects, status as status_mod
+from cmrunner.commands.base import _home, cli
+from cmrunner.errors import CmError
+from cmrunner.home import DataPaths
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="One JSON object for scripts.")
+@click.pass_context
+def status(ctx: click.Context, as_json: bool) -> None:
+    """Configuration, storage paths, queue counts and the drain (creates nothing)."""
+    report = status_mod.gather(_home(ctx))
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    cfg = report["config"]
+    click.echo(f"config:      {cfg['path']} ({'present' if cfg['exists'] else 'absent: defaults in use'})")
+    if "error" in cfg:
+        click.echo(f"             invalid: {cfg['error']['code']}: {cfg['error']['message']}")
+        return
+    model = report["model"]
+    if model is None:
+        click.echo("model:       not configured (capture still works; run `cm config init`)")
+    else:
+        key = "key configured" if model["apiKeyConfigured"] else "KEY MISSING"
+        click.echo(f"model:       {model['model']} at {model['baseUrl']} ({model['api']}, {key}, proxy {model['proxy']})")
+    for name, path in report["paths"].items():
+        click.echo(f"{name + ':':<13}{path}")
+    st = report["store"]
+    click.echo(f"store:       {'schema v%s' % st['schemaVersion'] if st['exists'] else 'not created yet'}")
+    inbox = report["inbox"]
+    click.echo(f"inbox:       codex {inbox['codex']}, pi {inbox['pi']}, prompt candidates {inbox['candidates']}")
+    obs = ", ".join(f"{k} {v}" for k, v in report["observations"].items()) or "none"
+    jobs = ", ".join(f"{k} {v}" for k, v in report["jobs"].items()) or "none"
+    click.echo(f"observations: {obs}")
+    click.echo(f"jobs:        {jobs}")
+    for failure in report["isolatedSessions"]:
+        click.echo(f"isolated:    {failure['issue']} (recover with `cm session-drain --recover {failure['recoveryId']}`)")
+    drain = report["drain"]
+    click.echo(f"drain:       {'running (pid %s)' % drain['pid'] if drain['alive'] else 'not running'}")
+
+
+@cli.group()
+def config() -> None:
+    """Write or show the configuration without the interactive wizard."""
+
+
+@config.command("init")
+@click.option("--data-root", default=None, help="Absolute data root (default <home>/data).")
+@click.option("--base-url", default=None, help="OpenAI-compatible base URL, e.g. https://api.openai.com/v1.")
+@click.option("--model", default=None, help="Model name for the Memory Agent.")
+@click.option("--api", type=click.Choice(config_mod.APIS), default=None, help="Wire protocol (default responses).")
+@click.option("--preset", type=click.Choice(config_mod.PRESETS), default=None)
+@click.option("--api-key-env", default="COMMON_MEMORY_API_KEY", show_default=True, help="Name of the key in the private .env.")
+@click.option("--api-key-stdin", is_flag=True, help="Read the API key from stdin into the private .env (never echoed).")
+@click.option("--proxy", "proxy_mode", type=click.Choice(["direct", "env"]), default="direct", show_default=True)
+@click.option("--allow-scope", multiple=True, help="Scope disclosed to the model and injected (repeatable; default global).")
+@click.option("--allow-provenance", multiple=True, help="Provenance class the model may see (repeatable; default user_explicit).")
+@click.option("--writable-scope", multiple=True, help="Scope the Writer may change (repeatable; default global).")
+@click.option("--force", is_flag=True, help="Replace an existing config.json.")
+@click.pass_context
+def config_init(ctx: click.Context, data_root: str | None, base_url: str | None, model: str | None, api: str | None,
+                preset: str | None, api_key_env: str, api_key_stdin: bool, proxy_mode: str,
+                allow_scope: tuple[str, ...], allow_provenance: tuple[str, ...], writable_scope: tuple[str, ...],
+                force: bool) -> None:
+    """Write a valid config.json (and optionally the private key) non-interactively."""
+    home = _home(ctx)
+    if config_mod.load(home).exists and not force:
+        raise CmError("CONFIG_EXISTS", "config.json already exists; pass --force to replace it")
+    data = config_mod.default_config(home)
+    if data_root:
+        data["dataRoot"] = data_root
+    if allow_scope:
+        data["disclosure"]["allowedScopes"] = list(allow_scope)
+    if allow_provenance:
+        data["disclosure"]["allowedProvenance"] = list(allow_provenance)
+    if writable_scope:
+        data["writableScopes"] = list(writable_scope)
+    if (base_url is None) != (model is None):
+        raise CmError("CONFIG_INVALID", "--base-url and --model go together; pass both or neither")
+    if base_url is not None:
+        remote: dict = {"provider": "openai-compatible", "baseUrl": base_url, "model": model,
+                        "apiKeyEnv": api_key_env, "apiKeySource": "private-env", "proxy": {"mode": proxy_mode}}
+        if api:
+            remote["api"] = api
+        if preset:
+            remote["preset"] = preset
+        data["remote"] = remote
+    config_mod.validate(data)
+    if api_key_stdin:
+        if base_url is None:
+            raise CmError("CONFIG_INVALID", "--api-key-stdin needs --base-url and --model")
+        key = sys.stdin.readline().strip()
+        if not key:
+            raise CmError("API_KEY_EMPTY", "no API key arrived on stdin; pipe it in, e.g. `cm config init … --api-key-stdin < keyfile`")
+        envfile.update(home, {api_key_env: key})
+    config_mod.save(home, data)
+    click.echo(f"wrote {home}/config.json")
+
+
+@config.command("show")
+@click.pass_context
+def config_show(ctx: click.Context) -> None:
+    """Print the configuration in use (it holds no secrets)."""
+    cfg = config_mod.load(_home(ctx))
+    click.echo(json.dumps(cfg.data, indent=2, ensure_ascii=False))
+    if not cfg.exists:
+        click.echo("(config.json does not exist; these are the defaults)", err=True)
+
+
+@cli.group()
+def project() -> None:
+    """Register projects so captures get a project scope."""
+
+
+def _paths(ctx: click.Context) -> DataPaths:
+    return DataPaths(config_mod.load(_home(ctx)).data_root)
+
+
+@project.command("register")
+@click.argument("path")
+@click.argument("name")
+@click.pass_context
+def project_register(ctx: click.Context, path: str, name: str) -> None:
+    """Register PATH (absolute) as a project called NAME."""
+    found = projects.register(_paths(ctx), path, name)
+    click.echo(f"registered {found.id} -> {found.path}")
+    click.echo(f"it grants nothing yet: add project:{found.id} to disclosure.allowedScopes and writableScopes to use it")
+
+
+@project.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def project_list(ctx: click.Context, as_json: bool) -> None:
+    """List registered projects."""
+    found = projects.load(_paths(ctx))
+    if as_json:
+        click.echo(json.dumps([p.as_json() for p in found], indent=2, ensure_ascii=False))
+        return
+    if not found:
+        click.echo("no projects registered")
+    for p in found:
+        click.echo(f"{p.id}\t{p.name}\t{p.path}")
+
+
+@project.command("remove")
+@click.argument("project_id")
+@click.pass_context
+def project_remove(ctx: click.Context, project_id: str) -> None:
+    """Unregister a project (its Markdown is kept)."""
+    found = projects.remove(_paths(ctx), project_id)
+    click.echo(f"removed {found.id} ({found.path}); its memory file is kept")
