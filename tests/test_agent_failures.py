@@ -8,7 +8,7 @@ import time
 
 import pytest
 from agent_support import configure_remote, job_row, make_agent, policy, read_doc, run_once
-from support import fakemodel
+from cmrunner.synthetic import fakemodel
 from writer_support import admit
 
 from cmrunner import store

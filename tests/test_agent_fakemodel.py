@@ -7,7 +7,7 @@ import json
 
 import pytest
 from agent_support import configure_remote, make_agent, policy, read_doc, run_once
-from support import fakemodel, fakepolicy
+from cmrunner.synthetic import fakemodel, fakepolicy
 from writer_support import admit
 
 TASK = {"version": "memory_task_v1", "request_id": "job-1",

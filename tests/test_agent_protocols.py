@@ -8,7 +8,7 @@ import json
 import pytest
 from agent_support import KEY_NAME, TEST_KEY, configure_remote, job_row, make_agent, policy, read_doc, run_once
 from conftest import hook_env, run_cm
-from support import fakemodel
+from cmrunner.synthetic import fakemodel
 from writer_support import admit
 
 from cmrunner import config as config_mod, envfile

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 from conftest import CM, db_rows, hook_env, wait_no_drain
-from support import fakemodel, hosts
+from cmrunner.synthetic import fakemodel
+from support import hosts
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from support import fakemodel
+from cmrunner.synthetic import fakemodel
 
 
 def _post(model: fakemodel.FakeModel, path: str, body: dict, headers: dict[str, str] | None = None,

@@ -6,7 +6,7 @@ Usage (from the repository root; needs node + npm, installs Codex into the host 
 
 Contract:
 - Each scenario runs real ``codex exec`` in a fresh scratch folder against the project's fake model
-  server (``support.fakemodel``, 127.0.0.1) with a recording hook for every Codex hook event, trusted
+  server (``cmrunner.synthetic.fakemodel``, 127.0.0.1) with a recording hook for every Codex hook event, trusted
   for that one invocation with ``--dangerously-bypass-hook-trust`` (capture only). The ``app_server``
   scenario instead drives three turns on one ``codex app-server`` thread, with the hooks trusted
   through ``hooks/list`` + ``config/batchWrite`` (``hosts.trust_hooks``).
@@ -38,7 +38,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from support import fakemodel, hosts  # noqa: E402
+from cmrunner.synthetic import fakemodel  # noqa: E402
+from support import hosts  # noqa: E402
 
 PLACEHOLDER = "/SCRATCH"
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "fixtures" / "codex"

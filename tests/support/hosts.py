@@ -30,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-from support.fakemodel import stop_process
+from cmrunner.synthetic.fakemodel import stop_process
 
 CODEX_PACKAGE = "@openai/codex"
 CODEX_VERSION = "0.169.0"

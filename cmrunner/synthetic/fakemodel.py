@@ -1,0 +1,461 @@
+"""A fake OpenAI-compatible model server for tests: loopback only, scripted, recorded, bounded.
+
+Contract:
+- Binds ``127.0.0.1`` on an ephemeral port and writes the port (atomically) to ``--port-file``.
+- Records every request as one JSONL line in ``--log``: ``seq``, ``method``, ``path``, ``headers``
+  (lower-cased names, ``Authorization`` removed; ``authorized`` says whether it was present),
+  ``body`` (parsed JSON, or ``null``), and ``reply`` (the script index used, ``"default"`` or
+  ``null`` for requests that consume nothing).
+- Answers model calls from a **script** (``--script``, JSON): ``{"replies": [...], "default": {...}}``
+  (a bare list means replies only). Replies are consumed in order by ``POST /v1/responses`` and
+  ``POST /v1/chat/completions`` alike; once exhausted, ``default`` answers (a fixed text when absent).
+  ``GET /v1/models`` consumes nothing. A reply is an object with these optional keys:
+  ``text`` (assistant text), ``tool_calls`` (list of ``{name, arguments, call_id?, namespace?}``;
+  ``arguments`` is an object or a JSON string), ``usage`` (``{input_tokens?, output_tokens?}``),
+  ``error`` (``{status, body?, headers?}``: an HTTP error or redirect, 300–599, instead of a
+  stream), ``truncate`` (close the connection mid-stream, before the completion event),
+  ``delay_seconds`` (pause after the first event, so a client can be interrupted mid-stream).
+- Streams both wire protocols: Responses SSE (``response.created`` … ``response.completed``) and Chat
+  Completions SSE (``chat.completion.chunk`` … ``data: [DONE]``); ``"stream": false`` gets one JSON body.
+- **Policy mode** ("a diligent model", ``fakepolicy``): a script with ``"policy"`` (a built-in name,
+  ``file.py:function`` or ``module:function``) answers every request after the scripted replies
+  (and any reply with ``"policy": true``) by reading the conversation so far and calling the next
+  read tool, then ``submit_memory_decision`` with the policy's decision; once a submission was
+  accepted it answers with text. ``"batch": true`` emits every independent next call in one turn.
+  ``"inject": {cue: reply | [replies]}`` replaces the policy's answer the first time(s) a cue comes
+  up: ``first`` (the first model request), a tool name the policy is about to call
+  (``inspect_ingest``, ``read_ingest``, ``inspect_memory``, ``submit_memory_decision`` or its alias
+  ``submit``) or ``done``. An injected ``{"policy": true, ...}`` keeps the policy's calls with the
+  reply's modifiers. The log line of a policy answer carries its ``cue``.
+- Failure knobs per reply, besides ``error``/``truncate``/``delay_seconds``: ``truncate: "clean"``
+  (end the body properly, without the completion event), ``reset`` (TCP RST mid-stream),
+  ``malformed`` (an unparsable SSE event), ``header_delay_seconds``, ``refusal`` (text),
+  ``finish: "length"`` (output cut by the token limit), ``stream_error`` (an error object inside
+  the 200 stream) and ``duplicate`` (every tool call twice).
+- ``--tls-cert``/``--tls-key`` serve HTTPS instead of HTTP (``running(..., tls=(cert, key))``).
+- The log never holds the Authorization value: ``auth_sha256`` is its hash, so a test can check
+  which key arrived without storing it.
+- Exits by itself after ``--lifetime-seconds`` (default 300), or on SIGTERM/SIGINT.
+- Stdlib only (with its siblings ``fakewire`` and ``fakepolicy``); run as
+  ``python -I -m cmrunner.synthetic.fakemodel …``.
+- ``running()`` starts it as a subprocess for a test and always stops it by PID (SIGTERM, then
+  SIGKILL) when the ``with`` block ends, so no test leaves a server behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import signal
+import socket
+import ssl
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from cmrunner.synthetic import fakepolicy
+from cmrunner.synthetic.fakewire import chat_chunks, chat_completion, error_body, responses_events
+
+HOST = "127.0.0.1"
+DEFAULT_TEXT = "Hello from the fake model."
+DEFAULT_LIFETIME = 300.0
+REPLY_KEYS = frozenset({"text", "tool_calls", "usage", "error", "truncate", "delay_seconds", "policy", "duplicate",
+                        "refusal", "finish", "malformed", "reset", "header_delay_seconds", "stream_error"})
+CUES = frozenset({"first", "inspect_ingest", "read_ingest", "inspect_memory", "submit_memory_decision", "submit",
+                  "done"})
+CALL_KEYS = frozenset({"name", "arguments", "call_id", "namespace"})
+MAX_BODY = 64 * 1024 * 1024
+
+
+class ScriptError(ValueError):
+    """The script file does not have the documented shape."""
+
+
+def _check_reply(reply: object, where: str) -> dict:
+    if not isinstance(reply, dict):
+        raise ScriptError(f"{where} must be an object")
+    unknown = set(reply) - REPLY_KEYS
+    if unknown:
+        raise ScriptError(f"{where} has unknown keys {sorted(unknown)}")
+    if "text" in reply and not isinstance(reply["text"], str):
+        raise ScriptError(f"{where}.text must be a string")
+    for i, call in enumerate(reply.get("tool_calls", [])):
+        if not isinstance(call, dict) or set(call) - CALL_KEYS or not isinstance(call.get("name"), str):
+            raise ScriptError(f"{where}.tool_calls[{i}] must be {{name, arguments, call_id?, namespace?}}")
+        if not isinstance(call.get("arguments", {}), (dict, str)):
+            raise ScriptError(f"{where}.tool_calls[{i}].arguments must be an object or a string")
+    error = reply.get("error")
+    if error is not None and (not isinstance(error, dict) or not isinstance(error.get("status"), int)
+                              or not 300 <= error["status"] <= 599):
+        raise ScriptError(f"{where}.error must be {{status: 300..599, body?, headers?}}")
+    usage = reply.get("usage", {})
+    if not isinstance(usage, dict) or any(not isinstance(v, int) or v < 0 for v in usage.values()):
+        raise ScriptError(f"{where}.usage must map names to non-negative integers")
+    for key in ("delay_seconds", "header_delay_seconds"):
+        if not isinstance(reply.get(key, 0), (int, float)):
+            raise ScriptError(f"{where}.{key} must be a number")
+    if reply.get("finish") not in (None, "length"):
+        raise ScriptError(f"{where}.finish must be \"length\"")
+    if "refusal" in reply and not isinstance(reply["refusal"], str):
+        raise ScriptError(f"{where}.refusal must be a string")
+    if "stream_error" in reply and not isinstance(reply["stream_error"], dict):
+        raise ScriptError(f"{where}.stream_error must be an object")
+    return reply
+
+
+def load_script(raw: object) -> tuple[list[dict], dict]:
+    """Validate a script document; returns (replies, default reply)."""
+    replies, default, _policy = load_full_script(raw)
+    return replies, default
+
+
+def load_full_script(raw: object) -> tuple[list[dict], dict, dict | None]:
+    """Validate a script document; returns (replies, default reply, policy settings or None)."""
+    if isinstance(raw, list):
+        raw = {"replies": raw}
+    if not isinstance(raw, dict) or set(raw) - {"replies", "default", "policy", "inject", "batch"}:
+        raise ScriptError("the script must be a list of replies or {replies, default, policy?, inject?, batch?}")
+    replies = raw.get("replies", [])
+    if not isinstance(replies, list):
+        raise ScriptError("replies must be a list")
+    checked = [_check_reply(r, f"replies[{i}]") for i, r in enumerate(replies)]
+    policy = None
+    if "policy" in raw:
+        if not isinstance(raw["policy"], str):
+            raise ScriptError("policy must be a built-in name, file.py:function or module:function")
+        try:
+            fakepolicy.load_policy(raw["policy"])
+        except (ImportError, OSError, ValueError) as exc:
+            raise ScriptError(str(exc)) from None
+        inject = raw.get("inject", {})
+        if not isinstance(inject, dict) or set(inject) - CUES:
+            raise ScriptError(f"inject must map cues ({', '.join(sorted(CUES))}) to replies")
+        queues = {}
+        for cue, value in inject.items():
+            items = value if isinstance(value, list) else [value]
+            queues[cue] = [_check_reply(r, f"inject.{cue}[{i}]") for i, r in enumerate(items)]
+        policy = {"spec": raw["policy"], "inject": queues, "batch": raw.get("batch") is True}
+    elif "inject" in raw or "batch" in raw:
+        raise ScriptError("inject and batch need a policy")
+    fallback = {"policy": True} if policy is not None else {"text": DEFAULT_TEXT}
+    default = _check_reply(raw.get("default", fallback), "default")
+    return checked, default, policy
+
+
+class Script:
+    """Replies handed out in order, thread-safe; the default once they run out."""
+
+    def __init__(self, replies: list[dict], default: dict) -> None:
+        self._replies = replies
+        self._default = default
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def take(self) -> tuple[dict, int | str]:
+        with self._lock:
+            if self._next < len(self._replies):
+                self._next += 1
+                return self._replies[self._next - 1], self._next - 1
+            return self._default, "default"
+
+
+class RequestLog:
+    """Append-only JSONL of every request; each line flushed before the reply is sent."""
+
+    def __init__(self, path: str) -> None:
+        self._handle = open(path, "a", encoding="utf-8")
+        self._lock = threading.Lock()
+        self._seq = 0
+
+    def record(self, method: str, path: str, headers: dict[str, str], authorized: bool,
+               body: object, reply: int | str | None, cue: str | None = None, auth_sha256: str | None = None) -> int:
+        with self._lock:
+            self._seq += 1
+            line = {"seq": self._seq, "time": time.time(), "method": method, "path": path,
+                    "headers": headers, "authorized": authorized, "auth_sha256": auth_sha256, "body": body,
+                    "reply": reply, "cue": cue}
+            self._handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+            self._handle.flush()
+            return self._seq
+
+
+class FakeModelHandler(BaseHTTPRequestHandler):
+    """One request; every reply closes the connection, so there is no keep-alive state to get wrong."""
+
+    # Never name a method ``responses``: it would shadow BaseHTTPRequestHandler.responses (hosts.md §4).
+    protocol_version = "HTTP/1.1"
+    server_version = "cm-fakemodel/1"
+    script: Script
+    log: RequestLog
+    driver: fakepolicy.Driver
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+        pass  # the JSONL request log is the record; stderr stays quiet
+
+    def _headers_for_log(self) -> tuple[dict[str, str], bool]:
+        headers = {k.lower(): v for k, v in self.headers.items() if k.lower() != "authorization"}
+        return headers, "authorization" in {k.lower() for k in self.headers}
+
+    def _auth_hash(self) -> str | None:
+        value = self.headers.get("Authorization")
+        return hashlib.sha256(value.encode()).hexdigest() if value is not None else None
+
+    def _read_body(self) -> object:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length <= 0 or length > MAX_BODY:
+            return None
+        raw = self.rfile.read(length)
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return {"unparsed": raw[:4096].decode("utf-8", "replace")}
+
+    def _send_json(self, status: int, body: object, extra: dict[str, str] | None = None) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Connection", "close")
+        for name, value in (extra or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+        self.close_connection = True
+
+    def _start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
+    def _write_chunk(self, payload: bytes) -> None:
+        self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
+        self.wfile.flush()
+
+    def _stream(self, frames: list[bytes], reply: dict) -> None:
+        """Send SSE frames; ``truncate`` cuts the connection before the last (completion) frames."""
+        self._start_stream()
+        cut = reply.get("truncate") or reply.get("reset")
+        keep = max(1, len(frames) // 2) if cut else len(frames)
+        for index, frame in enumerate(frames[:keep]):
+            self._write_chunk(frame)
+            if index == 0 and reply.get("malformed"):
+                self._write_chunk(b"data: {this is not json\n\n")
+            if index == 0 and reply.get("delay_seconds"):
+                time.sleep(float(reply["delay_seconds"]))
+        if reply.get("reset"):
+            # SO_LINGER 0 makes close() send RST: a provider that answered 200 and then reset.
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+            return
+        if reply.get("truncate") and reply["truncate"] != "clean":
+            # No terminating zero-length chunk: the client sees the body end mid-stream.
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def do_GET(self) -> None:
+        headers, authorized = self._headers_for_log()
+        path = self.path.split("?", 1)[0]
+        self.log.record("GET", self.path, headers, authorized, None, None)
+        if path in ("/v1/models", "/models"):
+            self._send_json(200, {"object": "list", "data": [
+                {"id": "fake-model", "object": "model", "created": 0, "owned_by": "cm-tests"}]})
+        else:
+            self._send_json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+
+    def do_POST(self) -> None:
+        headers, authorized = self._headers_for_log()
+        body = self._read_body()
+        path = self.path.split("?", 1)[0]
+        if path not in ("/v1/responses", "/v1/chat/completions"):
+            self.log.record("POST", self.path, headers, authorized, body, None)
+            self._send_json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+            return
+        reply, index = self.script.take()
+        cue = None
+        if reply.get("policy"):
+            try:
+                reply, cue = self.driver.answer(path, body, reply)
+            except Exception:  # noqa: BLE001 - a broken policy is the test's bug: say so loudly
+                import traceback
+
+                traceback.print_exc()
+                self.log.record("POST", self.path, headers, authorized, body, index, "policy_failed")
+                self._send_json(500, {"error": {"message": "the fake model's policy failed", "type": "server_error"}})
+                return
+        seq = self.log.record("POST", self.path, headers, authorized, body, index, cue, self._auth_hash())
+        if reply.get("header_delay_seconds"):
+            time.sleep(float(reply["header_delay_seconds"]))
+        error = reply.get("error")
+        if error is not None:
+            self._send_json(error["status"], error.get("body", error_body(error["status"])), error.get("headers"))
+            return
+        request = body if isinstance(body, dict) else {}
+        model = request.get("model") if isinstance(request.get("model"), str) else "fake-model"
+        streaming = request.get("stream") is True
+        if path == "/v1/responses":
+            events = responses_events(reply, seq, model, body)
+            if not streaming:
+                self._send_json(200, events[-1]["response"])
+                return
+            frames = [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+        else:
+            if not streaming:
+                self._send_json(200, chat_completion(reply, seq, model, body))
+                return
+            options = request.get("stream_options")
+            include_usage = isinstance(options, dict) and options.get("include_usage") is True
+            chunks = chat_chunks(reply, seq, model, body, include_usage)
+            frames = [f"data: {json.dumps(c)}\n\n".encode() for c in chunks] + [b"data: [DONE]\n\n"]
+        try:
+            self._stream(frames, reply)
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+            pass  # the client went away mid-stream (an interrupted turn): nothing more to send
+
+
+def _write_port(path: str, port: int) -> None:
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="ascii") as handle:
+        handle.write(f"{port}\n")
+    os.replace(tmp, path)
+
+
+def serve(port_file: str, log_path: str, script_path: str | None, lifetime: float,
+          tls: tuple[str, str] | None = None) -> int:
+    """Run until the lifetime ends or a signal arrives; returns the exit status."""
+    raw: object = []
+    if script_path:
+        with open(script_path, encoding="utf-8") as handle:
+            raw = json.load(handle)
+    replies, default, policy = load_full_script(raw)
+    handler = type("Handler", (FakeModelHandler,), {"script": Script(replies, default), "log": RequestLog(log_path),
+                                                    "driver": fakepolicy.Driver(policy)})
+    server = ThreadingHTTPServer((HOST, 0), handler)
+    server.daemon_threads = True
+    if tls is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*tls)
+        # The handshake runs in the handler thread, so a client that rejects the certificate
+        # never blocks the accept loop.
+        server.socket = context.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    _write_port(port_file, server.server_address[1])
+    stop.wait(lifetime)
+    server.shutdown()
+    server.server_close()
+    return 0
+
+
+class FakeModelError(RuntimeError):
+    """The fake server did not start (its stderr tail is in the message)."""
+
+
+class FakeModel:
+    """A running fake server as seen by a test."""
+
+    def __init__(self, process: subprocess.Popen, port: int, log_path: str, scheme: str = "http") -> None:
+        self.process = process
+        self.pid = process.pid
+        self.port = port
+        self.log_path = log_path
+        self.base_url = f"{scheme}://{HOST}:{port}/v1"
+
+    def requests(self) -> list[dict]:
+        """Every request recorded so far, in arrival order."""
+        if not os.path.exists(self.log_path):
+            return []
+        with open(self.log_path, encoding="utf-8") as handle:
+            return [json.loads(line) for line in handle if line.endswith("\n")]
+
+    def model_requests(self) -> list[dict]:
+        """The requests that consumed a scripted reply (model calls)."""
+        return [r for r in self.requests() if r["reply"] is not None]
+
+
+def stop_process(process: subprocess.Popen, grace: float = 3.0) -> None:
+    """Stop one child by its PID: SIGTERM, then SIGKILL after ``grace`` seconds; always reaped."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(grace)
+
+
+@contextmanager
+def running(workdir: str, script: object = None, lifetime_seconds: float = DEFAULT_LIFETIME,
+            start_timeout: float = 10.0, tls: tuple[str, str] | None = None) -> Iterator[FakeModel]:
+    """Start the server in ``workdir`` (script, port file, log, stderr live there) and stop it after."""
+    os.makedirs(workdir, exist_ok=True)
+    port_file = os.path.join(workdir, "fakemodel.port")
+    log_path = os.path.join(workdir, "fakemodel.requests.jsonl")
+    script_path = os.path.join(workdir, "fakemodel.script.json")
+    stderr_path = os.path.join(workdir, "fakemodel.stderr")
+    if os.path.exists(port_file):
+        os.unlink(port_file)
+    load_full_script(script if script is not None else [])  # a bad script fails here, in the test's process
+    with open(script_path, "w", encoding="utf-8") as handle:
+        json.dump(script if script is not None else [], handle)
+    argv = [sys.executable, "-I", "-m", "cmrunner.synthetic.fakemodel", "--port-file", port_file, "--log", log_path,
+            "--script", script_path, "--lifetime-seconds", str(lifetime_seconds)]
+    if tls is not None:
+        argv += ["--tls-cert", tls[0], "--tls-key", tls[1]]
+    with open(stderr_path, "wb") as stderr:
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        deadline = time.monotonic() + start_timeout
+        port = None
+        while port is None:
+            if os.path.exists(port_file):
+                port = int(open(port_file, encoding="ascii").read().strip())
+            elif process.poll() is not None or time.monotonic() > deadline:
+                with open(stderr_path, "rb") as handle:
+                    tail = handle.read()[-2000:].decode("utf-8", "replace")
+                raise FakeModelError(f"the fake model server did not start (exit {process.poll()}): {tail}")
+            else:
+                time.sleep(0.01)
+        yield FakeModel(process, port, log_path, "https" if tls else "http")
+    finally:
+        stop_process(process)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="cm's fake OpenAI-compatible model server (127.0.0.1 only)")
+    parser.add_argument("--port-file", required=True)
+    parser.add_argument("--log", required=True)
+    parser.add_argument("--script")
+    parser.add_argument("--lifetime-seconds", type=float, default=DEFAULT_LIFETIME)
+    parser.add_argument("--tls-cert", help="serve HTTPS with this PEM certificate chain")
+    parser.add_argument("--tls-key", help="the certificate's PEM private key")
+    args = parser.parse_args(argv)
+    if args.lifetime_seconds <= 0:
+        parser.error("--lifetime-seconds must be positive")
+    if (args.tls_cert is None) != (args.tls_key is None):
+        parser.error("--tls-cert and --tls-key go together")
+    tls = (args.tls_cert, args.tls_key) if args.tls_cert else None
+    try:
+        return serve(args.port_file, args.log, args.script, args.lifetime_seconds, tls)
+    except (OSError, ValueError) as exc:
+        print(f"fakemodel: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,296 @@
+"""The fake model's "diligent model" mode: drive cm's real Memory Agent tools from the conversation.
+
+Contract:
+- ``view(path, body)`` reads one request of either protocol (Responses ``input`` items or Chat
+  ``messages``) and rebuilds what the model has seen: the task (the first user message that parses
+  as a ``memory_task_v1``), every tool call with its arguments and its result, in order.
+- ``next_calls(view, batch)`` is what a diligent model does next: ``inspect_ingest`` every bundle
+  (following manifest pages), ``read_ingest`` every block from offset 0 following ``next`` until
+  it is null, the ``inspect_memory`` manifest, then every non-empty document page by page; an empty
+  list means everything has been read. With ``batch`` every independent next call is returned at
+  once (several calls in one turn), else only the first.
+- ``decide(view, policy)`` builds the ``submit_memory_decision`` arguments from a policy: a
+  callable ``policy(state) -> body | [decisions]`` given ``{task, sources, documents, rejections,
+  submissions}`` (sources carry the reassembled text). Built-ins: ``remember_user_turns`` (each
+  current user turn becomes its own section in profile, or in the project's document),
+  ``ignore``, and ``invalid_then_remember`` (first a wrong ``request_id``, then the real decision).
+  ``load_policy("file.py:function" | "package.module:function" | builtin)`` resolves one.
+- ``Driver`` turns a ``{"policy": true}`` reply into the next concrete reply for the server,
+  applying the script's ``inject`` cues (see ``fakemodel``) under a lock.
+Stdlib only: it runs inside the fake server process.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import threading
+from collections.abc import Callable
+
+Policy = Callable[[dict], object]
+SUBMIT = "submit_memory_decision"
+
+
+def _parse(text: object) -> object:
+    if not isinstance(text, str):
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _content_text(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+class View:
+    """What the model has seen so far in one request."""
+
+    def __init__(self) -> None:
+        self.task: dict | None = None
+        self.calls: list[dict] = []  # {id, name, args, result}
+
+    def results(self, name: str) -> list[tuple[dict, dict]]:
+        """(args, result) of successful calls of one tool, in order."""
+        return [(c["args"], c["result"]) for c in self.calls
+                if c["name"] == name and isinstance(c["args"], dict) and isinstance(c["result"], dict)
+                and "error" not in c["result"]]
+
+    @property
+    def submissions(self) -> list[dict]:
+        return [c["result"] for c in self.calls if c["name"] == SUBMIT and isinstance(c["result"], dict)]
+
+    @property
+    def submitted(self) -> bool:
+        return any(r.get("submitted") is True for r in self.submissions)
+
+
+def view(path: str, body: object) -> View:
+    seen = View()
+    by_id: dict[str, dict] = {}
+
+    def user(text: str) -> None:
+        parsed = _parse(text)
+        if seen.task is None and isinstance(parsed, dict) and parsed.get("version") == "memory_task_v1":
+            seen.task = parsed
+
+    def call(call_id: object, name: object, arguments: object) -> None:
+        entry = {"id": str(call_id), "name": name, "args": _parse(arguments), "result": None}
+        seen.calls.append(entry)
+        by_id[str(call_id)] = entry
+
+    def result(call_id: object, output: object) -> None:
+        entry = by_id.get(str(call_id))
+        if entry is not None:
+            entry["result"] = _parse(output)
+
+    request = body if isinstance(body, dict) else {}
+    if path.endswith("/responses"):
+        for item in request.get("input") or []:
+            if not isinstance(item, dict):
+                continue
+            if item.get("type") == "function_call":
+                call(item.get("call_id"), item.get("name"), item.get("arguments"))
+            elif item.get("type") == "function_call_output":
+                result(item.get("call_id"), item.get("output"))
+            elif item.get("role") == "user":
+                user(_content_text(item.get("content")))
+    else:
+        for message in request.get("messages") or []:
+            if not isinstance(message, dict):
+                continue
+            if message.get("role") == "user":
+                user(_content_text(message.get("content")))
+            elif message.get("role") == "assistant":
+                for tc in message.get("tool_calls") or []:
+                    function = tc.get("function") or {}
+                    call(tc.get("id"), function.get("name"), function.get("arguments"))
+            elif message.get("role") == "tool":
+                result(message.get("tool_call_id"), _content_text(message.get("content")))
+    return seen
+
+
+def _pages(results: list[tuple[dict, dict]], match: Callable[[dict], bool]) -> list[dict]:
+    return sorted((r for a, r in results if match(a)), key=lambda r: r.get("offset") or 0)
+
+
+def _next_offset(pages: list[dict]) -> int | None:
+    """Where reading continues: 0 before any page, the last page's ``next``, or None at the end."""
+    if not pages:
+        return 0
+    return pages[-1].get("next")
+
+
+def next_calls(seen: View, batch: bool = False) -> list[tuple[str, dict]]:
+    task = seen.task or {}
+    calls: list[tuple[str, dict]] = []
+    manifests = seen.results("inspect_ingest")
+    reads = seen.results("read_ingest")
+    for bundle in task.get("bundles") or []:
+        handle = bundle["ingest_id"]
+        pages = _pages(manifests, lambda a, h=handle: a.get("handle") == h)
+        offset = _next_offset(pages)
+        if offset is not None:
+            calls.append(("inspect_ingest", {"handle": handle, "offset": offset}))
+        for page in pages:
+            for block in page.get("blocks") or []:
+                bid = block["block_id"]
+                at = _next_offset(_pages(reads, lambda a, h=handle, b=bid: a.get("handle") == h and a.get("block") == b))
+                if at is not None:
+                    calls.append(("read_ingest", {"handle": handle, "block": bid, "offset": at}))
+    snapshot = (task.get("snapshot") or {}).get("handle")
+    memory = seen.results("inspect_memory")
+    manifest = next((r for a, r in memory if a.get("target") is None and "documents" in r), None)
+    if snapshot and manifest is None:
+        calls.append(("inspect_memory", {"handle": snapshot, "target": None, "offset": 0}))
+    for doc in (manifest or {}).get("documents") or []:
+        if doc.get("bytes", 0) == 0:
+            continue
+        at = _next_offset(_pages(memory, lambda a, t=doc["target"]: a.get("target") == t))
+        if at is not None:
+            calls.append(("inspect_memory", {"handle": snapshot, "target": doc["target"], "offset": at}))
+    return calls if batch else calls[:1]
+
+
+def policy_state(seen: View) -> dict:
+    """What a policy decides from: the task, reassembled sources and documents, earlier rejections."""
+    reads = seen.results("read_ingest")
+    sources = []
+    for _args, page in seen.results("inspect_ingest"):
+        for block in page.get("blocks") or []:
+            texts = _pages(reads, lambda a, h=page["handle"], b=block["block_id"]: a.get("handle") == h and a.get("block") == b)
+            sources.append({"handle": page["handle"], "block": block["block_id"], "evidence_ref": block.get("evidence_ref"),
+                            "context_only": block.get("context_only", False), "metadata": block.get("metadata") or {},
+                            "text": "".join(p.get("text", "") for p in texts)})
+    memory = seen.results("inspect_memory")
+    manifest = next((r for a, r in memory if a.get("target") is None and "documents" in r), {"documents": []})
+    documents = {}
+    for doc in manifest["documents"]:
+        pages = _pages(memory, lambda a, t=doc["target"]: a.get("target") == t)
+        documents[doc["target"]] = {**doc, "text": "".join(p.get("text", "") for p in pages)}
+    rejections = [r for r in seen.submissions if "error" in r]
+    return {"task": seen.task, "sources": sources, "documents": documents, "rejections": rejections,
+            "submissions": len(seen.submissions)}
+
+
+def _escape_headings(text: str) -> str:
+    lines = [("\\" + line) if line.lstrip().startswith("#") else line for line in text.strip().splitlines()]
+    return "\n".join(lines) + "\n"
+
+
+def remember_user_turns(state: dict) -> object:
+    current = [s for s in state["sources"] if not s["context_only"] and s["evidence_ref"]]
+    scope = (state["task"]["bundles"] or [{}])[0].get("scope", "global")
+    target = "profile" if scope == "global" else scope
+    existing = {s["title"]: s["ref"] for s in state["documents"].get(target, {}).get("sections", [])}
+    ops = []
+    for source in current:
+        if source["metadata"].get("role") != "user" or not source["text"].strip():
+            continue
+        title = f"User turn {source['evidence_ref'][3:]}"
+        ops.append({"op": "put_section", "target": target, "section": existing.get(title), "title": title,
+                    "body": _escape_headings(source["text"])})
+    evidence = [s["evidence_ref"] for s in current]
+    if not ops:
+        return ignore(state)
+    return [{"kind": "retain", "applicability": "global" if scope == "global" else "project", "confidence": 0.9,
+             "evidence": evidence, "reason": "the user stated it", "admission": "remember", "lifetime": "stable",
+             "operations": ops}]
+
+
+def ignore(state: dict) -> object:
+    evidence = [s["evidence_ref"] for s in state["sources"] if not s["context_only"] and s["evidence_ref"]]
+    return [{"kind": "ignore", "applicability": "uncertain", "confidence": 1, "evidence": evidence,
+             "reason": "nothing worth keeping"}]
+
+
+def invalid_then_remember(state: dict) -> object:
+    decisions = remember_user_turns(state)
+    body = {"version": "memory_maintenance_v2", "request_id": state["task"]["request_id"], "decisions": decisions}
+    if not state["rejections"]:
+        body["request_id"] = "not-the-request-id"
+    return body
+
+
+BUILTINS: dict[str, Policy] = {"remember_user_turns": remember_user_turns, "ignore": ignore,
+                               "invalid_then_remember": invalid_then_remember}
+
+
+def load_policy(spec: str) -> Policy:
+    """A built-in name, ``/path/file.py:function`` or ``package.module:function``."""
+    if spec in BUILTINS:
+        return BUILTINS[spec]
+    where, sep, name = spec.rpartition(":")
+    if not sep or not where or not name:
+        raise ValueError(f"policy {spec!r} is not a built-in ({', '.join(BUILTINS)}) or module:function")
+    if where.endswith(".py"):
+        module_spec = importlib.util.spec_from_file_location("fakemodel_policy", where)
+        if module_spec is None or module_spec.loader is None:
+            raise ValueError(f"policy file {where!r} cannot be loaded")
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(where)
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise ValueError(f"policy {spec!r} names no function")
+    return function
+
+
+def decide(seen: View, policy: Policy) -> dict:
+    """The submission body a policy produces for this conversation."""
+    state = policy_state(seen)
+    produced = policy(state)
+    if isinstance(produced, list):
+        produced = {"version": "memory_maintenance_v2", "request_id": state["task"]["request_id"], "decisions": produced}
+    if not isinstance(produced, dict):
+        raise ValueError("a policy must return a submission body or a list of decisions")
+    return produced
+
+
+class Driver:
+    """Turns ``{"policy": true}`` replies into the diligent model's next answer (thread-safe)."""
+
+    def __init__(self, settings: dict | None) -> None:
+        self.settings = settings
+        self.policy = load_policy(settings["spec"]) if settings else None
+        self._inject = {cue: list(items) for cue, items in (settings or {}).get("inject", {}).items()}
+        self._first = True
+        self._lock = threading.Lock()
+
+    def answer(self, path: str, body: object, reply: dict) -> tuple[dict, str | None]:
+        """The concrete reply for a policy step, and the cue it answered."""
+        if self.policy is None:
+            raise ValueError("a reply asks for the policy but the script has none")
+        seen = view(path, body)
+        calls = next_calls(seen, self.settings["batch"])
+        cue = "done" if seen.submitted else (calls[0][0] if calls else SUBMIT)
+        with self._lock:
+            cues = (["first"] if self._first else []) + [cue] + (["submit"] if cue == SUBMIT else [])
+            self._first = False
+            for name in cues:
+                queue = self._inject.get(name)
+                if queue:
+                    injected = queue.pop(0)
+                    if not injected.get("policy"):
+                        return injected, name
+                    reply = injected
+                    break
+        modifiers = {k: v for k, v in reply.items() if k not in ("policy", "duplicate", "tool_calls", "text")}
+        if cue == "done":
+            return {"text": "The decision was submitted.", **modifiers}, cue
+        if not calls:
+            calls = [(SUBMIT, decide(seen, self.policy))]
+        tool_calls = [{"name": name, "arguments": args} for name, args in calls]
+        if reply.get("duplicate"):
+            tool_calls = [c for c in tool_calls for _ in range(2)]
+        answer = {"tool_calls": tool_calls, **modifiers}
+        if "text" in reply:
+            answer["text"] = reply["text"]
+        return answer, cue
