@@ -1,10 +1,15 @@
-"""``cm demo``: a capture round trip on a fresh temporary home.
+"""``cm demo``: the whole loop on a fresh temporary home, against a clearly labelled synthetic model.
 
-It writes a capture-only configuration, registers a project, writes a small Codex-shaped
-transcript, fires SessionStart → UserPromptSubmit → Stop → SessionEnd through the real
-``cm hook codex`` entry as subprocesses (the host identity is passed explicitly, as a bridge
-would), waits for the detached drain to finish, and reports what the session cache holds. It
-never touches the user's own home.
+It starts the synthetic model (``cmrunner.synthetic.fakemodel``, 127.0.0.1 only, bounded
+lifetime) in its "diligent model" mode, writes a configuration that points at it (a throwaway key
+that is not a secret), then plays a short Codex session through the real ``cm hook codex`` entry
+as subprocesses: SessionStart, two prompts each with their Stop, SessionEnd. The hooks spawn the
+real detached drain, which consumes the inbox, seals the session's batch, runs the real Memory
+Agent over the Responses protocol against the synthetic model and commits. The demo then prints
+the resulting Markdown, what ``cm show`` gives consumers, and the receipt — and plays a second
+session to show its SessionStart injection carrying the new memory.
+
+It never touches an existing home (a new temporary folder, removed at the end unless ``keep``).
 """
 
 from __future__ import annotations
@@ -12,83 +17,128 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
 
-from cmrunner import config as config_mod, projects, status as status_mod
+from cmrunner import config as config_mod, envfile, status as status_mod
 from cmrunner.home import DataPaths
+from cmrunner.synthetic import fakemodel
 
-SESSION = "01demo00-0000-7000-8000-000000000001"
-TURN = "01demo00-0000-7000-8000-0000000000t1"
+PROMPTS = ("I prefer tabs over spaces in Go code.", "My main project is a small Rust CLI called tidewatch.")
+STAMP = "2026-11-30T00:00:00.000Z"
+KEY_NAME = "COMMON_MEMORY_API_KEY"
 
 
 def _line(record: dict) -> str:
-    return json.dumps({"timestamp": "2026-11-30T00:00:00.000Z", **record}, separators=(",", ":")) + "\n"
+    return json.dumps({"timestamp": STAMP, **record}, separators=(",", ":")) + "\n"
 
 
-def _hook(home: str, event: dict, env: dict[str, str]) -> tuple[int, str, str]:
-    done = subprocess.run(
-        [sys.executable, "-I", "-m", "cmrunner", "hook", "codex", "--home", home],
-        input=json.dumps(event).encode(), capture_output=True, env=env, timeout=30,
-    )
-    return done.returncode, done.stdout.decode(), done.stderr.decode()
+class _Session:
+    """A Codex-shaped session: a transcript file and the hook events Codex would send."""
+
+    def __init__(self, root: str, name: str, home: str, work: str) -> None:
+        self.path = os.path.join(root, f"rollout-{name}.jsonl")
+        self.name, self.home, self.work = name, home, work
+        self.env = dict(os.environ, COMMON_MEMORY_HOST_INSTANCE=f"demo:{name}")
+        with open(self.path, "w", encoding="utf-8") as handle:
+            handle.write(_line({"type": "session_meta", "payload": {"id": name, "cli_version": "0.169.0"}}))
+
+    def write(self, *records: dict) -> None:
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.writelines(_line(record) for record in records)
+
+    def hook(self, name: str, **fields: object) -> tuple[int, dict, float]:
+        event = {"session_id": self.name, "transcript_path": self.path, "cwd": self.work, "hook_event_name": name,
+                 **fields}
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-I", "-m", "cmrunner", "hook", "codex", "--home", self.home],
+                              input=json.dumps(event).encode(), capture_output=True, env=self.env, timeout=30)
+        elapsed = (time.perf_counter() - started) * 1000
+        out = json.loads(done.stdout) if done.returncode == 0 and done.stdout.strip() else {}
+        return done.returncode, out, elapsed
+
+    def turn(self, n: int, prompt: str) -> Iterator[str]:
+        turn = f"{self.name}-turn-{n}"
+        self.write({"type": "event_msg", "payload": {"type": "task_started", "turn_id": turn}})
+        code, _, ms = self.hook("UserPromptSubmit", turn_id=turn, prompt=prompt)
+        yield f"  UserPromptSubmit  exit {code}, {ms:5.1f} ms   you: {prompt}"
+        self.write(
+            {"type": "event_msg", "payload": {"type": "item_completed", "turn_id": turn, "item": {
+                "type": "UserMessage", "id": f"u{n}", "content": [{"type": "text", "text": prompt}]}}},
+            {"type": "event_msg", "payload": {"type": "item_completed", "turn_id": turn, "item": {
+                "type": "AgentMessage", "id": f"a{n}", "content": [{"type": "Text", "text": "Noted."}]}}},
+            {"type": "event_msg", "payload": {"type": "task_complete", "turn_id": turn}},
+        )
+        code, _, ms = self.hook("Stop", turn_id=turn)
+        yield f"  Stop              exit {code}, {ms:5.1f} ms"
+
+
+def _wait_for_drain(home: str, seconds: float = 60) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        report = status_mod.gather(home)
+        if not report["drain"]["alive"] and not report["inbox"]["codex"] \
+                and not report["observations"].get("pending") and not report["observations"].get("claimed"):
+            return True
+        time.sleep(0.1)
+    return False
 
 
 def run(keep: bool = False) -> Iterator[str]:
+    started = time.perf_counter()
     root = tempfile.mkdtemp(prefix="cm-demo-")
-    home = os.path.join(root, "home")
-    work = os.path.join(root, "work")
+    home, work = os.path.join(root, "home"), os.path.join(root, "work")
     os.mkdir(work)
     try:
-        data = config_mod.default_config(home)
-        config_mod.save(home, data)
-        paths = DataPaths(data["dataRoot"])
-        project = projects.register(paths, work, "Demo project")
-        yield f"home:        {home} (capture-only configuration: no model)"
-        yield f"project:     {project.id} -> {work}"
-        transcript = os.path.join(root, "rollout-demo.jsonl")
-        with open(transcript, "w", encoding="utf-8") as handle:
-            handle.write(_line({"type": "session_meta", "payload": {"id": SESSION, "cli_version": "0.169.0"}}))
-        env = dict(os.environ, COMMON_MEMORY_HOST_INSTANCE="demo:host:1")
-        common = {"session_id": SESSION, "transcript_path": transcript, "cwd": work}
-        steps: list[tuple[dict, list[dict]]] = [
-            ({**common, "hook_event_name": "SessionStart", "source": "startup"}, []),
-            ({**common, "hook_event_name": "UserPromptSubmit", "turn_id": TURN,
-              "prompt": "I prefer tabs over spaces in Go code."},
-             [{"type": "event_msg", "payload": {"type": "task_started", "turn_id": TURN}},
-              {"type": "event_msg", "payload": {"type": "item_completed", "turn_id": TURN, "item": {
-                  "type": "UserMessage", "content": [{"type": "text", "text": "I prefer tabs over spaces in Go code."}]}}}]),
-            ({**common, "hook_event_name": "Stop", "turn_id": TURN},
-             [{"type": "event_msg", "payload": {"type": "task_complete", "turn_id": TURN}}]),
-            ({**common, "hook_event_name": "SessionEnd", "reason": "other"}, []),
-        ]
-        for event, lines in steps:
-            with open(transcript, "a", encoding="utf-8") as handle:
-                handle.writelines(_line(record) for record in lines)
-            started = time.perf_counter()
-            code, out, err = _hook(home, event, env)
-            elapsed = (time.perf_counter() - started) * 1000
-            answer = "context injected" if "additionalContext" in out else out.strip() or "(no output)"
-            yield f"hook {event['hook_event_name']:<17} exit {code} in {elapsed:5.1f} ms: {answer}{err.strip()}"
-        deadline = time.monotonic() + 15
-        while status_mod.gather(home)["drain"]["alive"] and time.monotonic() < deadline:
-            time.sleep(0.05)
-        report = status_mod.gather(home)
-        yield f"drain:       {'still running' if report['drain']['alive'] else 'ran and exited'}"
-        conn = sqlite3.connect(f"file:{paths.db}?mode=ro", uri=True)
-        try:
-            for text, state, batch in conn.execute("SELECT text, state, batch_id FROM observations ORDER BY id"):
-                sealed = "sealed into a batch" if batch else "not sealed"
-                yield f"captured:    {text!r} ({state}, {sealed})"
-            left = conn.execute("SELECT COUNT(*) FROM codex_inbox").fetchone()[0]
-            yield f"inbox:       {left} rows left unconsumed"
-        finally:
-            conn.close()
-        yield "next:        with a model configured, the drain's Writer turns the sealed batch into Markdown"
+        with fakemodel.running(os.path.join(root, "synthetic-model"), {"policy": "remember_user_turns"}) as model:
+            data = config_mod.default_config(home)
+            data["remote"] = {"provider": "openai-compatible", "baseUrl": model.base_url,
+                              "model": "synthetic-demo-model", "apiKeyEnv": KEY_NAME, "apiKeySource": "private-env",
+                              "api": "responses", "proxy": {"mode": "direct"}}
+            config_mod.save(home, data)
+            envfile.update(home, {KEY_NAME: "demo-key-not-a-secret"})
+            paths = DataPaths(data["dataRoot"])
+            yield f"home:        {home} (temporary; your own home is never touched)"
+            yield f"model:       SYNTHETIC — cm's own fake model at {model.base_url} (no network, no key)"
+            yield "session 1:   a Codex session, played through the real `cm hook codex`"
+            first = _Session(root, "demo-1", home, work)
+            code, _, ms = first.hook("SessionStart", source="startup")
+            yield f"  SessionStart      exit {code}, {ms:5.1f} ms   (memory is empty so far)"
+            for n, prompt in enumerate(PROMPTS, start=1):
+                yield from first.turn(n, prompt)
+            code, _, ms = first.hook("SessionEnd", reason="other")
+            yield f"  SessionEnd        exit {code}, {ms:5.1f} ms   (a real end seals the session's batch)"
+            settled = _wait_for_drain(home)
+            yield f"drain:       {'consumed the inbox, ran the Memory Agent and committed' if settled else 'STILL BUSY after 60 s'}"
+            calls = len(model.model_requests())
+            yield f"             the Memory Agent made {calls} model requests (reading through cm's tools, then one decision)"
+            yield ""
+            for target in ("profile", "preferences"):
+                path = paths.document(target)
+                if os.path.exists(path):
+                    yield f"----- {path}"
+                    yield open(path, encoding="utf-8").read().rstrip("\n")
+            yield ""
+            show = subprocess.run([sys.executable, "-I", "-m", "cmrunner", "--home", home, "show", "--plain"],
+                                  capture_output=True, text=True, timeout=60)
+            yield "----- cm show --plain (exactly what consumers receive)"
+            yield show.stdout.rstrip("\n")
+            yield ""
+            receipts = sorted(os.listdir(paths.receipts)) if os.path.isdir(paths.receipts) else []
+            for name in receipts:
+                yield f"----- receipt {name} (ids and hashes only)"
+                yield json.dumps(json.load(open(os.path.join(paths.receipts, name))), indent=2)
+            yield ""
+            second = _Session(root, "demo-2", home, work)
+            code, out, ms = second.hook("SessionStart", source="startup")
+            block = out.get("hookSpecificOutput", {}).get("additionalContext", "")
+            carried = all(prompt in block for prompt in PROMPTS)
+            yield (f"session 2:   SessionStart exit {code}, {ms:.1f} ms — its injected memory "
+                   f"{'carries what session 1 said' if carried else 'does NOT carry session 1'}")
+        yield f"total:       {time.perf_counter() - started:.1f} s"
     finally:
         if keep:
             yield f"kept:        {root}"
