@@ -125,3 +125,26 @@ def test_an_interrupted_turn_is_not_evidence(codex, home, tmp_path):
     rows = db_rows(home, "SELECT text, state, issue FROM observations")
     assert rows == [("Please remember I like tea.", "quarantined", "INTERRUPTED_TURN")]
     assert batches(home) == []
+
+
+def test_full_loop_what_one_codex_session_says_the_next_one_knows(codex, home, tmp_path):
+    """Codex → hooks → drain → Memory Agent (synthetic model, Responses) → Markdown → next SessionStart."""
+    from agent_support import configure_remote
+
+    with fakemodel.running(str(tmp_path / "agent-model"), {"policy": "remember_user_turns"}) as agent_model, \
+            fakemodel.running(str(tmp_path / "codex-model"), {"replies": [], "default": {"text": "Noted."}}) as fake:
+        configure_remote(home, agent_model.base_url)
+        setup = CodexSetup(codex, home, tmp_path, fake)
+        setup.exec("Remember that my cat is called Miso-3357.")
+        deadline = time.monotonic() + 60
+        profile = Path(home) / "data" / "memory" / "profile.md"
+        while not (profile.exists() and "Miso-3357" in profile.read_text()):
+            assert time.monotonic() < deadline, "the drain did not commit the session's memory"
+            time.sleep(0.1)
+        assert any(r["body"] and "submit_memory_decision" in json.dumps(r["body"]) for r in agent_model.model_requests())
+        before = len(fake.model_requests())
+        setup.exec("What is my cat called?")
+        first_of_second = fake.model_requests()[before]["body"]
+        developer = json.dumps([i for i in first_of_second["input"] if i.get("role") == "developer"])
+        assert "Miso-3357" in developer
+        settle(home)  # while the synthetic model is still up: the second session is work too

@@ -155,3 +155,32 @@ def test_fork_and_new_session_keep_batches_per_session(pi, home, tmp_path):
     # Only the session alive at quit is sealed; the others keep their cache for a later real exit.
     sealed = db_rows(home, "SELECT text FROM observations WHERE batch_id IS NOT NULL")
     assert sealed == [("Fact said in a brand new session.",)]
+
+
+def test_full_loop_what_one_pi_session_says_the_next_system_prompt_carries(pi, home, tmp_path):
+    """Pi → bridge → cm capture → drain → Memory Agent (synthetic model, Chat) → Markdown → next Pi."""
+    from agent_support import configure_remote
+
+    with fakemodel.running(str(tmp_path / "agent-model"), {"policy": "remember_user_turns"}) as agent_model, \
+            fakemodel.running(str(tmp_path / "pi-model"), {"replies": [], "default": {"text": "Noted."}}) as fake:
+        configure_remote(home, agent_model.base_url, api="chat_completions")
+        rpc = PiRpc(pi, home, tmp_path, fake.base_url)
+        try:
+            rpc.prompt("My favourite tea is genmaicha-8812.")
+        finally:
+            rpc.quit()
+        deadline = time.monotonic() + 60
+        profile = Path(home) / "data" / "memory" / "profile.md"
+        while not (profile.exists() and "genmaicha-8812" in profile.read_text()):
+            assert time.monotonic() < deadline, "the drain did not commit the Pi session's memory"
+            time.sleep(0.1)
+        assert any("/chat/completions" in r["path"] for r in agent_model.model_requests())
+        before = len(fake.model_requests())
+        second = PiRpc(pi, home, tmp_path, fake.base_url)
+        try:
+            second.prompt("Which tea do I like?")
+        finally:
+            second.quit()
+        system = [m for m in fake.model_requests()[before]["body"]["messages"] if m["role"] == "system"]
+        assert "genmaicha-8812" in json.dumps(system)
+        settle(home)  # while the synthetic model is still up: the second session is work too
