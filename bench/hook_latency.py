@@ -2,7 +2,8 @@
 
 Method: a fresh temporary home with a capture-only configuration and one activated session. Each
 round appends one 4 KiB transcript record, then runs, alternating so both see the same machine
-state: (1) the real `cm` console script with a UserPromptSubmit event on stdin, and (2) the floor,
+state: (1) the real `cm` console script with a UserPromptSubmit event on stdin, (1b) the same through
+`python -I -m cmrunner` (what `cm codex-config` pins), and (2) the floor,
 `python -I -S -c …` that imports sqlite3, commits one row in WAL + synchronous=FULL, spawns a
 detached child (`python -S -c pass`, new session, stdio on /dev/null) and exits. Wall time is from
 spawn until exit with stdout at EOF (what Codex waits for). Drains spawned by hooks run as in
@@ -58,6 +59,7 @@ def main() -> None:
         conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, body TEXT)")
         conn.close()
         hook_ms: list[float] = []
+        module_ms: list[float] = []
         floor_ms: list[float] = []
         filler = "x" * 4000
         for n in range(args.runs):
@@ -71,18 +73,27 @@ def main() -> None:
             ms, code = timed_run([CM, "hook", "codex", "--home", home], json.dumps(prompt).encode(), env)
             assert code == 0, "hook failed"
             hook_ms.append(ms)
+            # The form `cm codex-config` pins into Codex's profile: the interpreter with -I -m.
+            with open(transcript, "a") as handle:
+                handle.write(line + "\n")
+            prompt = dict(prompt, turn_id=f"m{n}")
+            ms, code = timed_run([sys.executable, "-I", "-m", "cmrunner", "hook", "codex", "--home", home],
+                                 json.dumps(prompt).encode(), env)
+            assert code == 0, "hook failed"
+            module_ms.append(ms)
             ms, code = timed_run([sys.executable, "-I", "-S", "-c", FLOOR, floor_db, "x" * 70, sys.executable], b"", {})
             assert code == 0, "floor failed"
             floor_ms.append(ms)
         wait_no_drain(home)
-        hook, floor = summary(hook_ms), summary(floor_ms)
+        hook, module, floor = summary(hook_ms), summary(module_ms), summary(floor_ms)
         ratio = hook["p95"] / floor["p95"]
         body = "\n".join([
             f"Machine: {machine()}; {args.runs} alternating runs of each.",
             "",
             "| command | median (ms) | p95 (ms) | max (ms) |",
             "|---|---:|---:|---:|",
-            f"| `cm hook codex` UserPromptSubmit, 4 KiB tail | {hook['median']:.1f} | {hook['p95']:.1f} | {hook['max']:.1f} |",
+            f"| `cm hook codex` UserPromptSubmit, 4 KiB tail (console script) | {hook['median']:.1f} | {hook['p95']:.1f} | {hook['max']:.1f} |",
+            f"| `python -I -m cmrunner hook codex` (the form `cm codex-config` pins) | {module['median']:.1f} | {module['p95']:.1f} | {module['max']:.1f} |",
             f"| floor: `python -I -S`, sqlite3, one WAL+FULL commit, detached spawn | {floor['median']:.1f} | {floor['p95']:.1f} | {floor['max']:.1f} |",
             "",
             f"p95 ratio hook / floor: **{ratio:.2f}×** (target ≤ 2×); hook p95 target ≤ 60 ms: "
