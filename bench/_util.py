@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import re
@@ -46,6 +47,18 @@ def machine() -> str:
         pass
     return (f"{os.cpu_count()} cores ({cpu}), Linux {platform.release()}, Python {platform.python_version()}, "
             f"measured {time.strftime('%Y-%m-%d')}")
+
+
+STAMP = "2026-11-30T00:00:00.000Z"
+
+
+def rollout_line(record: dict) -> str:
+    """One Codex rollout line as Codex 0.169 writes it (every row carries a UTC timestamp)."""
+    return json.dumps({"timestamp": STAMP, **record})
+
+
+def session_meta(session: str) -> str:
+    return rollout_line({"type": "session_meta", "payload": {"id": session, "cli_version": "0.169.0"}})
 
 
 FAILURES: list[str] = []

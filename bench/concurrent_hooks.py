@@ -21,7 +21,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import CM, FAILURES, drain_pids, machine, summary, timed_run, wait_no_drain, write_section  # noqa: E402
+from _util import CM, FAILURES, drain_pids, rollout_line, session_meta, machine, summary, timed_run, wait_no_drain, write_section  # noqa: E402
 
 SESSIONS = 8
 EVENTS = 8
@@ -33,11 +33,11 @@ def _session_events(s: int, path: str, work: str) -> list[tuple[dict, list[dict]
     events: list[tuple[dict, list[dict]]] = [(dict(base, hook_event_name="SessionStart", source="startup"), [])]
     for turn in ("t1", "t2"):
         user = {"type": "event_msg", "payload": {"type": "item_completed", "turn_id": turn, "item": {
-            "type": "UserMessage", "content": [{"type": "text", "text": f"session {s} {turn}"}]}}}
+            "type": "UserMessage", "id": f"u-{turn}", "content": [{"type": "text", "text": f"session {s} {turn}"}]}}}
         events.append((dict(base, hook_event_name="UserPromptSubmit", turn_id=turn, prompt=f"session {s} {turn}"),
                        [{"type": "event_msg", "payload": {"type": "task_started", "turn_id": turn}}, user]))
         events.append((dict(base, hook_event_name="PostToolUse", turn_id=turn, tool_name="Bash"),
-                       [{"type": "response_item", "payload": {"type": "function_call_output", "output": "ok"}}]))
+                       [{"type": "response_item", "payload": {"type": "function_call_output", "call_id": f"c-{turn}", "output": "ok"}}]))
         events.append((dict(base, hook_event_name="Stop", turn_id=turn),
                        [{"type": "event_msg", "payload": {"type": "task_complete", "turn_id": turn}}]))
     events.append((dict(base, hook_event_name="SessionEnd", reason="other"), []))
@@ -56,7 +56,7 @@ def one_round(root: str, burst: bool) -> dict:
     for s in range(SESSIONS):
         path = os.path.join(root, f"rollout-{s}.jsonl")
         with open(path, "w") as handle:
-            handle.write(json.dumps({"type": "session_meta", "payload": {"id": f"s{s}"}}) + "\n")
+            handle.write(session_meta(f"s{s}") + "\n")
         paths.append(path)
     most, seen, stop = [0], set(), threading.Event()
 
@@ -85,7 +85,7 @@ def one_round(root: str, burst: bool) -> dict:
         def run_session(s: int) -> None:
             for payload, records in _session_events(s, paths[s], work):
                 with open(paths[s], "a") as handle:
-                    handle.writelines(json.dumps(r) + "\n" for r in records)
+                    handle.writelines(rollout_line(r) + "\n" for r in records)
                 fire(payload)
 
         threads = [threading.Thread(target=run_session, args=(s,)) for s in range(SESSIONS)]
@@ -96,7 +96,7 @@ def one_round(root: str, burst: bool) -> dict:
             assert timed_run([CM, "hook", "codex", "--home", home], json.dumps(start).encode(), env)[1] == 0
             with open(paths[s], "a") as handle:
                 for e in range(EVENTS):
-                    handle.write(json.dumps({"type": "event_msg", "payload": {"type": "task_started", "turn_id": f"t{e}"}}) + "\n")
+                    handle.write(rollout_line({"type": "event_msg", "payload": {"type": "task_started", "turn_id": f"t{e}"}}) + "\n")
         wait_no_drain(home)
         sampler.start()
         threads = [threading.Thread(target=fire, args=({"session_id": f"s{s}", "transcript_path": paths[s], "cwd": work,
@@ -111,12 +111,12 @@ def one_round(root: str, burst: bool) -> dict:
     stop.set()
     sampler.join()
     db = sqlite3.connect(os.path.join(home, "data", "runtime.sqlite"))
+    # Admission records outlive consumption (the drain deletes consumed inbox rows meanwhile).
     candidates = db.execute("SELECT COUNT(*) FROM codex_candidates").fetchone()[0]
-    prompt_rows = db.execute("SELECT COUNT(*) FROM codex_inbox WHERE event = 'UserPromptSubmit'").fetchone()[0]
-    all_rows = db.execute("SELECT COUNT(*) FROM codex_inbox").fetchone()[0]
+    admitted = db.execute("SELECT COUNT(*) FROM admitted_events").fetchone()[0]
     db.close()
-    expected_rows = SESSIONS * EVENTS
-    lost = (expected_prompts - min(candidates, prompt_rows)) + (0 if burst else expected_rows - all_rows)
+    expected_events = SESSIONS * EVENTS + (SESSIONS if burst else 0)  # burst mode activates first
+    lost = (expected_prompts - candidates) + (expected_events - admitted)
     return {"walls": walls, "failures": failures[0], "lost": lost, "max_drains": most[0], "drains_spawned": len(seen)}
 
 

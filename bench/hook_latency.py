@@ -21,7 +21,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import CM, machine, summary, timed_run, wait_no_drain, write_section  # noqa: E402
+from _util import CM, machine, rollout_line, session_meta, summary, timed_run, wait_no_drain, write_section  # noqa: E402
 
 FLOOR = """
 import os, sqlite3, sys
@@ -48,7 +48,7 @@ def main() -> None:
         env.pop("COMMON_MEMORY_DRAIN_LINGER_MS", None)
         transcript = os.path.join(root, "rollout.jsonl")
         with open(transcript, "w") as handle:
-            handle.write(json.dumps({"type": "session_meta", "payload": {"id": "bench"}}) + "\n")
+            handle.write(session_meta("bench") + "\n")
         common = {"session_id": "bench", "transcript_path": transcript, "cwd": work}
         start = dict(common, hook_event_name="SessionStart", source="startup")
         ms, code = timed_run([CM, "hook", "codex", "--home", home], json.dumps(start).encode(), env)
@@ -65,7 +65,7 @@ def main() -> None:
         for n in range(args.runs):
             record = {"type": "event_msg", "payload": {"type": "item_completed", "turn_id": f"t{n}", "item": {
                 "type": "UserMessage", "content": [{"type": "text", "text": filler}]}}}
-            line = json.dumps(record)
+            line = rollout_line(record)
             line = line.replace(filler, filler[: 4096 - (len(line) - len(filler)) - 1])
             with open(transcript, "a") as handle:
                 handle.write(line + "\n")  # exactly 4,096 bytes of new tail

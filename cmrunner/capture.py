@@ -5,9 +5,6 @@ Contract:
   same host thread in two host processes (or after a real SessionEnd) is a different session.
 - ``event_digest`` is the sha256 of an event's canonical JSON (sorted keys, no spaces); a second
   delivery of the same event has the same digest and is admitted once.
-- ``admission(conn, paths)`` is the one write transaction of a hook or capture: the fair write
-  gate, then ``BEGIN IMMEDIATE``, both inside one ``store.HOOK_BUSY_MS`` budget so that waiting
-  can never push a hook past the host's 3 s timeout.
 - ``check_capacity`` enforces ``sessionCache`` byte limits over what is durably held for a session
   and in total; exceeding them raises ``SESSION_CAPACITY_EXCEEDED`` inside the caller's
   transaction, which then rolls back, so existing content is retained and nothing is half-added.
@@ -20,13 +17,9 @@ import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
-from cmrunner import gate, store
 from cmrunner.config import Config
 from cmrunner.errors import CmError
-from cmrunner.home import DataPaths
 
 
 def now_ms() -> int:
@@ -84,15 +77,3 @@ def mark_admitted(conn: sqlite3.Connection, session_id: str, digest: str) -> boo
         (session_id, digest, now_ms()),
     )
     return cursor.rowcount == 1
-
-
-@contextmanager
-def admission(conn: sqlite3.Connection, paths: DataPaths) -> Iterator[sqlite3.Connection]:
-    """The gate and the write transaction of one admission, sharing one wait budget."""
-    started = time.monotonic()
-    with gate.held(paths.write_gate, store.HOOK_BUSY_MS / 1000):
-        left_ms = max(50, store.HOOK_BUSY_MS - int((time.monotonic() - started) * 1000))
-        conn.execute(f"PRAGMA busy_timeout={left_ms}")
-        with store.immediate(conn, store.HOOK_BUSY_MS):
-            yield conn
-

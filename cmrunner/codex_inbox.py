@@ -76,9 +76,11 @@ class CodexInbox:
         return _now() + 200 if self._due_watches(conn) else None
 
     def step(self, conn: sqlite3.Connection) -> bool:
-        with store.immediate(conn):
-            row = self._next_row(conn)
-            if row is None:
+        row = self._next_row(conn)  # a plain WAL read: the write lock is taken only to change something
+        if row is None:
+            if not self._due_watches(conn):
+                return False
+            with store.immediate(conn):
                 return self._reconcile(conn)
         try:
             with store.immediate(conn):

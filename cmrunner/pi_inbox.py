@@ -63,8 +63,7 @@ class PiInbox:
         return self._next(conn) is not None
 
     def step(self, conn: sqlite3.Connection) -> bool:
-        with store.immediate(conn):
-            row = self._next(conn)
+        row = self._next(conn)  # a plain WAL read: the write lock is taken only to change something
         if row is None:
             return False
         try:
@@ -88,6 +87,8 @@ class PiInbox:
 
     def _consume(self, conn: sqlite3.Connection, row: tuple) -> None:
         inbox_id, session_id, event_id, event, body, scope = row
+        if not conn.execute("SELECT 1 FROM pi_inbox WHERE id = ?", (inbox_id,)).fetchone():
+            return  # consumed meanwhile
         conn.execute("DELETE FROM codex_failures WHERE session_id = ?", (session_id,))
         payload = json.loads(body)["payload"]
         conn.execute("INSERT OR IGNORE INTO sessions(id, client, host_instance, thread, closing, created_at)"

@@ -4,7 +4,8 @@ Contract:
 - ``runtime.sqlite`` runs in WAL mode with ``synchronous=FULL`` (plus ``fullfsync`` on macOS), so
   a returned COMMIT is on the medium.
 - Every mutation happens inside ``immediate(conn)`` (``BEGIN IMMEDIATE``): the write lock is taken
-  up front, so a transaction never fails half-way with a lock upgrade error.
+  up front, so a transaction never fails half-way with a lock upgrade error; store connections
+  queue on the fair write gate first (``cmrunner.gate``).
 - Hooks use a short busy timeout (they live under a 3 s host timeout); the drain and the CLI use a
   longer one. A lock held past the timeout becomes ``STORE_BUSY``; nothing is half-written.
 - ``open_store`` brings the schema to the version this code knows (``cmrunner.migrations``) and
@@ -17,10 +18,11 @@ from __future__ import annotations
 import os
 import sqlite3
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from cmrunner import fsutil
+from cmrunner import fsutil, gate
 from cmrunner.errors import StoreError
 from cmrunner.home import DataPaths
 
@@ -37,10 +39,17 @@ def _busy(busy_ms: int) -> StoreError:
     )
 
 
-def connect(db_path: str, busy_ms: int) -> sqlite3.Connection:
+class StoreConnection(sqlite3.Connection):
+    """A connection that knows its data root's write gate (``None``: no gate, e.g. read-only use)."""
+
+    gate_path: str | None = None
+
+
+def connect(db_path: str, busy_ms: int, gate_path: str | None = None) -> sqlite3.Connection:
     """Open ``db_path`` with the durability pragmas; no schema work."""
     try:
-        conn = sqlite3.connect(db_path, timeout=busy_ms / 1000, isolation_level=None)
+        conn = sqlite3.connect(db_path, timeout=busy_ms / 1000, isolation_level=None, factory=StoreConnection)
+        conn.gate_path = gate_path
     except sqlite3.Error as exc:
         raise StoreError("STORE_UNAVAILABLE", f"cannot open {db_path} ({exc}); check the data root's permissions") from None
     try:
@@ -62,7 +71,28 @@ def connect(db_path: str, busy_ms: int) -> sqlite3.Connection:
 
 @contextmanager
 def immediate(conn: sqlite3.Connection, busy_ms: int = DRAIN_BUSY_MS) -> Iterator[sqlite3.Connection]:
-    """``BEGIN IMMEDIATE`` … ``COMMIT``; any exception rolls the whole transaction back."""
+    """``BEGIN IMMEDIATE`` … ``COMMIT``; any exception rolls the whole transaction back.
+
+    A connection from ``open_store`` first queues on the data root's write gate
+    (``cmrunner.gate``), and gate and SQLite lock share the one ``busy_ms`` budget. Every writer —
+    hook, capture, drain, CLI — queues the same way, so a busy drain cannot starve a hook with
+    SQLite's back-off sleeps, nor the other way round.
+    """
+    gate_path = getattr(conn, "gate_path", None)
+    if gate_path is None:
+        with _transaction(conn, busy_ms):
+            yield conn
+        return
+    started = time.monotonic()
+    with gate.held(gate_path, busy_ms / 1000):
+        left_ms = max(50, busy_ms - int((time.monotonic() - started) * 1000))
+        conn.execute(f"PRAGMA busy_timeout={left_ms}")
+        with _transaction(conn, busy_ms):
+            yield conn
+
+
+@contextmanager
+def _transaction(conn: sqlite3.Connection, busy_ms: int) -> Iterator[sqlite3.Connection]:
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:
@@ -101,7 +131,7 @@ def open_store(paths: DataPaths, busy_ms: int = DRAIN_BUSY_MS) -> sqlite3.Connec
 
     prepare_data_root(paths)
     existed = os.path.exists(paths.db)
-    conn = connect(paths.db, busy_ms)
+    conn = connect(paths.db, busy_ms, gate_path=paths.write_gate)
     try:
         if not existed:
             os.chmod(paths.db, 0o600)

@@ -195,7 +195,7 @@ def handle(client_flag: str, home: str, event: dict) -> dict:
         fresh_block = reader.render_block(reader.read_memory(paths, contexts))
     conn = store.open_store(paths, store.HOOK_BUSY_MS)
     try:
-        with capture.admission(conn, paths):
+        with store.immediate(conn, store.HOOK_BUSY_MS):
             return _admit(conn, cfg, home, client, instance, scope, ev, fresh_block)
     finally:
         conn.close()

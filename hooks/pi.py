@@ -101,7 +101,7 @@ def _admit(home: str, cfg: config_mod.Config, paths: DataPaths, event: dict) -> 
     digest = capture.sha256_text(body)
     conn = store.open_store(paths, store.HOOK_BUSY_MS)
     try:
-        with capture.admission(conn, paths):
+        with store.immediate(conn, store.HOOK_BUSY_MS):
             # admitted_events outlives the inbox row (the drain deletes consumed rows), so a
             # re-delivery after consumption is still recognised.
             prefix = f"pi:{event['eventId']}:"

@@ -64,7 +64,7 @@ def refresh(home: str, client: str, thread: str | None) -> dict:
         scope = projects.scope_for(paths, cwd)
         contexts = reader.authorized_contexts(cfg.allowed_scopes, scope if scope != "global" else None)
         block, warning = reader.render_block(reader.read_memory(paths, contexts))
-        with capture.admission(conn, paths):
+        with store.immediate(conn, store.HOOK_BUSY_MS):
             conn.execute(
                 "INSERT INTO host_snapshots(session_id, body, pending, authorization, created_at) VALUES (?, ?, 1, ?, ?)"
                 " ON CONFLICT(session_id) DO UPDATE SET body = excluded.body, pending = 1,"
