@@ -24,8 +24,8 @@ API:
 - ``stage(paths, job_id, changes, receipt) -> Transaction`` creates ``runtime/transactions/<uuid4>/``
   (0700) holding ``stage-<n>`` (0600) for each document and, last, the receipt (canonical JSON, one
   line plus newline), then ``journal.json`` = ``{version: 1, id: job_id, files: [{path, stage,
-  before, after}]}`` with paths relative to the data root. Every file is written by
-  ``write_atomic`` (fsync of file and directory). Refuses an invalid job id or change
+  before, after}]}`` with paths relative to the data root. Every file is written and fsynced, then
+  the directory once (before any marker can exist). Refuses an invalid job id or change
   (``INVALID_TRANSACTION``), an unsafe receipt (``UNSAFE_RECEIPT``), an existing receipt
   (``RECEIPT_EXISTS``) and any unfinished transaction directory (``TRANSACTION_PENDING``: run
   ``recover`` first), so at most one transaction is ever in flight.
@@ -256,15 +256,19 @@ def stage(paths: DataPaths, job_id: str, changes: Sequence[FileChange], receipt:
         fsync_dir(paths.transactions)
         fault("before_stage")
         entries = []
+        # Inside the private, unmarked directory files need no rename dance: each is written and
+        # fsynced, and one directory fsync makes all their names durable before the marker can
+        # exist. Recovery checks every staged digest, so a torn file is never published.
         for n, (rel, data, before) in enumerate(files):
             name = f"stage-{n}"
-            write_atomic(os.path.join(directory, name), data)
+            _write_new(os.path.join(directory, name), data)
             fault("after_stage_file")
             entries.append(_Entry(rel, name, before, hashlib.sha256(data).hexdigest()))
         journal = {"version": JOURNAL_VERSION, "id": job_id,
                    "files": [{"path": e.path, "stage": e.stage, "before": e.before, "after": e.after}
                              for e in entries]}
-        write_atomic(os.path.join(directory, JOURNAL_NAME), canonical_json(journal))
+        _write_new(os.path.join(directory, JOURNAL_NAME), canonical_json(journal))
+        fsync_dir(directory)
     except BaseException:
         _discard(directory)  # never marked, so nothing depends on it
         raise
