@@ -82,14 +82,8 @@ class CodexInbox:
                 return False
             with store.immediate(conn):
                 return self._reconcile(conn)
-        try:
-            with store.immediate(conn):
-                self._consume(conn, row)
-        except CmError as exc:
-            if exc.code not in ISOLATING:
-                raise
-            with store.immediate(conn):
-                self._isolate(conn, row, exc.code)
+        sessions.consume_or_isolate(conn, lambda: self._consume(conn, row), ISOLATING,
+                                    lambda code: self._isolate(conn, row, code))
         return True
 
     # -- consumption ------------------------------------------------------------------------

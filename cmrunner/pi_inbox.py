@@ -22,7 +22,7 @@ import json
 import sqlite3
 import time
 
-from cmrunner import observations, sessions, store
+from cmrunner import observations, sessions
 from cmrunner.capture import sha256_text
 from cmrunner.config import Config
 from cmrunner.errors import CmError
@@ -66,14 +66,8 @@ class PiInbox:
         row = self._next(conn)  # a plain WAL read: the write lock is taken only to change something
         if row is None:
             return False
-        try:
-            with store.immediate(conn):
-                self._consume(conn, row)
-        except CmError as exc:
-            if exc.code not in ISOLATING:
-                raise
-            with store.immediate(conn):
-                sessions.isolate(conn, row[1], row[0], exc.code)
+        sessions.consume_or_isolate(conn, lambda: self._consume(conn, row), ISOLATING,
+                                    lambda code: sessions.isolate(conn, row[1], row[0], code))
         return True
 
     def _open_turn(self, conn: sqlite3.Connection, session_id: str, event_id: str) -> str:

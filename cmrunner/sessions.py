@@ -26,8 +26,9 @@ import json
 import os
 import sqlite3
 import time
+from collections.abc import Callable
 
-from cmrunner import observations, safety
+from cmrunner import observations, safety, store
 from cmrunner.errors import CmError
 
 BATCH_TURNS = 10
@@ -211,4 +212,19 @@ def isolate(conn: sqlite3.Connection, session_id: str, inbox_id: int | None, cod
         "INSERT OR REPLACE INTO codex_failures(session_id, inbox_id, recovery_id, issue, failed_at, retry_requested)"
         " VALUES (?, ?, ?, ?, ?, 0)", (session_id, inbox_id, os.urandom(16).hex(), code, _now()),
     )
+
+
+def consume_or_isolate(conn: sqlite3.Connection, consume: Callable[[], None], isolating: frozenset[str],
+                       isolate_with: Callable[[str], None]) -> None:
+    """One inbox row in its own transaction. A session-level failure (a code in ``isolating``)
+    rolls the row's work back and records the isolation in a second transaction instead; any other
+    error propagates, so the drain stops rather than guessing."""
+    try:
+        with store.immediate(conn):
+            consume()
+    except CmError as exc:
+        if exc.code not in isolating:
+            raise
+        with store.immediate(conn):
+            isolate_with(exc.code)
 
