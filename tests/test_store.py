@@ -174,3 +174,37 @@ def test_document_paths_never_escape_the_memory_directory(paths):
         with pytest.raises(Exception) as caught:
             paths.document(bad)
         assert getattr(caught.value, "code", None) == "INVALID_TARGET_REFERENCE"
+
+
+def test_write_gate_works_from_a_worker_thread_under_contention(paths):
+    """MCP tools run in worker threads, where SIGALRM cannot bound a blocking flock."""
+    import threading
+
+    from cmrunner import gate
+
+    store.open_store(paths).close()
+    results: list[str] = []
+    with gate.held(paths.write_gate, 1.0):
+        def worker() -> None:
+            try:
+                with gate.held(paths.write_gate, 0.2):
+                    results.append("acquired")
+            except StoreError as exc:
+                results.append(exc.code)
+
+        thread = threading.Thread(target=worker)
+        thread.start()
+        thread.join()
+    assert results == ["STORE_BUSY"]
+
+    def free_worker() -> None:
+        conn = store.open_store(paths)
+        with store.immediate(conn):
+            results.append("written")
+        conn.close()
+
+    with gate.held(paths.write_gate, 1.0):
+        thread = threading.Thread(target=free_worker)
+        thread.start()
+    thread.join()  # the worker waited for the gate, then wrote
+    assert results == ["STORE_BUSY", "written"]
