@@ -25,11 +25,18 @@ def _home(ctx: click.Context) -> str:
     return resolve_home(ctx.obj.get("home"))
 
 
-@click.group(cls=CmGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=CmGroup, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--home", "home", default=None, help="Configuration home (default: $COMMON_MEMORY_HOME or ~/.common-memory).")
 @click.version_option(package_name="common-memory-cm", prog_name="cm")
 @click.pass_context
 def cli(ctx: click.Context, home: str | None) -> None:
-    """cm: durable, user-owned memory for coding agents."""
+    """cm: durable, user-owned memory for coding agents.
+
+    Alone, in a terminal, `cm` opens interactive management; elsewhere it prints guidance.
+    """
     ctx.ensure_object(dict)
     ctx.obj["home"] = home
+    if ctx.invoked_subcommand is None:
+        from cmrunner.commands import manage
+
+        manage.home_screen(ctx)

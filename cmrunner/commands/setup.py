@@ -49,9 +49,15 @@ def status(ctx: click.Context, as_json: bool) -> None:
     click.echo(f"drain:       {'running (pid %s)' % drain['pid'] if drain['alive'] else 'not running'}")
 
 
-@cli.group()
-def config() -> None:
-    """Write or show the configuration without the interactive wizard."""
+@cli.group(invoke_without_command=True)
+@click.option("--network", is_flag=True, help="Open the model's network settings instead of the model wizard.")
+@click.pass_context
+def config(ctx: click.Context, network: bool) -> None:
+    """Model setup wizard (alone, in a terminal); `config init` / `config show` for scripts."""
+    if ctx.invoked_subcommand is None:
+        from cmrunner.commands import manage
+
+        manage.config_screen(ctx, network)
 
 
 @config.command("init")

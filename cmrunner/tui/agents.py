@@ -1,0 +1,197 @@
+"""Agent Integration: the Pi / Codex / ChatGPT checklist, the optional import step, and the result.
+
+Contract: the checklist starts from the managed installation state (or, when an interrupted first
+run resumes, from the selection it recorded). Space toggles, Enter continues; Esc cancels every
+uncommitted change. Unavailable agents stay visible, disabled, with their limits. Choosing
+ChatGPT offers AI Understanding Import (off by default); when it needs ``agent_observation``
+disclosure the user confirms that separately and the change commits with the installation.
+Applying is ``manager.plan`` + ``manager.apply`` (one transaction); a refusal is shown in place and
+nothing was written. The result screen lists what changed and runs the installation checks in a
+worker thread, saying what they proved and what they cannot.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import OptionList
+
+from cmrunner import config as config_mod, setupstate
+from cmrunner.errors import CmError
+from cmrunner.integrations import checks, discovery, manager
+from cmrunner.tui.widgets import CheckList, CmScreen, Menu, Text
+
+
+def _state_line(host: discovery.Host, installed: dict) -> str:
+    if host.id in installed:
+        state = "installed by cm"
+    elif host.available:
+        state = "available"
+    else:
+        state = "unavailable"
+    return f"{host.title}: {state} — {host.found}. Limits: {host.limits}."
+
+
+class AgentsScreen(CmScreen):
+    TITLE_TEXT = "Agent Integration"
+    HINT = "↑↓ move · Space toggle · Enter apply · Esc cancel"
+
+    def __init__(self, setup: bool = False, preselect: list[str] | None = None) -> None:
+        super().__init__()
+        self.setup = setup
+        self.preselect = preselect
+        self.hosts: dict[str, discovery.Host] = {}
+        self.installed: dict = {}
+
+    def body(self) -> ComposeResult:
+        home = self.app.home  # type: ignore[attr-defined]
+        self.hosts = self.app.discover()  # type: ignore[attr-defined]
+        try:
+            self.installed = manager.installed(home)
+        except CmError as exc:
+            self.installed = {}
+            yield Text(f"{exc.code}: {exc.message}", classes="error")
+        if self.preselect is not None:
+            chosen = set(self.preselect)
+        elif self.setup:  # first run: every agent found here starts ticked
+            chosen = {h.id for h in self.hosts.values() if h.available}
+        else:
+            chosen = set(self.installed)
+        intro = ("Choose the agents cm should connect to. Space toggles, Enter installs the checked ones."
+                 if self.setup else "Checked agents stay or get installed; unchecking removes only what cm installed.")
+        yield Text(intro)
+        usable = {h.id for h in self.hosts.values() if h.available or h.id in self.installed}
+        yield CheckList([(h.id, h.title + ("" if h.id in usable else "  (unavailable)"),
+                          h.id in chosen and h.id in usable, h.id not in usable) for h in self.hosts.values()],
+                        id="agents")
+        yield Text("\n".join(_state_line(h, self.installed) for h in self.hosts.values()), id="details")
+
+    def on_mount(self) -> None:
+        checklist = self.query_one("#agents", CheckList)
+        checklist.highlighted = next((i for i, h in enumerate(self.hosts.values())
+                                      if not checklist.get_option_at_index(i).disabled), None)
+        checklist.focus()
+
+    def on_check_list_continued(self, event: CheckList.Continued) -> None:
+        selected = event.selected
+        if "chatgpt" in selected:
+            current = bool(self.installed.get("chatgpt", {}).get("init"))
+            self.app.push_screen(InitScreen(self, selected, current))
+        else:
+            self.proceed(selected, False, False)
+
+    def proceed(self, selected: list[str], init: bool, grant: bool) -> None:
+        home = self.app.home  # type: ignore[attr-defined]
+        try:
+            if self.setup:
+                setupstate.record_selection(home, selected, init)
+            planned = manager.plan(home, selected, init, grant, hosts=self.hosts)
+            manager.apply(home, planned)
+            if self.setup:
+                setupstate.finish(home)
+        except CmError as exc:
+            while self.app.screen is not self:
+                self.app.pop_screen()
+            self.notice.show(f"{exc.code}: {exc.message} (nothing was changed)")
+            return
+        self.app.show_result(ResultScreen(planned, self.setup))  # type: ignore[attr-defined]
+
+
+class InitScreen(CmScreen):
+    TITLE_TEXT = "Agent Integration · ChatGPT: AI Understanding Import"
+
+    def __init__(self, agents: AgentsScreen, selected: list[str], current: bool) -> None:
+        super().__init__()
+        self.agents = agents
+        self.selected = selected
+        self.current = current
+
+    def body(self) -> ComposeResult:
+        yield Text("Optional: a separate import server lets ChatGPT submit what it already understands about you "
+                   "(memory_init). ChatGPT asks before every call; the Writer decides what to keep and keeps the "
+                   "source visible. Leave it off unless you want to import.")
+        yield Menu([("skip", "Do not install the import server"),
+                    ("init", "Install the import server (memory_init, memory_status)")], id="init")
+
+    def on_mount(self) -> None:
+        menu = self.query_one("#init", Menu)
+        menu.highlighted = 1 if self.current else 0
+        menu.focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        if event.option_id == "skip":
+            self.agents.proceed(self.selected, False, False)
+            return
+        cfg = config_mod.load(self.app.home)  # type: ignore[attr-defined]
+        if "agent_observation" in cfg.data["disclosure"]["allowedProvenance"]:
+            self.agents.proceed(self.selected, True, False)
+        else:
+            self.app.push_screen(DisclosureScreen(self.agents, self.selected))
+
+
+class DisclosureScreen(CmScreen):
+    TITLE_TEXT = "Agent Integration · Disclosure confirmation"
+
+    def __init__(self, agents: AgentsScreen, selected: list[str]) -> None:
+        super().__init__()
+        self.agents = agents
+        self.selected = selected
+
+    def body(self) -> ComposeResult:
+        yield Text("Imported understanding is another agent's summary (agent_observation), not your own words. "
+                   "To process it, cm must allow agent_observation in disclosure.allowedProvenance: such material "
+                   "is then sent to your configured model. This is saved together with the installation.")
+        yield Menu([("no", "Do not allow it (install without the import server)"),
+                    ("yes", "Allow agent_observation and install the import server")], id="confirm")
+
+    def on_mount(self) -> None:
+        self.query_one("#confirm", Menu).focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        if event.option_id == "yes":
+            self.agents.proceed(self.selected, True, True)
+        else:
+            self.agents.proceed(self.selected, False, False)
+
+
+class ResultScreen(CmScreen):
+    TITLE_TEXT = "Agent Integration · Result"
+    HINT = "Enter or Esc to continue"
+    BINDINGS = [Binding("enter", "back", show=False)]
+
+    def __init__(self, planned: manager.Plan, setup: bool) -> None:
+        super().__init__()
+        self.planned = planned
+        self.setup = setup
+
+    def body(self) -> ComposeResult:
+        names = lambda hosts: ", ".join(discovery.TITLES[h] for h in hosts) or "none"  # noqa: E731
+        lines = [f"Installed: {names(self.planned.install)}", f"Removed:   {names(self.planned.remove)}",
+                 f"Kept:      {names(self.planned.keep)}"]
+        if self.planned.grant:
+            lines.append("Disclosure: agent_observation is now allowed (saved with the installation).")
+        lines += self.planned.notes
+        if self.setup:
+            lines.append("Setup is complete. Run `cm` again to manage memory, agents and the model.")
+        if "codex" in self.planned.selected:
+            lines.append("Codex: start it with `codex --profile common-memory` and trust the hooks in /hooks.")
+        yield Text("\n".join(lines))
+        yield Text("Checking the installation …", id="checks")
+
+    def on_mount(self) -> None:
+        self.run_worker(self._check, thread=True, exclusive=True)
+
+    def _check(self) -> None:
+        try:
+            report = checks.run(self.app.home)  # type: ignore[attr-defined]
+            lines = [f"{c.state:<4} {c.name}: {c.detail}" for c in report.checks]
+            lines += [f"not proven: {line}" for line in report.cannot]
+        except CmError as exc:
+            lines = [f"the check failed: {exc.code}: {exc.message}"]
+        self.app.call_from_thread(self.query_one("#checks", Text).set, "Installation check:\n" + "\n".join(lines))
+
+    def action_back(self) -> None:
+        if self.setup:
+            self.app.exit()
+        else:
+            self.app.pop_screen()

@@ -1,0 +1,186 @@
+"""The management application: which screen opens first, and how screens hand over.
+
+Contract:
+- ``start`` chooses the entry: ``manage`` (``cm``): an interrupted integration transaction is
+  rolled back first, then first-run setup while no model is configured, the pending integration
+  step of an interrupted setup, or Home; ``config`` (``cm config``): the model form (first run if
+  nothing is configured); ``network`` (``cm config --network``); ``uninstall`` (``cm uninstall``).
+- A configuration that cannot be read opens an error screen with the reason; nothing is written.
+- ``discover`` is injectable so tests can present hosts without a real ChatGPT app; by default it
+  is ``integrations.discovery.discover``.
+- Ctrl+C quits like Esc at the top (textual restores the terminal on every exit path).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+
+from cmrunner import setupstate
+from cmrunner.errors import CmError
+from cmrunner.integrations import discovery, txn
+from cmrunner.tui.widgets import CmScreen, Text
+
+CSS = """
+Screen { padding: 0 1; }
+#title { text-style: bold; background: $primary; color: $text; padding: 0 1; margin-bottom: 1; }
+#hint { dock: bottom; color: $text-muted; }
+#notice { margin-top: 1; }
+.error { color: $error; }
+.ok { color: $success; }
+.column { width: 1fr; height: auto; border: round $primary; margin-right: 1; }
+.column-title { text-style: bold; }
+#columns { height: auto; }
+Menu, CheckList { height: auto; max-height: 16; margin: 1 0; }
+Input { margin-bottom: 1; }
+.label { color: $text-muted; }
+"""
+
+
+class ErrorScreen(CmScreen):
+    TITLE_TEXT = "cm"
+    HINT = "Esc quit"
+
+    def __init__(self, message: str) -> None:
+        super().__init__()
+        self.message = message
+
+    def body(self) -> ComposeResult:
+        yield Text(self.message, classes="error")
+
+
+class DoneScreen(CmScreen):
+    HINT = "Enter or Esc to leave"
+    BINDINGS = [Binding("enter", "back", show=False)]
+
+    def __init__(self, title: str, message: str) -> None:
+        super().__init__()
+        self.TITLE_TEXT = title
+        self.message = message
+
+    def body(self) -> ComposeResult:
+        yield Text(self.message)
+
+    def action_back(self) -> None:
+        self.app.exit()
+
+
+class CmApp(App):
+    CSS = CSS
+    TITLE = "cm"
+    BINDINGS = [Binding("ctrl+c", "quit", show=False, priority=True)]
+
+    def __init__(self, home: str, start: str = "manage",
+                 discover: Callable[[], dict[str, discovery.Host]] | None = None) -> None:
+        super().__init__()
+        self.home = home
+        self.start = start
+        self._discover = discover or discovery.discover
+        self.uninstalled = False
+
+    def discover(self) -> dict[str, discovery.Host]:
+        return self._discover()
+
+    def on_mount(self) -> None:
+        try:
+            txn.recover(self.home)
+            self.push_screen(self.first_screen())
+        except CmError as exc:
+            self.push_screen(ErrorScreen(f"{exc.code}: {exc.message}"))
+
+    def first_screen(self) -> CmScreen:
+        from cmrunner.tui import agents, home, settings, setup
+
+        stage = setupstate.stage(self.home)
+        if self.start == "network":
+            if stage == "model":
+                return ErrorScreen("No model is configured yet: run `cm` (or `cm config`) first.")
+            return settings.NetworkScreen()
+        if self.start == "uninstall":
+            return settings.UninstallScreen()
+        if stage == "model":
+            return setup.ProviderScreen(setup.ModelFlow(self.home, self.setup_model_done))
+        if self.start == "config":
+            return setup.ProviderScreen(setup.ModelFlow(self.home, self.config_shortcut_done))
+        if stage == "integrations":
+            pending = setupstate.pending(self.home) or {}
+            return agents.AgentsScreen(setup=True, preselect=pending.get("selected"))
+        return home.HomeScreen()
+
+    # -- hand-overs ------------------------------------------------------------------------------
+
+    def _reset(self, screen: CmScreen) -> None:
+        """Drop every screen above the default one, then show ``screen``."""
+        while len(self.screen_stack) > 1:
+            self.pop_screen()
+        self.push_screen(screen)
+
+    def setup_model_done(self) -> None:
+        from cmrunner.tui import agents
+
+        setupstate.begin_integrations(self.home)
+        self._reset(agents.AgentsScreen(setup=True))
+
+    def config_shortcut_done(self) -> None:
+        self._reset(DoneScreen("Model saved", "The model configuration was saved. Restart active Pi, Codex and MCP "
+                                              "clients so they use it."))
+
+    def change_model_done(self) -> None:
+        from cmrunner.tui.home import HomeScreen
+
+        while not isinstance(self.screen, HomeScreen):
+            self.pop_screen()
+        self.screen.notice.show("Model saved. Restart active Pi, Codex and MCP clients so they use it.", "ok")
+
+    def show_result(self, screen: CmScreen) -> None:
+        """Show an Agent Integration result on top of Home (or alone during first run)."""
+        from cmrunner.tui.home import HomeScreen
+
+        while len(self.screen_stack) > 1 and not isinstance(self.screen, HomeScreen):
+            self.pop_screen()
+        self.push_screen(screen)
+
+    def open_action(self, action: str) -> None:
+        from cmrunner.tui import agents, memory, settings, setup
+
+        screens: dict[str, Callable[[], CmScreen]] = {
+            "agents": lambda: agents.AgentsScreen(),
+            "check": lambda: CheckScreen(),
+            "view": memory.ViewMemoryScreen,
+            "adjust": memory.AdjustScreen,
+            "status": memory.StatusScreen,
+            "config": settings.ConfigScreen,
+            "model": lambda: setup.ProviderScreen(setup.ModelFlow(self.home, self.change_model_done)),
+            "network": settings.NetworkScreen,
+            "test": settings.TestScreen,
+            "uninstall": settings.UninstallScreen,
+        }
+        self.push_screen(screens[action]())
+
+
+class CheckScreen(CmScreen):
+    TITLE_TEXT = "Agent Integration · Installation check"
+    HINT = "Esc back"
+
+    def body(self) -> ComposeResult:
+        yield Text("Checking …", id="checks")
+
+    def on_mount(self) -> None:
+        self.run_worker(self._check, thread=True, exclusive=True)
+
+    def _check(self) -> None:
+        from cmrunner.integrations import checks
+
+        try:
+            report = checks.run(self.app.home)  # type: ignore[attr-defined]
+            lines = [f"{c.state:<4} {c.name}: {c.detail}" for c in report.checks]
+            lines += [f"not proven: {line}" for line in report.cannot]
+        except CmError as exc:
+            lines = [f"{exc.code}: {exc.message}"]
+        self.app.call_from_thread(self.query_one("#checks", Text).set, "\n".join(lines))
+
+
+def run(home: str, start: str = "manage") -> None:
+    CmApp(home, start).run()

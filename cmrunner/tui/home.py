@@ -1,0 +1,93 @@
+"""Home: three columns — Agent Integration, Memory Control, Model & Configuration.
+
+Contract: ↑↓ move inside a column, ←→ switch columns, Enter opens the highlighted action, Esc
+quits. The status line comes from the configuration, the private ``.env``'s key presence and the
+integrations manifest only (no network, no SQLite). The last action opened is remembered in
+``<home>/tui.json`` and highlighted at the next start.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import OptionList
+
+from cmrunner import config as config_mod, providers, setupstate
+from cmrunner.errors import CmError
+from cmrunner.integrations import discovery, manager
+from cmrunner.tui.widgets import CmScreen, Menu, Text
+
+COLUMNS = (
+    ("Agent Integration", (("agents", "Choose agents (Pi, Codex, ChatGPT)"), ("check", "Check installation"))),
+    ("Memory Control", (("view", "Search / View Memory"), ("adjust", "Adjust Memory"),
+                        ("status", "Processing Status"))),
+    ("Model & Configuration", (("config", "Current Configuration"), ("model", "Change Model / Provider"),
+                               ("network", "Network Settings"), ("test", "Model Connection Test"),
+                               ("uninstall", "Uninstall cm"))),
+)
+
+
+def status_line(home: str) -> str:
+    try:
+        remote = config_mod.load(home).remote
+    except CmError as exc:
+        return f"config.json is invalid: {exc.code}"
+    key = "set" if providers.key_configured(home) else "MISSING"
+    model = f"model {remote['model']} at {remote['baseUrl']} · key {key}" if remote else "no model configured"
+    try:
+        installed = manager.installed(home)
+        agents = ", ".join(discovery.TITLES[h] for h in discovery.HOST_IDS if h in installed) or "none"
+    except CmError:
+        agents = "unknown (manifest damaged)"
+    return f"{model} · agents: {agents}"
+
+
+class HomeScreen(CmScreen):
+    TITLE_TEXT = "cm · Common Memory"
+    HINT = "↑↓ move · ←→ column · Enter open · Esc quit"
+    BINDINGS = [Binding("left", "column(-1)", show=False), Binding("right", "column(1)", show=False)]
+
+    def body(self) -> ComposeResult:
+        yield Text("", id="status")
+        with Horizontal(id="columns"):
+            for index, (title, items) in enumerate(COLUMNS):
+                with Vertical(classes="column"):
+                    yield Text(title, classes="column-title")
+                    yield Menu(items, id=f"column-{index}")
+
+    def on_mount(self) -> None:
+        self.refresh_status()
+        last = setupstate.last_action(self.app.home)  # type: ignore[attr-defined]
+        for index, (_title, items) in enumerate(COLUMNS):
+            keys = [k for k, _label in items]
+            if last in keys:
+                menu = self.query_one(f"#column-{index}", Menu)
+                menu.highlighted = keys.index(last)
+                menu.focus()
+                return
+        self.query_one("#column-0", Menu).focus()
+
+    def on_screen_resume(self) -> None:
+        self.refresh_status()
+
+    def refresh_status(self) -> None:
+        self.query_one("#status", Text).set(status_line(self.app.home))  # type: ignore[attr-defined]
+
+    def action_column(self, step: int) -> None:
+        menus = list(self.query(Menu))
+        focused = self.focused
+        index = menus.index(focused) if focused in menus else 0
+        target = menus[(index + step) % len(menus)]
+        if target.highlighted is None:
+            target.highlighted = 0
+        target.focus()
+
+    def action_back(self) -> None:
+        self.app.exit()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        action = str(event.option_id)
+        setupstate.remember_action(self.app.home, action)  # type: ignore[attr-defined]
+        self.notice.clear()
+        self.app.open_action(action)  # type: ignore[attr-defined]

@@ -1,0 +1,212 @@
+"""The model form (Provider → Base URL → hidden API key → Model), shared by first run and Change Model.
+
+Contract: nothing is written until a model is chosen; then ``providers.commit_model`` commits the
+key and ``config.json`` recoverably and the flow's ``done`` decides what comes next (first run:
+the integration step; Change Model: back to management; ``cm config``: a closing screen). The
+model list is fetched only when the Model step opens, in a worker thread, over the model's own
+outbound client; a failure is shown in place with Retry and "type the name" choices. The key is
+typed into a password field and never displayed; when one is configured, an empty field keeps it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from textual.app import ComposeResult
+from textual.widgets import Input, OptionList
+
+from cmrunner import config as config_mod, envfile, providers
+from cmrunner.errors import CmError
+from cmrunner.tui.widgets import CmScreen, Menu, Text, option
+
+
+class ModelFlow:
+    """What the form collected so far, and what happens after the commit."""
+
+    def __init__(self, home: str, done: Callable[[], None]) -> None:
+        self.home = home
+        self.done = done
+        self.preset = "openai"
+        self.base_url = ""
+        self.api_key: str | None = None
+        try:
+            self.current = config_mod.load(home).remote or {}
+        except CmError:
+            self.current = {}
+
+    def existing_key(self) -> str | None:
+        if not self.current:
+            return None
+        try:
+            return envfile.get_secret(self.home, self.current["apiKeyEnv"])
+        except CmError:
+            return None
+
+    def key_for_discovery(self) -> str:
+        return self.api_key or self.existing_key() or ""
+
+
+class ProviderScreen(CmScreen):
+    TITLE_TEXT = "Model setup · 1/4 Provider"
+
+    def __init__(self, flow: ModelFlow) -> None:
+        super().__init__()
+        self.flow = flow
+
+    def body(self) -> ComposeResult:
+        yield Text("Which provider runs your Memory Agent? The base URL is only a prefill you can edit.")
+        yield Menu([(p.id, f"{p.label}  ({'Responses' if p.api == 'responses' else 'Chat Completions'})")
+                    for p in providers.PRESETS], id="providers")
+
+    def on_mount(self) -> None:
+        menu = self.query_one("#providers", Menu)
+        current = self.flow.current.get("preset")
+        ids = [p.id for p in providers.PRESETS]
+        if current in ids:
+            menu.highlighted = ids.index(current)
+        menu.focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.flow.preset = str(event.option_id)
+        self.app.push_screen(BaseUrlScreen(self.flow))
+
+
+class BaseUrlScreen(CmScreen):
+    TITLE_TEXT = "Model setup · 2/4 Base URL"
+    HINT = "Enter continue · Esc back"
+
+    def __init__(self, flow: ModelFlow) -> None:
+        super().__init__()
+        self.flow = flow
+
+    def body(self) -> ComposeResult:
+        chosen = providers.preset(self.flow.preset)
+        value = chosen.base_url
+        if self.flow.current.get("preset") == chosen.id:
+            value = self.flow.current.get("baseUrl", value)
+        yield Text(f"{chosen.label}: the OpenAI-compatible base URL (model list at <URL>/models).")
+        yield Input(value=value, placeholder="https://host/v1", id="url")
+
+    def on_mount(self) -> None:
+        self.query_one("#url", Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        try:
+            self.flow.base_url = providers.check_base_url(event.value)
+        except CmError as exc:
+            self.notice.show(exc.message)
+            return
+        self.app.push_screen(KeyScreen(self.flow))
+
+
+class KeyScreen(CmScreen):
+    TITLE_TEXT = "Model setup · 3/4 API key"
+    HINT = "Enter continue · Esc back · the key is hidden and stored only in the private .env"
+
+    def __init__(self, flow: ModelFlow) -> None:
+        super().__init__()
+        self.flow = flow
+
+    def body(self) -> ComposeResult:
+        keep = self.flow.existing_key() is not None
+        yield Text("Paste the API key. It is saved only in the private .env (mode 0600), never in config.json"
+                   + (" — leave empty to keep the current key." if keep else "."))
+        yield Input(password=True, placeholder="(current key kept)" if keep else "API key", id="key")
+
+    def on_mount(self) -> None:
+        self.query_one("#key", Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        try:
+            if event.value.strip():
+                self.flow.api_key = providers.check_api_key(event.value)
+            elif self.flow.existing_key() is None:
+                raise CmError("API_KEY_MISSING", "enter the API key")
+            else:
+                self.flow.api_key = None
+        except CmError as exc:
+            self.notice.show(exc.message)
+            return
+        self.app.push_screen(ModelScreen(self.flow))
+
+
+class ModelScreen(CmScreen):
+    TITLE_TEXT = "Model setup · 4/4 Model"
+
+    def __init__(self, flow: ModelFlow) -> None:
+        super().__init__()
+        self.flow = flow
+        self.models: list[str] = []
+
+    def body(self) -> ComposeResult:
+        yield Text("", id="status")
+        yield Menu([], id="models")
+        yield Input(placeholder="model name, e.g. gpt-5-mini", id="name")
+
+    def on_mount(self) -> None:
+        if providers.preset(self.flow.preset).discovers:
+            self.load()
+        else:
+            self.manual("Custom provider: type the model name exactly as the provider expects it.")
+
+    def load(self) -> None:
+        self.query_one("#status", Text).set(f"Loading the model list from {self.flow.base_url}/models …")
+        self.query_one("#models", Menu).display = False
+        self.query_one("#name", Input).display = False
+        self.notice.clear()
+        self.run_worker(self._discover, thread=True, exclusive=True)
+
+    def _discover(self) -> None:
+        try:
+            found: list[str] | CmError = providers.discover_models(self.flow.home, self.flow.base_url,
+                                                                    self.flow.key_for_discovery())
+        except CmError as exc:
+            found = exc
+        self.app.call_from_thread(self._loaded, found)
+
+    def _loaded(self, found: list[str] | CmError) -> None:
+        menu = self.query_one("#models", Menu)
+        menu.clear_options()
+        if isinstance(found, CmError):
+            self.query_one("#status", Text).set("The model list could not be loaded.")
+            self.notice.show(f"{found.code}: {found.message}")
+            menu.add_options([option("retry", "Retry"), option("manual", "Type the model name")])
+        else:
+            self.models = found
+            self.query_one("#status", Text).set(f"{len(found)} models at {self.flow.base_url}:")
+            menu.add_options([option(f"model:{i}", name) for i, name in enumerate(found)])
+            current = self.flow.current.get("model")
+            menu.highlighted = found.index(current) if current in found else 0
+        if isinstance(found, CmError):
+            menu.highlighted = 0
+        menu.display = True
+        menu.focus()
+
+    def manual(self, why: str) -> None:
+        self.query_one("#status", Text).set(why)
+        self.query_one("#models", Menu).display = False
+        field = self.query_one("#name", Input)
+        field.display = True
+        field.value = self.flow.current.get("model", "") if self.flow.current.get("preset") == self.flow.preset else ""
+        field.focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        key = str(event.option_id)
+        if key == "retry":
+            self.load()
+        elif key == "manual":
+            self.manual("Type the model name exactly as the provider expects it.")
+        else:
+            self.commit(self.models[int(key.split(":", 1)[1])])
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.commit(event.value)
+
+    def commit(self, model: str) -> None:
+        try:
+            choice = providers.ModelChoice(self.flow.preset, self.flow.base_url, providers.check_model_name(model))
+            providers.commit_model(self.flow.home, choice, self.flow.api_key)
+        except CmError as exc:
+            self.notice.show(f"{exc.code}: {exc.message}")
+            return
+        self.flow.done()

@@ -1,0 +1,128 @@
+"""Small building blocks shared by every screen of the management UI.
+
+Contract: text from the user, the configuration or the file system is always shown literally
+(``markup=False`` / ``Content``), so a path or a model name with brackets can never be read as
+styling. ``CmScreen`` gives every screen the same frame — a title, a body and a key hint — and
+the same Esc rule: back one level, and out of the program from the first screen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.content import Content
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+
+def plain(text: str) -> Content:
+    return Content(text)
+
+
+def option(key: str, label: str) -> Option:
+    """A menu entry shown literally."""
+    return Option(plain(label), id=key)
+
+
+class Text(Static):
+    """A literal text block (never markup)."""
+
+    def __init__(self, text: str = "", *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(text, markup=False, id=id, classes=classes)
+
+    def set(self, text: str) -> None:
+        self.update(plain(text))
+
+
+class Notice(Text):
+    """The in-place message line: an error (``error``) or a confirmation (``ok``)."""
+
+    def show(self, text: str, kind: str = "error") -> None:
+        self.remove_class("error", "ok")
+        self.add_class(kind)
+        self.set(text)
+
+    def clear(self) -> None:
+        self.remove_class("error", "ok")
+        self.set("")
+
+
+class Menu(OptionList):
+    """A vertical list of actions: arrows move, Enter opens."""
+
+    def __init__(self, items: Iterable[tuple[str, str]], *, id: str | None = None,
+                 classes: str | None = None) -> None:
+        super().__init__(*[option(key, label) for key, label in items], id=id, classes=classes,
+                         markup=False)
+
+    def add_options(self, items: Iterable) -> "Menu":  # type: ignore[override]
+        super().add_options(items)
+        if self.highlighted is None and self.option_count:
+            self.highlighted = 0  # Enter always has something to open
+        return self
+
+
+class CheckList(OptionList):
+    """Checkboxes shown as ``[x]``/``[ ]``: Space toggles the highlighted one, Enter continues."""
+
+    BINDINGS = [Binding("space", "toggle", "Toggle", show=False), Binding("enter", "continue", "Continue", show=False)]
+
+    class Continued(Message):
+        def __init__(self, selected: list[str]) -> None:
+            super().__init__()
+            self.selected = selected
+
+    def __init__(self, items: Iterable[tuple[str, str, bool, bool]], *, id: str | None = None) -> None:
+        """``items`` are ``(key, label, checked, disabled)``."""
+        self._items = [list(item) for item in items]
+        super().__init__(*[Option(self._prompt(i), id=i[0], disabled=i[3]) for i in self._items], id=id,
+                         markup=False)
+
+    @staticmethod
+    def _prompt(item: list) -> Content:
+        return plain(("[x] " if item[2] else "[ ] ") + item[1])
+
+    @property
+    def selected(self) -> list[str]:
+        return [item[0] for item in self._items if item[2]]
+
+    def action_toggle(self) -> None:
+        index = self.highlighted
+        if index is None or self._items[index][3]:
+            return
+        self._items[index][2] = not self._items[index][2]
+        self.replace_option_prompt_at_index(index, self._prompt(self._items[index]))
+
+    def action_continue(self) -> None:
+        self.post_message(self.Continued(self.selected))
+
+
+class CmScreen(Screen):
+    """Title, body, key hint; Esc goes back one level (and quits from the first screen)."""
+
+    BINDINGS = [Binding("escape", "back", "Back", show=False)]
+    TITLE_TEXT = "cm"
+    HINT = "↑↓ move · Enter choose · Esc back"
+
+    def compose(self) -> ComposeResult:
+        yield Text(self.TITLE_TEXT, id="title")
+        yield from self.body()
+        yield Notice(id="notice")
+        yield Text(self.HINT, id="hint")
+
+    def body(self) -> ComposeResult:
+        yield from ()
+
+    @property
+    def notice(self) -> Notice:
+        return self.query_one("#notice", Notice)
+
+    def action_back(self) -> None:
+        if len(self.app.screen_stack) <= 2:
+            self.app.exit()
+        else:
+            self.app.pop_screen()

@@ -1,0 +1,111 @@
+"""Adjust Memory and Processing Status (textual pilot) with a real detached Writer.
+
+The drain is the real ``cm session-drain`` spawned by the admission transaction; its Memory Agent
+talks to the loopback fake model, whose policy (``support/edit_policy.py``) turns the request into
+a Profile section with ``edit_result: modified``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from conftest import db_rows, wait_no_drain
+from tui_support import EDIT_POLICY, configure_model, drive, temp_hosts, wait_for
+
+from cmrunner import config as config_mod, setupstate
+from cmrunner.home import DataPaths
+from cmrunner.synthetic import fakemodel
+from cmrunner.tui.app import CmApp
+
+pytestmark = pytest.mark.timeout(120)
+REQUEST = "Please remember that I prefer tabs over spaces in every project"
+
+
+def open_adjust():
+    async def steps(pilot):
+        await wait_for(pilot, "cm · Common Memory")
+        menu = pilot.app.screen.query_one("#column-1")
+        menu.focus()
+        menu.highlighted = 1
+        await pilot.press("enter")
+        await wait_for(pilot, "Memory Control · Adjust Memory")
+    return steps
+
+
+def test_adjust_memory_reaches_the_writer_and_the_result_is_in_view_memory(home, tmp_path):
+    script = {"replies": [], "policy": EDIT_POLICY}
+    with fakemodel.running(str(tmp_path / "fake"), script) as fake:
+        configure_model(home, fake.base_url)
+        setupstate.finish(home)
+
+        async def steps(pilot):
+            await open_adjust()(pilot)
+            text = await wait_for(pilot, "Notice:")
+            assert f"fake-model at {fake.base_url}" in text and "Personal memory (Profile and Preferences)" in text
+            await pilot.press(*REQUEST, "enter")
+            await wait_for(pilot, "submitted for global")
+            text = await wait_for(pilot, "Status: processed", timeout=60)
+            assert "may also have decided to change nothing" in text
+            await pilot.press("escape")
+            menu = pilot.app.screen.query_one("#column-1")
+            menu.highlighted = 0
+            await pilot.press("enter")
+            await wait_for(pilot, "Authorized documents")
+            await pilot.press("enter")
+            text = await wait_for(pilot, "Memory · Profile")
+            assert "Requested change" in text and "I prefer tabs over spaces" in text
+            await pilot.press("escape", "escape", "escape")
+
+        drive(CmApp(home, discover=temp_hosts(str(tmp_path))), steps)
+        assert fake.model_requests()
+    wait_no_drain(home)
+    rows = db_rows(home, "SELECT o.source, o.task_kind, o.scope, o.state, j.state, j.edit_result FROM observations o "
+                         "JOIN jobs j ON j.id = o.job_id")
+    assert rows == [("interactive", "edit", "global", "processed", "done", "modified")]
+
+
+def test_a_sensitive_request_is_refused_before_anything_is_stored(home, tmp_path):
+    configure_model(home, "http://127.0.0.1:9/v1")
+    setupstate.finish(home)
+
+    async def steps(pilot):
+        await open_adjust()(pilot)
+        await pilot.press(*"forget my password: Tr0ub4dor-and-3", "enter")
+        text = await wait_for(pilot, "SENSITIVE_CONTENT_REJECTED")
+        assert "nothing was submitted" in text and "Tr0ub4dor" not in text.replace(pilot.app.screen.query_one(
+            "#request").value, "")
+        await pilot.press("escape", "escape")
+
+    drive(CmApp(home, discover=temp_hosts(str(tmp_path))), steps)
+    assert not os.path.exists(DataPaths(config_mod.load(home).data_root).db)
+
+
+def test_a_failed_request_is_shown_as_failed_and_retried_from_processing_status(home, tmp_path):
+    script = {"replies": [{"error": {"status": 401}}], "policy": EDIT_POLICY}
+    with fakemodel.running(str(tmp_path / "fake"), script) as fake:
+        configure_model(home, fake.base_url)
+        setupstate.finish(home)
+
+        async def steps(pilot):
+            await open_adjust()(pilot)
+            await pilot.press(*REQUEST, "enter")
+            text = await wait_for(pilot, "Status: dead", timeout=60)
+            assert "issue AUTHENTICATION" in text and "not applied" in text and "processed" not in text
+            await pilot.press("escape")  # leaving does not withdraw the request
+            menu = pilot.app.screen.query_one("#column-1")
+            menu.highlighted = 2
+            await pilot.press("enter")
+            text = await wait_for(pilot, "failed (Enter to retry)")
+            assert "AUTHENTICATION" in text
+            await pilot.press("enter")
+            await wait_for(pilot, "queued for another attempt")
+            text = await wait_for(pilot, "No unfinished job.", timeout=60)
+            assert "Status: processed" in text
+            await pilot.press("c")
+            await wait_for(pilot, "Processing continues in the background")
+            await pilot.press("escape", "escape")
+
+        drive(CmApp(home, discover=temp_hosts(str(tmp_path))), steps)
+    wait_no_drain(home)
+    assert db_rows(home, "SELECT state, attempts FROM jobs") == [("done", 2)]
