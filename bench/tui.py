@@ -6,8 +6,8 @@ pseudo-terminal, 100x32) and polls `tmux capture-pane` every 5 ms from the momen
 created until the screen shows the Home title ("cm · Common Memory") or, unconfigured, the first
 setup screen ("1/4 Provider"); then Escape quits it. The poll adds up to ~5 ms plus one
 capture-pane call (~2 ms). For scale, `cm --version` (the click CLI without the UI) is timed as
-spawn-to-exit. Prints a markdown table; writes nothing.
-Usage: `python bench/tui.py [--runs 10]` (needs tmux).
+spawn-to-exit. Prints a markdown table (`--write` puts it into docs/benchmarks.md).
+Usage: `python bench/tui.py [--runs 10] [--write]` (needs tmux).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import CM, machine, summary  # noqa: E402
+from _util import CM, machine, summary, write_section  # noqa: E402
 
 HOME_TITLE = "cm · Common Memory"
 SETUP_TITLE = "1/4 Provider"
@@ -58,6 +58,7 @@ def time_version() -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--write", action="store_true", help="update docs/benchmarks.md")
     args = parser.parse_args()
     if shutil.which("tmux") is None:
         sys.exit("bench/tui.py needs tmux (Debian: apt-get install tmux)")
@@ -78,11 +79,12 @@ def main() -> None:
                                                                                  for _ in range(args.runs)])))
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print(f"Machine: {machine()}\n")
-    print("| start-up | runs | median ms | p95 ms | max ms |")
-    print("|---|---|---|---|---|")
-    for label, s in rows:
-        print(f"| {label} | {s['n']} | {s['median']:.0f} | {s['p95']:.0f} | {s['max']:.0f} |")
+    lines = [f"Machine: {machine()}.", "", "| start-up | runs | median ms | p95 ms | max ms |", "|---|---|---|---|---|"]
+    lines += [f"| {label} | {s['n']} | {s['median']:.0f} | {s['p95']:.0f} | {s['max']:.0f} |" for label, s in rows]
+    body = "\n".join(lines)
+    print(body)
+    if args.write:
+        write_section("tui", body)
 
 
 if __name__ == "__main__":
