@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 
 import click
 
@@ -38,18 +37,9 @@ def flush(ctx: click.Context) -> None:
 @click.pass_context
 def retry(ctx: click.Context, job_id: str) -> None:
     """Revive a dead or quarantined job (its history is kept) and start a drain."""
-    from cmrunner import drainlease, store
-    from cmrunner.writer_proc import jobs
+    from cmrunner import adjust
 
-    home = _home(ctx)
-    paths = DataPaths(config_mod.load(home).data_root)
-    conn = store.open_store(paths)
-    try:
-        with store.immediate(conn):
-            jobs.retry(conn, job_id, int(time.time() * 1000))
-            drainlease.ensure_drain(conn, home)
-    finally:
-        conn.close()
+    adjust.retry(_home(ctx), job_id)
     click.echo(f"job {job_id} queued for another attempt")
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from cmrunner import doctor, hostconfig
 from cmrunner.doctor import Check
+from cmrunner.errors import CmError
 from cmrunner.integrations import codexroot, discovery, manifest as manifest_mod, pi as pi_mod, txn
 
 
@@ -134,3 +135,13 @@ def run(home: str, start_servers: bool = True) -> Report:
         report.cannot.append("hook trust is computed the way Codex 0.169 does; only Codex's /hooks screen is "
                              "authoritative")
     return report
+
+
+def summary_lines(home: str) -> list[str]:
+    """The check as lines for a screen: what was proved, then what could not be."""
+    try:
+        report = run(home)
+    except CmError as exc:
+        return [f"the check failed: {exc.code}: {exc.message}"]
+    return [f"{c.state:<4} {c.name}: {c.detail}" for c in report.checks] + [f"not proven: {line}" for line in report.cannot]
+

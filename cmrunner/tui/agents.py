@@ -182,12 +182,7 @@ class ResultScreen(CmScreen):
         self.run_worker(self._check, thread=True, exclusive=True)
 
     def _check(self) -> None:
-        try:
-            report = checks.run(self.app.home)  # type: ignore[attr-defined]
-            lines = [f"{c.state:<4} {c.name}: {c.detail}" for c in report.checks]
-            lines += [f"not proven: {line}" for line in report.cannot]
-        except CmError as exc:
-            lines = [f"the check failed: {exc.code}: {exc.message}"]
+        lines = checks.summary_lines(self.app.home)  # type: ignore[attr-defined]
         self.app.call_from_thread(self.query_one("#checks", Text).set, "Installation check:\n" + "\n".join(lines))
 
     def action_back(self) -> None:

@@ -173,12 +173,7 @@ class CheckScreen(CmScreen):
     def _check(self) -> None:
         from cmrunner.integrations import checks
 
-        try:
-            report = checks.run(self.app.home)  # type: ignore[attr-defined]
-            lines = [f"{c.state:<4} {c.name}: {c.detail}" for c in report.checks]
-            lines += [f"not proven: {line}" for line in report.cannot]
-        except CmError as exc:
-            lines = [f"{exc.code}: {exc.message}"]
+        lines = checks.summary_lines(self.app.home)  # type: ignore[attr-defined]
         self.app.call_from_thread(self.query_one("#checks", Text).set, "\n".join(lines))
 
 
