@@ -1,3 +1,0 @@
-"""Moved to ``cmrunner.synthetic.fakemodel`` (the demo ships it); kept so older imports work."""
-
-from cmrunner.synthetic.fakemodel import *  # noqa: F401,F403
