@@ -262,15 +262,20 @@ class AppServer:
                 seen += 1
                 if message.get("method") == method:
                     return message
-            try:
-                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                raise HostSetupError(f"codex app-server sent no {method} in {timeout:.0f} s") from None
-            if not line:
-                raise HostSetupError(f"codex app-server exited (status {self.process.poll()}) before {method}")
-            message = json.loads(line)
-            if "method" in message:
-                self.notifications.append(message)
+            self._read(deadline, f"sent no {method} in {timeout:.0f} s", f"before {method}")
+
+    def _read(self, deadline: float, late: str, during: str) -> dict:
+        """One message; notifications are also kept in ``notifications`` (server requests go unanswered)."""
+        try:
+            line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            raise HostSetupError(f"codex app-server {late}") from None
+        if not line:
+            raise HostSetupError(f"codex app-server exited (status {self.process.poll()}) {during}")
+        message = json.loads(line)
+        if "method" in message:
+            self.notifications.append(message)
+        return message
 
     def _pump(self) -> None:
         assert self.process.stdout is not None
@@ -290,17 +295,8 @@ class AppServer:
         self._send({"id": wanted, "method": method, "params": params})
         deadline = time.monotonic() + timeout
         while True:
-            try:
-                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                raise HostSetupError(f"codex app-server did not answer {method} in {timeout:.0f} s") from None
-            if not line:
-                raise HostSetupError(f"codex app-server exited (status {self.process.poll()}) during {method}")
-            message = json.loads(line)
-            if "method" in message:
-                self.notifications.append(message)  # kept for wait_for(); server requests go unanswered
-                continue
-            if message.get("id") != wanted:
+            message = self._read(deadline, f"did not answer {method} in {timeout:.0f} s", f"during {method}")
+            if "method" in message or message.get("id") != wanted:
                 continue
             if "error" in message:
                 raise HostSetupError(f"codex app-server {method} failed: {json.dumps(message['error'])[:400]}")
