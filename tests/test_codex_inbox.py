@@ -247,3 +247,33 @@ def test_an_unknown_record_of_a_newer_codex_fails_closed_for_that_session_only(h
                          " (SELECT session_id FROM codex_failures)")[0][0] >= 1
     status = run_cm(["status", "--json"])
     assert "a shape no allowlist knows" not in status.stdout.decode()
+
+
+def test_flush_succeeds_while_a_live_session_holds_unsealed_turns(home, tmp_path, workdir):
+    transcript = Transcript(str(tmp_path / "t.jsonl"), "s-1")
+    assert run_hook(home, event("SessionStart", transcript, workdir, source="startup")).returncode == 0
+    _turns(home, transcript, workdir, 1, 3)
+    drain(home)
+    assert db_rows(home, "SELECT COUNT(*) FROM observations WHERE state = 'buffered'") == [(3,)]
+    proc = run_cm(["flush"])
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, (out, proc.stderr)
+    assert "remaining: nothing" in out
+    assert "3 turns wait in open sessions" in out
+    assert db_rows(home, "SELECT COUNT(*) FROM session_batches") == [(0,)]  # still not sealed by a flush
+
+
+def test_flush_fails_on_unsealed_turns_of_an_isolated_session(home, tmp_path, workdir):
+    transcript = Transcript(str(tmp_path / "t.jsonl"), "s-1")
+    assert run_hook(home, event("SessionStart", transcript, workdir, source="startup")).returncode == 0
+    _turns(home, transcript, workdir, 1, 2)
+    drain(home)  # the two settled turns are consumed before the unknown record arrives
+    transcript.append({"type": "event_msg", "payload": {"type": "brand_new_thing"}})
+    assert run_hook(home, event("UserPromptSubmit", transcript, workdir, turn_id="turn-03",
+                                prompt="prompt 3")).returncode == 0
+    drain(home)
+    assert db_rows(home, "SELECT issue FROM codex_failures") == [("CODEX_UNKNOWN_TRANSCRIPT",)]
+    proc = run_cm(["flush"])
+    assert proc.returncode == 1
+    assert "buffered 2" in proc.stdout.decode() and "open sessions" not in proc.stdout.decode()
+    assert "incomplete" in proc.stderr.decode()
