@@ -17,6 +17,7 @@ Contract:
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Callable
 
@@ -46,7 +47,7 @@ class FlushReport:
         return not bad and not self.waiting and not any(self.remaining.values())
 
 
-def _remaining(conn) -> tuple[dict[str, int], int]:
+def _remaining(conn: sqlite3.Connection) -> tuple[dict[str, int], int]:
     """Observations left by state (live sessions' unsealed turns excluded), and those turns."""
     counts = {state: 0 for state in ("buffered", "pending", "claimed", "dead")}
     conn.execute("BEGIN")  # one read snapshot (WAL), so the subtraction below sees one state
