@@ -8,6 +8,9 @@ Contract:
   chosen. Every other section has documented defaults when the whole file is absent.
 - The file holds no secrets; keys live in the private ``.env`` (``cmrunner.envfile``).
 - Saving is atomic and durable (``fsutil.write_atomic``).
+- A file that exists but does not load (not JSON, invalid or unsupported fields: ``UNREADABLE_CODES``)
+  can be replaced by ``cm config init --force``; ``keep_aside`` first copies it, byte for byte, to
+  ``config.json.corrupt-<UTC time>`` (0600, never overwriting an earlier copy), so nothing is lost.
 Stdlib only: hooks read the configuration to find the data root and the disclosure rules.
 """
 
@@ -23,6 +26,7 @@ from cmrunner.home import config_path, default_data_root
 
 SCHEMA_VERSION = 2
 CONFIG_LIMIT = 1 << 20
+UNREADABLE_CODES = frozenset({"CONFIG_INVALID", "UNSUPPORTED_CONFIG_VERSION"})
 
 SCOPE_RE = re.compile(r"^(global|project:[A-Za-z0-9_-]{1,128})$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -272,3 +276,29 @@ def save(home: str, data: dict) -> None:
     fsutil.ensure_private_dir(home, "configuration home")
     body = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     fsutil.write_atomic(config_path(home), body.encode("utf-8"))
+
+
+def keep_aside(home: str) -> str:
+    """Copy the current ``config.json`` to a new ``config.json.corrupt-<UTC time>``; returns its path."""
+    import time
+
+    raw = fsutil.read_regular_file(config_path(home), CONFIG_LIMIT, "config.json")
+    if raw is None:
+        raise ConfigError("CONFIG_MISSING", f"{config_path(home)} disappeared; rerun `cm config init`")
+    stem = f"{config_path(home)}.corrupt-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    for n in range(100):
+        target = stem if n == 0 else f"{stem}-{n}"
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        except FileExistsError:
+            continue
+        try:
+            view = memoryview(raw)
+            while view:
+                view = view[os.write(fd, view):]
+            fsutil.fsync_fd(fd)
+        finally:
+            os.close(fd)
+        fsutil.fsync_dir(home)
+        return target
+    raise ConfigError("CONFIG_BACKUP_FAILED", f"too many {stem}* copies exist; remove old ones and retry")

@@ -1,7 +1,12 @@
 """``cm doctor``: check an installation for Codex without changing anything.
 
 Contract: every check reports ``ok``, ``warn`` or ``fail`` with a one-line detail and never writes
-a file. It checks the configuration, the Codex profile file that ``cm codex-config`` generates
+a file; a ``fail`` detail starts with a stable ``CODE:`` and says the fix, and any ``fail`` makes
+``cm doctor`` exit 1. It checks the configuration; the model (``remote`` with base URL and model,
+and its key present in the private ``.env`` — the key itself is never read into a message); the
+data root (a real directory — no symlinked component — of mode 0700 that this user can write, or
+one that can be created: its nearest existing ancestor is a writable real directory); the Codex
+profile file that ``cm codex-config`` generates
 (``$CODEX_HOME/<profile>.config.toml``): the six hooks with ``timeout = 3`` pinned to an existing
 interpreter and to this home; their trust; and that the profile's read MCP server starts and lists
 exactly ``memory_read`` and ``memory_status`` (the SDK client, the real command line).
@@ -21,9 +26,10 @@ import json
 import os
 import re
 import shlex
+import stat
 import tomllib
 
-from cmrunner import config as config_mod, hostconfig
+from cmrunner import config as config_mod, envfile, hostconfig
 from cmrunner.errors import CmError
 
 STATES = ("ok", "warn", "fail")
@@ -138,16 +144,66 @@ def _check_mcp(profile: dict) -> Check:
     return Check("read MCP", "ok", "started and listed memory_read, memory_status")
 
 
+def _failed(name: str, code: str, message: str) -> Check:
+    return Check(name, "fail", f"{code}: {message}")
+
+
+def _check_model(cfg: config_mod.Config) -> Check:
+    remote = cfg.remote
+    if remote is None:
+        return _failed("model", "UNCONFIGURED", "no model is configured, so captured turns are never written to "
+                       "memory; run `cm config` (or `cm config init --force --base-url URL --model NAME "
+                       "--api-key-stdin`)")
+    try:
+        present = envfile.get_secret(cfg.home, remote["apiKeyEnv"]) is not None
+    except CmError as exc:
+        return _failed("model", exc.code, exc.message)
+    if not present:
+        return _failed("model", "API_KEY_MISSING", f"{remote['apiKeyEnv']} is not set in the private "
+                       f"{cfg.home}/.env; run `cm config` or pipe the key into `cm config init … --api-key-stdin`")
+    return Check("model", "ok", f"{remote['model']} at {remote['baseUrl']}; key {remote['apiKeyEnv']} present in .env")
+
+
+def _check_data_root(root: str) -> Check:
+    name = "data root"
+    existing = root
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if os.path.realpath(existing) != existing:
+        return _failed(name, "UNSAFE_PATH", f"{root} passes through a symbolic link at or above {existing}; "
+                       "set dataRoot to the real path (`cm config init --force --data-root …`)")
+    if existing != root:
+        if not os.path.isdir(existing):
+            return _failed(name, "DATA_ROOT_UNWRITABLE", f"{root} cannot be created: {existing} is not a directory; "
+                           "set dataRoot to a creatable path")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            return _failed(name, "DATA_ROOT_UNWRITABLE", f"{root} cannot be created: {existing} is not writable "
+                           "by this user; fix its permissions or set dataRoot elsewhere")
+        return Check(name, "ok", f"{root} (not created yet; cm creates it with mode 0700)")
+    info = os.stat(root)
+    if not stat.S_ISDIR(info.st_mode):
+        return _failed(name, "UNSAFE_PATH", f"{root} is not a directory; remove it or set dataRoot elsewhere")
+    mode = stat.S_IMODE(info.st_mode)
+    if mode != 0o700:
+        # group/other access exposes the memory; missing owner bits stop cm writing it
+        code = "DATA_ROOT_NOT_PRIVATE" if mode & 0o077 else "DATA_ROOT_UNWRITABLE"
+        return _failed(name, code, f"{root} has mode {mode:04o}, not 0700; run `chmod 700 {root}`")
+    if not os.access(root, os.W_OK | os.X_OK):
+        return _failed(name, "DATA_ROOT_UNWRITABLE", f"{root} is not writable by this user; fix its owner or "
+                       "permissions")
+    return Check(name, "ok", f"{root} (0700, writable)")
+
+
 def run(home: str, codex_home: str, profile_name: str = "common-memory") -> list[Check]:
     checks: list[Check] = []
     try:
         cfg = config_mod.load(home)
         found = "valid" if cfg.exists else "absent (defaults)"
         checks.append(Check("configuration", "ok", f"{home}/config.json {found}"))
-        root = cfg.data_root
-        checks.append(Check("data root", "ok", root + ("" if os.path.isdir(root) else " (not created yet)")))
+        checks.append(_check_model(cfg))
+        checks.append(_check_data_root(cfg.data_root))
     except CmError as exc:
-        checks.append(Check("configuration", "fail", f"{exc.code}: {exc.message}"))
+        checks.append(_failed("configuration", exc.code, exc.message))
     path = os.path.join(codex_home, f"{profile_name}.config.toml")
     try:
         profile = _load_toml(path)

@@ -10,8 +10,10 @@ in ``tests/fixtures/codex``):
 - Every row needs a ``type`` string, an object ``payload`` and a valid UTC ``timestamp``. Row types,
   ``event_msg`` discriminants, ``item_completed`` item types, user input part types and
   ``response_item`` types and roles are explicit allowlists; anything else is
-  ``CODEX_UNKNOWN_TRANSCRIPT``. A ``session_meta`` outside the supported Codex range is
-  ``CODEX_UNSUPPORTED_VERSION``.
+  ``CODEX_UNKNOWN_TRANSCRIPT``. A ``session_meta`` whose ``cli_version`` is not a strict ``x.y.z`` or is
+  older than 0.153.4 is ``CODEX_UNSUPPORTED_VERSION``. There is no upper bound (the specification sets
+  none): a newer Codex is admitted, and whatever it writes that cm does not know fails closed record by
+  record through the allowlists above, exactly as on a verified version.
 - User evidence (``UserDelivery``) comes only from ``event_msg/item_completed`` items of type
   ``UserMessage`` (text parts concatenated, as Codex builds the UserPromptSubmit prompt) and legacy
   ``event_msg/user_message``, both only inside the open turn with the same turn id.
@@ -36,9 +38,11 @@ import re
 
 from cmrunner.errors import CmError
 
-# Oldest release the reference accepted, and the newest release line captured and checked here.
+# Oldest release the reference accepted. Newer releases are admitted without an upper bound; the
+# newest release line whose real captures the allowlists were checked against is recorded only to
+# say so in documentation and tests, never to refuse a session.
 SUPPORTED_MIN_VERSION = (0, 153, 4)
-SUPPORTED_MAX_RELEASE = (0, 169)  # every 0.169.x patch; 0.170+ is unverified and refused
+VERIFIED_MAX_RELEASE = (0, 169)
 UNKNOWN = "CODEX_UNKNOWN_TRANSCRIPT"
 UNKNOWN_COMPLETION = "CODEX_UNKNOWN_COMPLETION"
 UNSUPPORTED_VERSION = "CODEX_UNSUPPORTED_VERSION"
@@ -187,7 +191,7 @@ def _fail(code: str, what: str, offset: int) -> RolloutError:
     advice = {
         UNKNOWN: "this Codex transcript is not in a format cm knows; nothing from it was captured",
         UNKNOWN_COMPLETION: "the transcript completes a turn cm did not see start; nothing from it was captured",
-        UNSUPPORTED_VERSION: "cm supports Codex 0.153.4 to 0.169.x; update cm or use a supported Codex",
+        UNSUPPORTED_VERSION: "cm supports Codex 0.153.4 and later; update Codex",
         UNSETTLED_TURN: "the transcript starts a turn while another is open; nothing from it was captured",
     }[code]
     return RolloutError(code, f"{what} at byte {offset}: {advice}")
@@ -202,7 +206,8 @@ def parse_version(value: object) -> tuple[int, int, int] | None:
 
 
 def supported(version: tuple[int, int, int]) -> bool:
-    return SUPPORTED_MIN_VERSION <= version and version[:2] <= SUPPORTED_MAX_RELEASE
+    """Whether cm admits transcripts of this Codex version: the minimum and anything newer."""
+    return SUPPORTED_MIN_VERSION <= version
 
 
 def _valid_clock(value: str) -> bool:

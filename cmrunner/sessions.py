@@ -204,6 +204,22 @@ def end(conn: sqlite3.Connection, session_id: str) -> str | None:
     return seal(conn, session_id, "session_end")
 
 
+def open_backlog(conn: sqlite3.Connection) -> tuple[int, int]:
+    """Unsealed turns of live sessions and their buffered user observations, as ``(turns, observations)``.
+
+    Live: not ended and not isolated. Such turns wait for the tenth settled interaction or the
+    session's end by design; no flush can process them, so they are not queued work."""
+    row = conn.execute(
+        "SELECT COUNT(DISTINCT t.id), COUNT(DISTINCT o.id) FROM session_turns t"
+        " JOIN session_messages m ON m.turn = t.id AND m.role = 'user'"
+        " JOIN observations o ON o.id = m.observation_id"
+        " WHERE o.state = 'buffered' AND t.batch_id IS NULL"
+        " AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id = t.session_id AND s.closing = 1)"
+        " AND NOT EXISTS (SELECT 1 FROM codex_failures f WHERE f.session_id = t.session_id)"
+    ).fetchone()
+    return int(row[0]), int(row[1])
+
+
 def isolate(conn: sqlite3.Connection, session_id: str, inbox_id: int | None, code: str) -> None:
     """Record a session-level failure (any host): the session's inbox is skipped until
     ``cm session-drain --recover <id>`` asks for another try; nothing admitted is dropped.

@@ -13,18 +13,41 @@ from conftest import CM, Transcript, db_rows, event, hook_env, run_cm, run_hook,
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "codex")
 
 
-def replay(name: str, home: str, tmp_path, env: dict | None = None) -> list[str]:
-    """Feed a captured session to the real hook, growing the transcript as Codex did; returns prompts."""
+def as_version(data: bytes, version: str) -> tuple[bytes, int]:
+    """A captured transcript as if a different Codex had written it: its session_meta's cli_version
+    rewritten; returns the body and how many bytes the first line grew (hook sizes shift by it)."""
+    head, rest = data.split(b"\n", 1)
+    meta = json.loads(head)
+    meta["payload"]["cli_version"] = version
+    new_head = json.dumps(meta, separators=(",", ":"), ensure_ascii=False).encode()
+    return new_head + b"\n" + rest, len(new_head) - len(head)
+
+
+def replay(name: str, home: str, tmp_path, env: dict | None = None, version: str | None = None,
+           extra: bytes = b"") -> list[str]:
+    """Feed a captured session to the real hook, growing the transcript as Codex did; returns prompts.
+
+    ``version`` rewrites the session_meta's Codex version; ``extra`` lines are inserted right after
+    the transcript's state at the first UserPromptSubmit (so every later hook carries them)."""
     data = open(os.path.join(FIXTURES, f"{name}.jsonl"), "rb").read()
+    shift = 0
+    if version is not None:
+        data, shift = as_version(data, version)
+    hooks = [json.loads(line) for line in open(os.path.join(FIXTURES, f"{name}.hooks.jsonl"))]
+    if extra:
+        at = next(h["transcript_bytes_at_hook"] for h in hooks if h["payload"]["hook_event_name"] == "UserPromptSubmit")
+        data = data[: at + shift] + extra + data[at + shift:]
+        for h in hooks:
+            if h["transcript_bytes_at_hook"] > at:
+                h["transcript_bytes_at_hook"] += len(extra)
     path = str(tmp_path / f"{name}.jsonl")
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     prompts = []
-    for line in open(os.path.join(FIXTURES, f"{name}.hooks.jsonl")):
-        entry = json.loads(line)
+    for entry in hooks:
         payload = dict(entry["payload"], transcript_path=path, cwd=str(work))
         with open(path, "wb") as handle:
-            handle.write(data[: entry["transcript_bytes_at_hook"]])
+            handle.write(data[: entry["transcript_bytes_at_hook"] + shift])
         proc = run_hook(home, payload, env=env)
         if payload["hook_event_name"] == "UserPromptSubmit":
             prompts.append(payload["prompt"])
@@ -191,3 +214,66 @@ def test_unknown_record_fails_closed(home, tmp_path, workdir):
     conn = sqlite3.connect(os.path.join(home, "data", "runtime.sqlite"))
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()
+
+
+@pytest.mark.parametrize(("name", "version"), [("simple", "0.170.0"), ("app_server", "1.0.0"),
+                                               ("legacy-0.153.4-shell_tool", "0.170.0")])
+def test_a_newer_codex_than_any_verified_one_is_captured_and_settles(home, tmp_path, name, version):
+    prompts = replay(name, home, tmp_path, version=version)
+    assert db_rows(home, "SELECT COUNT(*) FROM host_activations") == [(1,)]
+    drain(home)
+    got = user_observations(home)
+    assert [g[0] for g in got] == prompts and prompts
+    assert all(g[1] == "pending" and g[3] for g in got), got
+    assert db_rows(home, "SELECT COUNT(*) FROM codex_failures") == [(0,)]
+    assert db_rows(home, "SELECT COUNT(*) FROM codex_inbox") == [(0,)]
+    assert set(db_rows(home, "SELECT state FROM session_turns")) == {("settled",)}
+
+
+def test_an_unknown_record_of_a_newer_codex_fails_closed_for_that_session_only(home, tmp_path):
+    unknown = json.dumps({"timestamp": "2026-11-30T01:06:09.000Z", "type": "event_msg",
+                          "payload": {"type": "turn_thoughts_v2", "text": "a shape no allowlist knows"}}).encode() + b"\n"
+    newer = tmp_path / "newer"
+    newer.mkdir()
+    replay("simple", home, newer, version="0.170.0", extra=unknown)
+    other = tmp_path / "other"
+    other.mkdir()
+    good = replay("shell_tool", home, other, version="0.170.0")
+    drain(home)
+    assert db_rows(home, "SELECT issue FROM codex_failures") == [("CODEX_UNKNOWN_TRANSCRIPT",)]
+    # the other session of the same newer Codex is captured in full; the failed one disclosed nothing
+    assert [g[0] for g in user_observations(home)] == good
+    assert db_rows(home, "SELECT COUNT(*) FROM codex_inbox WHERE session_id IN"
+                         " (SELECT session_id FROM codex_failures)")[0][0] >= 1
+    status = run_cm(["status", "--json"])
+    assert "a shape no allowlist knows" not in status.stdout.decode()
+
+
+def test_flush_succeeds_while_a_live_session_holds_unsealed_turns(home, tmp_path, workdir):
+    transcript = Transcript(str(tmp_path / "t.jsonl"), "s-1")
+    assert run_hook(home, event("SessionStart", transcript, workdir, source="startup")).returncode == 0
+    _turns(home, transcript, workdir, 1, 3)
+    drain(home)
+    assert db_rows(home, "SELECT COUNT(*) FROM observations WHERE state = 'buffered'") == [(3,)]
+    proc = run_cm(["flush"])
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, (out, proc.stderr)
+    assert "remaining: nothing" in out
+    assert "3 turns wait in open sessions" in out
+    assert db_rows(home, "SELECT COUNT(*) FROM session_batches") == [(0,)]  # still not sealed by a flush
+
+
+def test_flush_fails_on_unsealed_turns_of_an_isolated_session(home, tmp_path, workdir):
+    transcript = Transcript(str(tmp_path / "t.jsonl"), "s-1")
+    assert run_hook(home, event("SessionStart", transcript, workdir, source="startup")).returncode == 0
+    _turns(home, transcript, workdir, 1, 2)
+    drain(home)  # the two settled turns are consumed before the unknown record arrives
+    transcript.append({"type": "event_msg", "payload": {"type": "brand_new_thing"}})
+    assert run_hook(home, event("UserPromptSubmit", transcript, workdir, turn_id="turn-03",
+                                prompt="prompt 3")).returncode == 0
+    drain(home)
+    assert db_rows(home, "SELECT issue FROM codex_failures") == [("CODEX_UNKNOWN_TRANSCRIPT",)]
+    proc = run_cm(["flush"])
+    assert proc.returncode == 1
+    assert "buffered 2" in proc.stdout.decode() and "open sessions" not in proc.stdout.decode()
+    assert "incomplete" in proc.stderr.decode()

@@ -133,3 +133,44 @@ def test_symlinked_config_is_refused(home, tmp_path):
     with pytest.raises(Exception) as caught:
         config_mod.load(home)
     assert getattr(caught.value, "code", None) == "UNSAFE_PATH"
+
+
+@pytest.mark.parametrize("body", [b"{broken", b'{"schemaVersion": 1}', b'{"schemaVersion": 2, "dataRoot": "rel"}',
+                                  b"\xff\xfe not utf-8"])
+def test_config_init_force_does_what_the_corrupt_config_error_advises(home, body):
+    from conftest import run_cm
+
+    path = os.path.join(home, "config.json")
+    os.makedirs(home, mode=0o700, exist_ok=True)
+    with open(path, "wb") as handle:
+        handle.write(body)
+    refused = run_cm(["config", "show"])
+    assert refused.returncode == 1
+    line = refused.stderr.decode()
+    assert line.startswith(("cm: CONFIG_INVALID: ", "cm: UNSUPPORTED_CONFIG_VERSION: ")), line
+    assert "config init" in line
+    assert run_cm(["config", "init"]).returncode == 1  # without --force nothing is replaced
+    assert open(path, "rb").read() == body
+    proc = run_cm(["config", "init", "--force"])
+    assert proc.returncode == 0, proc.stderr
+    (kept,) = [name for name in os.listdir(home) if name.startswith("config.json.corrupt-")]
+    assert f"kept the unreadable config.json as {os.path.join(home, kept)}" in proc.stdout.decode()
+    assert open(os.path.join(home, kept), "rb").read() == body
+    assert stat.S_IMODE(os.stat(os.path.join(home, kept)).st_mode) == 0o600
+    assert config_mod.load(home).exists
+    assert run_cm(["config", "show"]).returncode == 0
+    again = run_cm(["config", "init", "--force"])  # a valid config is replaced without a copy
+    assert again.returncode == 0 and "kept" not in again.stdout.decode()
+    assert len([n for n in os.listdir(home) if n.startswith("config.json.corrupt-")]) == 1
+
+
+def test_corrupt_copies_never_overwrite_each_other(home):
+    os.makedirs(home, mode=0o700, exist_ok=True)
+    path = os.path.join(home, "config.json")
+    kept = []
+    for n in range(3):
+        with open(path, "w") as handle:
+            handle.write(f"corrupt {n}")
+        kept.append(config_mod.keep_aside(home))
+    assert len(set(kept)) == 3
+    assert [open(k).read() for k in kept] == ["corrupt 0", "corrupt 1", "corrupt 2"]

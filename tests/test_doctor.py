@@ -4,13 +4,27 @@ from __future__ import annotations
 
 import json
 import os
+import stat
+import sys
 import tomllib
 
+import pytest
 from conftest import hook_env, run_cm
 from mcp_support import configure
 from support import hosts
 
-from cmrunner import doctor
+from cmrunner import config as config_mod, doctor, envfile
+
+KEY = "sk-doctor-test-0123456789abcdef"
+
+
+def _with_model(home: str, key: str | None = KEY) -> None:
+    cfg = config_mod.load(home)
+    cfg.data["remote"] = {"provider": "openai-compatible", "baseUrl": "http://127.0.0.1:9/v1", "model": "fake-model",
+                          "apiKeyEnv": "COMMON_MEMORY_API_KEY", "apiKeySource": "private-env"}
+    config_mod.save(home, cfg.data)
+    if key is not None:
+        envfile.update(home, {"COMMON_MEMORY_API_KEY": key})
 
 
 def _profile(home: str, codex_home: str) -> str:
@@ -49,6 +63,7 @@ def test_trust_hash_matches_what_codex_reports(home, tmp_path):
 
 def test_doctor_reports_files_trust_and_mcp(home, tmp_path):
     configure(home)
+    _with_model(home)
     codex_home = str(tmp_path / "codex")
     os.makedirs(codex_home)
     code, checks = _doctor(codex_home)
@@ -57,8 +72,8 @@ def test_doctor_reports_files_trust_and_mcp(home, tmp_path):
     path = _profile(home, codex_home)
     code, checks = _doctor(codex_home)
     assert code == 0
-    assert [checks[n]["state"] for n in ("configuration", "codex profile", "hooks", "hook trust", "read MCP")] == \
-        ["ok", "ok", "ok", "warn", "ok"]
+    assert [checks[n]["state"] for n in ("configuration", "model", "data root", "codex profile", "hooks", "hook trust",
+                                         "read MCP")] == ["ok", "ok", "ok", "ok", "ok", "warn", "ok"]
     assert "SessionStart untrusted" in checks["hook trust"]["detail"]
 
     doc = tomllib.loads(open(path).read())
@@ -87,3 +102,92 @@ def test_doctor_fails_when_the_mcp_server_cannot_start(home, tmp_path):
         handle.write(doc)
     code, checks = _doctor(codex_home)
     assert code == 1 and checks["read MCP"]["state"] == "fail"
+
+
+# --- the model and the data root ----------------------------------------------------------------
+
+
+def _doctor_text(tmp_path) -> tuple[int, str, dict[str, dict]]:
+    codex_home = str(tmp_path / "codex")
+    os.makedirs(codex_home, exist_ok=True)
+    text = run_cm(["doctor", "--codex-home", codex_home])
+    code, checks = _doctor(codex_home)
+    assert text.returncode == code
+    return code, text.stdout.decode(), checks
+
+
+def test_doctor_fails_without_a_model_or_its_key_and_never_prints_the_key(home, tmp_path):
+    configure(home)
+    code, out, checks = _doctor_text(tmp_path)
+    assert code == 1
+    assert checks["model"]["state"] == "fail" and checks["model"]["detail"].startswith("UNCONFIGURED: ")
+    assert "fail  model: UNCONFIGURED: " in out and "cm config" in out
+    _with_model(home, key=None)
+    code, out, checks = _doctor_text(tmp_path)
+    assert code == 1 and checks["model"]["detail"].startswith("API_KEY_MISSING: COMMON_MEMORY_API_KEY ")
+    envfile.update(home, {"COMMON_MEMORY_API_KEY": KEY})
+    code, out, checks = _doctor_text(tmp_path)
+    assert checks["model"]["state"] == "ok" and "fake-model" in checks["model"]["detail"]
+    assert KEY not in out and KEY not in json.dumps(checks) and KEY[:8] not in out
+
+
+def _root_check(home: str, tmp_path, root: str) -> tuple[int, dict]:
+    configure(home)
+    _with_model(home)
+    cfg = config_mod.load(home)
+    cfg.data["dataRoot"] = root
+    config_mod.save(home, cfg.data)
+    code, _out, checks = _doctor_text(tmp_path)
+    return code, checks["data root"]
+
+
+def test_doctor_accepts_a_private_data_root_or_one_it_can_create(home, tmp_path):
+    code, check = _root_check(home, tmp_path, str(tmp_path / "later" / "data"))
+    assert check["state"] == "ok" and "not created yet" in check["detail"]
+    assert not os.path.exists(tmp_path / "later"), "doctor created something"
+    root = tmp_path / "data"
+    root.mkdir(mode=0o700)
+    code, check = _root_check(home, tmp_path, str(root))
+    assert check == {"name": "data root", "state": "ok", "detail": f"{root} (0700, writable)"}
+
+
+def test_doctor_fails_a_shared_or_linked_or_uncreatable_data_root(home, tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o755)
+    code, check = _root_check(home, tmp_path, str(shared))
+    assert code == 1 and check["detail"].startswith("DATA_ROOT_NOT_PRIVATE: ") and "chmod 700" in check["detail"]
+    os.chmod(shared, 0o500)
+    code, check = _root_check(home, tmp_path, str(shared))
+    assert code == 1 and check["detail"].startswith("DATA_ROOT_UNWRITABLE: ")
+    os.chmod(shared, 0o700)
+    link = tmp_path / "link"
+    link.symlink_to(shared)
+    code, check = _root_check(home, tmp_path, str(link))
+    assert code == 1 and check["detail"].startswith("UNSAFE_PATH: ") and "symbolic link" in check["detail"]
+    code, check = _root_check(home, tmp_path, str(link / "inner"))
+    assert code == 1 and check["detail"].startswith("UNSAFE_PATH: ")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    code, check = _root_check(home, tmp_path, str(blocker / "data"))
+    assert code == 1 and check["detail"].startswith("DATA_ROOT_UNWRITABLE: ") and "not a directory" in check["detail"]
+    code, check = _root_check(home, tmp_path, str(blocker))
+    assert code == 1 and check["detail"].startswith("UNSAFE_PATH: ")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc/1, which no user may write into")
+def test_doctor_fails_a_data_root_it_cannot_create(home, tmp_path):
+    code, check = _root_check(home, tmp_path, "/proc/1/cm-data")
+    assert code == 1 and check["detail"].startswith("DATA_ROOT_UNWRITABLE: ") and "/proc/1 is not writable" in check["detail"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write any directory whatever its mode")
+def test_doctor_fails_a_data_root_inside_an_unwritable_directory(home, tmp_path):
+    parent = tmp_path / "locked"
+    parent.mkdir()
+    os.chmod(parent, stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        code, check = _root_check(home, tmp_path, str(parent / "data"))
+    finally:
+        os.chmod(parent, 0o700)
+    assert code == 1 and check["detail"].startswith("DATA_ROOT_UNWRITABLE: ")

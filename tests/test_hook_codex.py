@@ -371,7 +371,7 @@ def test_memory_refresh_needs_one_identified_activation(home, transcript, workdi
 
 
 @pytest.mark.parametrize(("meta", "code"), [
-    ({"type": "session_meta", "payload": {"id": "s", "cli_version": "0.170.0"}}, "CODEX_UNSUPPORTED_VERSION"),
+    ({"type": "session_meta", "payload": {"id": "s", "cli_version": "0.170.0-beta"}}, "CODEX_UNSUPPORTED_VERSION"),
     ({"type": "session_meta", "payload": {"id": "s", "cli_version": "0.150.0"}}, "CODEX_UNSUPPORTED_VERSION"),
     ({"type": "something_else", "payload": {}}, "CODEX_UNKNOWN_TRANSCRIPT"),
 ])

@@ -9,15 +9,19 @@ Contract:
   until the lease is free and reports the same end state.
 - ``FlushReport.complete`` is true only if nothing failed or was quarantined in this run and no
   observation is left pending, claimed, buffered or dead, and no job waits; the CLI exits 1
-  otherwise (the specification's rule).
+  otherwise (the specification's rule). Turns of live sessions that are not sealed yet (fewer
+  than ten settled interactions, session still open: ``sessions.open_backlog``) are not queued
+  work: no flush may seal them, so they are reported as ``open_turns`` and never make it fail.
+  Buffered observations of ended or isolated sessions, or of other sources, still do.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Callable
 
-from cmrunner import config as config_mod, drainlease, observations, store
+from cmrunner import config as config_mod, drainlease, observations, sessions, store
 from cmrunner.errors import CmError
 from cmrunner.home import DataPaths
 from cmrunner.writer_proc import drain, jobs
@@ -27,13 +31,15 @@ FOLLOW_POLL_SECONDS = 0.1
 
 
 class FlushReport:
-    __slots__ = ("outcomes", "remaining", "followed", "waiting")
+    __slots__ = ("outcomes", "remaining", "followed", "waiting", "open_turns")
 
-    def __init__(self, outcomes: list, remaining: dict[str, int], followed: bool, waiting: bool) -> None:
+    def __init__(self, outcomes: list, remaining: dict[str, int], followed: bool, waiting: bool,
+                 open_turns: int = 0) -> None:
         self.outcomes = outcomes
-        self.remaining = remaining
+        self.remaining = remaining  # observations flush should have processed, by state
         self.followed = followed
         self.waiting = waiting
+        self.open_turns = open_turns  # unsealed turns of live sessions: expected, not a failure
 
     @property
     def complete(self) -> bool:
@@ -41,13 +47,21 @@ class FlushReport:
         return not bad and not self.waiting and not any(self.remaining.values())
 
 
-def _remaining(conn) -> dict[str, int]:
+def _remaining(conn: sqlite3.Connection) -> tuple[dict[str, int], int]:
+    """Observations left by state (live sessions' unsealed turns excluded), and those turns."""
     counts = {state: 0 for state in ("buffered", "pending", "claimed", "dead")}
-    for state, count in conn.execute(
-        "SELECT state, COUNT(*) FROM observations WHERE state IN ('buffered', 'pending', 'claimed', 'dead') GROUP BY state"
-    ):
-        counts[state] = count
-    return counts
+    conn.execute("BEGIN")  # one read snapshot (WAL), so the subtraction below sees one state
+    try:
+        for state, count in conn.execute(
+            "SELECT state, COUNT(*) FROM observations WHERE state IN ('buffered', 'pending', 'claimed', 'dead')"
+            " GROUP BY state"
+        ):
+            counts[state] = count
+        turns, held = sessions.open_backlog(conn)
+    finally:
+        conn.execute("COMMIT")
+    counts["buffered"] -= held
+    return counts, turns
 
 
 def flush(paths: DataPaths, cfg: config_mod.Config, progress: Callable[[object], None]) -> FlushReport:
@@ -86,6 +100,7 @@ def flush(paths: DataPaths, cfg: config_mod.Config, progress: Callable[[object],
                     time.sleep(FOLLOW_POLL_SECONDS)
         now = int(time.time() * 1000)
         waiting = jobs.next_due(conn, now) is not None
-        return FlushReport(outcomes, _remaining(conn), followed, waiting)
+        remaining, open_turns = _remaining(conn)
+        return FlushReport(outcomes, remaining, followed, waiting, open_turns)
     finally:
         conn.close()

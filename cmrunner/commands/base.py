@@ -1,18 +1,56 @@
-"""The click group every command registers on, and the one place errors become output.
+"""The click group every command registers on, the one place errors become output, and ``--home``.
 
 Domain code raises ``CmError``; ``CmGroup.invoke`` turns it into one ``cm: CODE: message`` line on
 stderr and exit code 1 (2 stays click's usage error).
+
+``--home`` is accepted before the subcommand (``cm --home X status``) and by every command and
+group itself (``cm status --home X``, ``cm config init --home X``): ``CmGroup.add_command`` gives
+each registered command the same option, and ``_take_home`` records every occurrence in the root
+context's ``obj``; two different values are ``HOME_CONFLICT``. Commands read the result only
+through ``_home(ctx)``. Host-entry stubs (``hook``, ``capture``, …) pass their arguments through
+unparsed to their own stdlib parser, which reads ``--home`` itself; ``forward_home`` hands them a
+``--home`` given before the subcommand.
 """
 
 from __future__ import annotations
+
+import os
 
 import click
 
 from cmrunner.errors import CmError
 from cmrunner.home import resolve_home
 
+HOME_HELP = "Configuration home, an absolute path (default: $COMMON_MEMORY_HOME or ~/.common-memory)."
+
+
+def _record_home(ctx: click.Context, value: str) -> None:
+    root = ctx.find_root()
+    root.ensure_object(dict)
+    prior = root.obj.get("home")
+    if prior is not None and os.path.normpath(prior) != os.path.normpath(value):
+        raise CmError("HOME_CONFLICT", f"--home was given twice with different paths ({prior} and {value}); pass it once")
+    root.obj["home"] = value
+
+
+def _take_home(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        _record_home(ctx, value)
+
+
+def _passes_arguments_through(cmd: click.Command) -> bool:
+    return any(isinstance(p, click.Argument) and p.type is click.UNPROCESSED for p in cmd.params)
+
 
 class CmGroup(click.Group):
+    group_class = type  # subgroups (`cm config`, `cm project`) are CmGroups too, so their commands get --home
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        if not _passes_arguments_through(cmd) and not any(p.name == "home" for p in cmd.params):
+            cmd.params.append(click.Option(["--home"], default=None, expose_value=False, callback=_take_home,
+                                           help=HOME_HELP))
+        super().add_command(cmd, name)
+
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
@@ -22,11 +60,26 @@ class CmGroup(click.Group):
 
 
 def _home(ctx: click.Context) -> str:
-    return resolve_home(ctx.obj.get("home"))
+    return resolve_home(ctx.find_root().obj.get("home"))
+
+
+def forward_home(ctx: click.Context, args: tuple[str, ...]) -> list[str]:
+    """A host entry's raw arguments, with a ``--home`` given before the subcommand appended
+    (``HOME_CONFLICT`` if the entry's own ``--home`` names another path)."""
+    for i, arg in enumerate(args):
+        if arg.startswith("--home="):
+            _record_home(ctx, arg.split("=", 1)[1])
+        elif arg == "--home" and i + 1 < len(args):
+            _record_home(ctx, args[i + 1])
+        else:
+            continue
+        return list(args)  # the entry reads its own --home
+    home = ctx.find_root().obj.get("home")
+    return list(args) if home is None else [*args, "--home", home]
 
 
 @click.group(cls=CmGroup, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--home", "home", default=None, help="Configuration home (default: $COMMON_MEMORY_HOME or ~/.common-memory).")
+@click.option("--home", "home", default=None, help=HOME_HELP)
 @click.version_option(package_name="common-memory-cm", prog_name="cm")
 @click.pass_context
 def cli(ctx: click.Context, home: str | None) -> None:

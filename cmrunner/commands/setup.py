@@ -80,7 +80,14 @@ def config_init(ctx: click.Context, data_root: str | None, base_url: str | None,
                 force: bool) -> None:
     """Write a valid config.json (and optionally the private key) non-interactively."""
     home = _home(ctx)
-    if config_mod.load(home).exists and not force:
+    unreadable = False
+    try:
+        exists = config_mod.load(home).exists
+    except CmError as exc:
+        if not force or exc.code not in config_mod.UNREADABLE_CODES:
+            raise
+        exists = unreadable = True  # the advice in that error: --force replaces it, keeping a copy
+    if exists and not force:
         raise CmError("CONFIG_EXISTS", "config.json already exists; pass --force to replace it")
     data = config_mod.default_config(home)
     if data_root:
@@ -109,6 +116,9 @@ def config_init(ctx: click.Context, data_root: str | None, base_url: str | None,
         if not key:
             raise CmError("API_KEY_EMPTY", "no API key arrived on stdin; pipe it in, e.g. `cm config init … --api-key-stdin < keyfile`")
         envfile.update(home, {api_key_env: key})
+    if unreadable:
+        kept = config_mod.keep_aside(home)
+        click.echo(f"kept the unreadable config.json as {kept} (its settings were not carried over)")
     config_mod.save(home, data)
     click.echo(f"wrote {home}/config.json")
 

@@ -27,6 +27,9 @@ def flush(ctx: click.Context) -> None:
         click.echo("a running drain held the queue; followed it to the end")
     left = ", ".join(f"{k} {v}" for k, v in report.remaining.items() if v)
     click.echo(f"remaining: {left or 'nothing'}{'; a job is waiting for its backoff or lease' if report.waiting else ''}")
+    if report.open_turns:
+        turns = "1 turn waits" if report.open_turns == 1 else f"{report.open_turns} turns wait"
+        click.echo(f"{turns} in open sessions (sealed after ten settled interactions or when the session ends)")
     if not report.complete:
         click.echo("flush incomplete: see `cm status`", err=True)
         ctx.exit(1)
