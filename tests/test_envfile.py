@@ -51,3 +51,30 @@ def test_multiline_values_are_refused(home):
     with pytest.raises(ConfigError) as caught:
         envfile.update(home, {"K": "a\nb"})
     assert caught.value.code == "ENV_INVALID"
+
+
+def test_written_values_round_trip_through_dotenv_itself(home):
+    from dotenv import dotenv_values
+
+    awkward = {"QUOTES": "it's \"q\"", "HASH": "a #not-a-comment", "SLASH": "C:\\path\\", "SPACE": "  x  "}
+    envfile.update(home, awkward)
+    assert envfile.read(home) == awkward
+    assert dotenv_values(os.path.join(home, ".env"), interpolate=False) == awkward
+
+
+def test_malformed_line_after_blank_lines_names_its_own_line(home):
+    os.makedirs(home)
+    with open(os.path.join(home, ".env"), "w") as handle:
+        handle.write("A=1\n\n\nnot a binding\n")
+    with pytest.raises(ConfigError) as caught:
+        envfile.read(home)
+    assert "line 4" in caught.value.message
+
+
+def test_a_multiline_quoted_value_is_refused_on_read(home):
+    os.makedirs(home)
+    with open(os.path.join(home, ".env"), "w") as handle:
+        handle.write('A=1\nK="first\nsecond"\n')
+    with pytest.raises(ConfigError) as caught:
+        envfile.read(home)
+    assert caught.value.code == "ENV_INVALID" and "line 2" in caught.value.message and "second" not in caught.value.message
