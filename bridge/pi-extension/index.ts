@@ -14,8 +14,10 @@
 // (observed on 0.73.1: shutdown arrives between the user's and the assistant's message_end). So:
 //  - every handler reads ctx once, synchronously, on entry; a handler Pi runs after the session was
 //    invalidated uses the identity this instance remembered, and nothing touches ctx after an await;
+//  - message_end and agent_end queue their capture and return at once, so the bridge never holds
+//    Pi's queue (a held queue truncated the --mode json stream at shutdown);
 //  - session_shutdown first waits (bounded) for the agent_end of a run that has started, so the
-//    capture of the end always follows the capture of the run that it ends.
+//    capture of the end always follows the capture of the run that it ends, then for the queue.
 import { spawn } from "node:child_process";
 import { Type } from "typebox";
 
@@ -32,7 +34,7 @@ interface BridgeState {
 
 const CAPTURE_TIMEOUT_MS = 3000;
 // How long session_shutdown waits for the agent_end of a started run: Pi's queue still has to run
-// one handler (one capture, at most CAPTURE_TIMEOUT_MS) per remaining message of that run.
+// every extension's handlers for that run's remaining events, and another extension may be slow.
 const RUN_END_WAIT_MS = 15000;
 const HEADER = "\n\n## Common Memory\n";
 const NO_AUTOMATIC_READ =
@@ -241,10 +243,12 @@ export default function commonMemory(pi: any): void {
     const here = where(ctx);
     const notify = notifier(ctx);
     const { text, images } = textOf(message.content);
-    report(notify, await capture(envelope(here, "message_end", {
+    // Not awaited: Pi's own listeners (the --mode json stream) run after this handler, and print
+    // mode stops them at shutdown; the bridge's queue keeps the captures in order regardless.
+    void capture(envelope(here, "message_end", {
       role, text, hasImages: images, timestamp: typeof message.timestamp === "number" ? message.timestamp : Date.now(),
       stopReason: typeof message.stopReason === "string" ? message.stopReason : null,
-    })));
+    })).then((result) => report(notify, result));
   });
 
   pi.on("agent_end", async (event: any, ctx: any) => {
@@ -253,15 +257,15 @@ export default function commonMemory(pi: any): void {
     const messages: any[] = Array.isArray(event?.messages) ? event.messages : [];
     const last = [...messages].reverse().find((m) => m?.role === "assistant");
     const aborted = last ? last.stopReason === "aborted" || last.stopReason === "error" : false;
-    const pending = capture(envelope(here, "agent_end", { aborted }));
-    // The capture is queued first, so a waiting session_shutdown is captured after it.
+    // Queued before a waiting session_shutdown is woken, so the end is captured after it; not
+    // awaited, like message_end.
+    void capture(envelope(here, "agent_end", { aborted })).then((result) => report(notify, result));
     openRuns = Math.max(0, openRuns - 1);
     if (openRuns === 0) {
       const waiting = runEnded;
       runEnded = [];
       for (const wake of waiting) wake();
     }
-    report(notify, await pending);
   });
 
   pi.on("session_shutdown", async (event: any, ctx: any) => {
@@ -269,6 +273,7 @@ export default function commonMemory(pi: any): void {
     const notify = notifier(ctx);
     const reason = String(event?.reason ?? "");
     await runsSettled();
+    // Queued last, so awaiting it also waits for every capture queued before it.
     report(notify, await capture(envelope(here, "session_shutdown", { reason })));
   });
 
