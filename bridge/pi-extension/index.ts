@@ -16,8 +16,8 @@
 //    invalidated uses the identity this instance remembered, and nothing touches ctx after an await;
 //  - message_end and agent_end queue their capture and return at once, so the bridge never holds
 //    Pi's queue (a held queue truncated the --mode json stream at shutdown);
-//  - session_shutdown first waits (bounded) for the agent_end of a run that has started, so the
-//    capture of the end always follows the capture of the run that it ends, then for the queue.
+//  - session_shutdown of an idle agent first waits (bounded) for the agent_end of a run that has
+//    started, so the capture of the end follows the capture of the run it ends, then for the queue.
 import { spawn } from "node:child_process";
 import { Type } from "typebox";
 
@@ -272,7 +272,15 @@ export default function commonMemory(pi: any): void {
     const here = where(ctx);
     const notify = notifier(ctx);
     const reason = String(event?.reason ?? "");
-    await runsSettled();
+    // Idle means the agent has finished its run and only Pi's event queue lags behind; a quit in
+    // the middle of a run is not waited for (that turn is incomplete).
+    let idle = false;
+    try {
+      idle = ctx?.isIdle?.() !== false;
+    } catch {
+      /* stale ctx: nothing to wait for */
+    }
+    if (idle) await runsSettled();
     // Queued last, so awaiting it also waits for every capture queued before it.
     report(notify, await capture(envelope(here, "session_shutdown", { reason })));
   });
