@@ -99,7 +99,8 @@ class PiInbox:
             turn = conn.execute("SELECT turn_id FROM session_turns WHERE session_id = ? AND state = 'open'"
                                 " ORDER BY id DESC LIMIT 1", (session_id,)).fetchone()
             if turn is not None:
-                sealed = sessions.settle(conn, session_id, turn[0], "interrupted" if payload.get("aborted") else "settled")
+                outcome = "interrupted" if payload.get("aborted") else "settled"
+                sealed = sessions.settle(conn, session_id, turn[0], outcome)
                 if sealed is None and sessions.ended(conn, session_id):
                     # The run's events reached cm after the quit (Pi's queue ran behind its
                     # shutdown): the Pi process is gone, so this turn is more of the tail.

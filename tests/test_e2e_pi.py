@@ -1,7 +1,8 @@
 """End to end with the real Pi coding agent (0.73.1, from npm into a cache outside the repo).
 
 Pi runs in RPC mode against the project's fake model on 127.0.0.1 with cm's own bridge extension
-(the installed ``cmrunner/bridge/pi-extension/index.ts``) loaded by ``-e``. If node or npm is
+(the installed ``cmrunner/bridge/pi-extension/index.ts``) loaded by ``-e``; print and JSON mode are
+in ``test_e2e_pi_print.py``. If node or npm is
 missing these tests fail with what to install; they are never skipped.
 """
 
