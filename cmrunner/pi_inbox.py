@@ -12,7 +12,9 @@ Contract (the specification's Pi behaviour; one transaction per event, oldest fi
   turn (``interrupted`` when Pi reports the run aborted or failed), so tool loops, retries and
   steering inside one run count as one interaction.
 - ``session_shutdown`` with reason ``quit`` ends the session (the tail is sealed); reload, new,
-  resume and fork keep the cache. ``memory_flush`` requests a flush; it never seals.
+  resume and fork keep the cache. A turn delivered and settled after the quit (its events arrived
+  late) is sealed at once: the host instance is gone, no later end will come. A turn still open at
+  the quit stays ``incomplete``. ``memory_flush`` requests a flush; it never seals.
 - Message ids are the bridge's event ids, so a re-delivered event changes nothing.
 """
 
@@ -97,7 +99,12 @@ class PiInbox:
             turn = conn.execute("SELECT turn_id FROM session_turns WHERE session_id = ? AND state = 'open'"
                                 " ORDER BY id DESC LIMIT 1", (session_id,)).fetchone()
             if turn is not None:
-                sessions.settle(conn, session_id, turn[0], "interrupted" if payload.get("aborted") else "settled")
+                outcome = "interrupted" if payload.get("aborted") else "settled"
+                sealed = sessions.settle(conn, session_id, turn[0], outcome)
+                if sealed is None and sessions.ended(conn, session_id):
+                    # The run's events reached cm after the quit (Pi's queue ran behind its
+                    # shutdown): the Pi process is gone, so this turn is more of the tail.
+                    sessions.seal(conn, session_id, "session_end")
         elif event == "session_shutdown" and payload.get("reason") == "quit":
             sessions.end(conn, session_id)
         elif event == "memory_flush":

@@ -14,7 +14,7 @@ Contract (the specification's session rules; every function runs inside the call
 - The tenth counted turn seals a batch at once: its turns get the batch id and their observations
   move ``buffered → pending``. A real session end marks open turns ``incomplete`` and seals the
   tail (so 21 turns make 10 + 10 + 1). Nothing else seals: not reload, resume, compact, fork,
-  ``/new`` or a flush.
+  ``/new`` or a flush (Pi's consumer seals a turn that settles after the end itself: ``cmrunner.pi_inbox``).
 - ``sessionCache.maxSessionBytes`` bounds a session's cached bodies; exceeding it raises
   ``SESSION_CAPACITY_EXCEEDED`` and the caller's transaction rolls back, keeping what was held.
 """
@@ -218,6 +218,12 @@ def open_backlog(conn: sqlite3.Connection) -> tuple[int, int]:
         " AND NOT EXISTS (SELECT 1 FROM codex_failures f WHERE f.session_id = t.session_id)"
     ).fetchone()
     return int(row[0]), int(row[1])
+
+
+def ended(conn: sqlite3.Connection, session_id: str) -> bool:
+    """True once a real session end (``end``) closed the session."""
+    row = conn.execute("SELECT closing FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    return row is not None and bool(row[0])
 
 
 def isolate(conn: sqlite3.Connection, session_id: str, inbox_id: int | None, code: str) -> None:

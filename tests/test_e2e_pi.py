@@ -1,7 +1,8 @@
 """End to end with the real Pi coding agent (0.73.1, from npm into a cache outside the repo).
 
 Pi runs in RPC mode against the project's fake model on 127.0.0.1 with cm's own bridge extension
-(the installed ``cmrunner/bridge/pi-extension/index.ts``) loaded by ``-e``. If node or npm is
+(the installed ``cmrunner/bridge/pi-extension/index.ts``) loaded by ``-e``; print and JSON mode are
+in ``test_e2e_pi_print.py``. If node or npm is
 missing these tests fail with what to install; they are never skipped.
 """
 
@@ -35,20 +36,10 @@ class PiRpc:
     """``pi --mode rpc`` as a child: JSONL commands in, responses and events out (bounded waits)."""
 
     def __init__(self, pi: Path, home: str, root: Path, base_url: str) -> None:
-        agent_dir = root / "piagent"
-        agent_dir.mkdir(exist_ok=True)
-        (agent_dir / "models.json").write_text(json.dumps({"providers": {"fake": {
-            "baseUrl": base_url, "api": "openai-completions", "apiKey": "fake-key-not-secret",
-            "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
-            "models": [{"id": "fake-model", "contextWindow": 32000, "maxTokens": 1024}]}}}))
+        agent_dir = hosts.write_pi_agent(root / "piagent", base_url)
         self.work = root / "work"
         self.work.mkdir(exist_ok=True)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PI_"))}
-        env.update({"PI_CODING_AGENT_DIR": str(agent_dir), "PI_OFFLINE": "1", "PI_TELEMETRY": "0",
-                    "HOME": str(root / "scratchhome"), "COMMON_MEMORY_CM": json.dumps([CM]),
-                    "COMMON_MEMORY_HOME": home, "COMMON_MEMORY_DRAIN_LINGER_MS": "0"})
-        env.pop("COMMON_MEMORY_HOST_INSTANCE", None)
-        os.makedirs(env["HOME"], exist_ok=True)
+        env = hosts.pi_env(agent_dir, root / "scratchhome", CM, home)
         self.process = subprocess.Popen(
             [str(pi), "--mode", "rpc", "--no-extensions", "-e", BRIDGE, "--provider", "fake", "--model", "fake-model",
              "--session-dir", str(root / "pisessions")],

@@ -103,3 +103,33 @@ def test_ten_pi_interactions_seal_a_batch(home, workdir):
     drain(home)
     assert db_rows(home, "SELECT COUNT(*) FROM observations WHERE state = 'pending'") == [(10,)]
     assert db_rows(home, "SELECT COUNT(*) FROM observations WHERE state = 'buffered'") == [(1,)]
+
+
+def test_a_turn_whose_events_reach_cm_after_the_quit_is_sealed_as_tail(home, workdir):
+    """The bridge's bounded wait for agent_end ran out: the quit came before the run's events."""
+    pi = PiSession(home, workdir)
+    pi.turn("settled before the quit")
+    pi.send("input", {"text": "typed before the quit", "source": "interactive", "hasImages": False})
+    pi.send("session_shutdown", {"reason": "quit"})
+    pi.send("message_end", {"role": "user", "text": "typed before the quit", "hasImages": False,
+                            "timestamp": 1795995560000})
+    pi.send("agent_end", {"aborted": False})
+    drain(home)
+    rows = db_rows(home, "SELECT o.text, o.state, b.reason FROM observations o JOIN session_batches b"
+                         " ON b.id = o.batch_id ORDER BY o.id")
+    assert rows == [("settled before the quit", "pending", "session_end"),
+                    ("typed before the quit", "pending", "session_end")]
+    assert db_rows(home, "SELECT state FROM session_turns ORDER BY id") == [("settled",), ("settled",)]
+
+
+def test_a_turn_still_open_at_the_quit_stays_incomplete_when_its_end_comes_late(home, workdir):
+    pi = PiSession(home, workdir)
+    pi.send("input", {"text": "cut off", "source": "interactive", "hasImages": False})
+    pi.send("message_end", {"role": "user", "text": "cut off", "hasImages": False, "timestamp": 1795995560000})
+    pi.send("session_shutdown", {"reason": "quit"})
+    pi.send("message_end", {"role": "assistant", "text": "late", "hasImages": False, "timestamp": 1795995560001,
+                            "stopReason": "stop"})
+    pi.send("agent_end", {"aborted": False})
+    drain(home)
+    assert db_rows(home, "SELECT state, issue FROM observations") == [("quarantined", "INCOMPLETE_TURN")]
+    assert db_rows(home, "SELECT state FROM session_turns") == [("incomplete",)]

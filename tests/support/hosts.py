@@ -14,6 +14,9 @@ Contract:
 - Hook trust (hosts.md §1.6): ``trust_hooks`` uses the ``codex app-server`` route (``hooks/list`` then
   ``config/batchWrite``) and verifies every hook reads back as trusted; the flag
   ``--dangerously-bypass-hook-trust`` is offered by ``codex_exec_argv`` for fixture capture only.
+- ``write_pi_agent`` writes a ``PI_CODING_AGENT_DIR`` whose only provider is the fake server (Chat
+  Completions); ``pi_env`` gives Pi that folder, the offline knobs of hosts.md §2.4, a scratch ``HOME``
+  and cm's bridge configuration, with no real keys and no pinned host instance.
 - Every child process started here is stopped by its PID (SIGTERM, then SIGKILL) before returning.
 """
 
@@ -134,6 +137,27 @@ def codex_binary() -> Path:
 def pi_binary() -> Path:
     """Pi coding agent 0.73.1 (installed on first use)."""
     return install_host(PI_PACKAGE, PI_VERSION, "pi", PI_VERSION)
+
+
+def write_pi_agent(agent_dir: Path, base_url: str) -> Path:
+    """A Pi agent folder whose ``models.json`` offers only ``fake/fake-model`` at ``base_url``."""
+    agent_dir.mkdir(parents=True, exist_ok=True)
+    (agent_dir / "models.json").write_text(json.dumps({"providers": {"fake": {
+        "baseUrl": base_url, "api": "openai-completions", "apiKey": "fake-key-not-secret",
+        "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+        "models": [{"id": "fake-model", "contextWindow": 32000, "maxTokens": 1024}]}}}))
+    return agent_dir
+
+
+def pi_env(agent_dir: Path, scratch_home: Path, cm: str, home: str) -> dict[str, str]:
+    """Environment for Pi running cm's bridge: offline, a scratch ``HOME``, cm pinned by argv and home."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PI_"))}
+    env.update({"PI_CODING_AGENT_DIR": str(agent_dir), "PI_OFFLINE": "1", "PI_TELEMETRY": "0",
+                "HOME": str(scratch_home), "COMMON_MEMORY_CM": json.dumps([cm]),
+                "COMMON_MEMORY_HOME": home, "COMMON_MEMORY_DRAIN_LINGER_MS": "0"})
+    env.pop("COMMON_MEMORY_HOST_INSTANCE", None)  # the capture must find the Pi process itself
+    os.makedirs(scratch_home, exist_ok=True)
+    return env
 
 
 def _toml_str(value: str) -> str:
