@@ -10,6 +10,9 @@ Contract:
 - ``FlushReport.complete`` is true only if nothing failed or was quarantined in this run and no
   observation is left pending, claimed, buffered or dead, and no job waits; the CLI exits 1
   otherwise (the specification's rule).
+- An unexpected failure is recorded and handled by ``drain.run`` exactly as in the detached drain
+  (job back to retry, lease released, "last drain failure" in ``cm status``) and reaches the
+  CLI as one ``CmError`` line, never a traceback.
 """
 
 from __future__ import annotations
@@ -75,7 +78,8 @@ def flush(paths: DataPaths, cfg: config_mod.Config, progress: Callable[[object],
                 return made
 
             try:
-                ended = drain.run(paths, make_work, lambda: False, linger_ms=0, wait_bound_ms=WAIT_BOUND_MS)
+                ended = drain.run(paths, make_work, lambda: False, linger_ms=0, wait_bound_ms=WAIT_BOUND_MS,
+                                  process="flush")
             finally:
                 for consumer in made:
                     if isinstance(consumer, drain.WriterConsumer):
