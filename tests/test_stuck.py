@@ -146,7 +146,7 @@ def test_retry_refuses_short_unknown_and_ambiguous_prefixes(home, stuck):
     proc = run_cm(["retry", "0123456789abcdef"])
     assert proc.returncode == 1 and proc.stderr.decode().startswith("cm: UNKNOWN_JOB: ")
     proc = run_cm(["retry", "not-a-job-id"])
-    assert proc.returncode == 1 and proc.stderr.decode().startswith("cm: INVALID_JOB_ID: ")
+    assert proc.returncode == 1 and proc.stderr.decode().startswith("cm: UNKNOWN_JOB: ")
     assert db_rows(home, "SELECT state FROM jobs WHERE id = ?", (stuck["job"],)) == [("dead",)]
 
 

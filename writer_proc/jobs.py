@@ -227,7 +227,7 @@ def resolve_id(conn: sqlite3.Connection, given: str) -> str:
     """
     text = given.strip().lower()
     if not text or any(c not in "0123456789abcdef" for c in text):
-        raise CmError("INVALID_JOB_ID", "a job id is hexadecimal, as `cm status` lists it; copy it from there")
+        raise CmError("UNKNOWN_JOB", "no job has that id: job ids are hexadecimal, as `cm status` lists them")
     if len(text) < MIN_ID_PREFIX:
         raise CmError("JOB_ID_TOO_SHORT", f"give at least {MIN_ID_PREFIX} characters of the job id "
                                           f"({len(text)} given); `cm status` lists them")
