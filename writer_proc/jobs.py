@@ -16,6 +16,9 @@ Contract (every function runs inside the caller's ``BEGIN IMMEDIATE`` transactio
   non-retryable ones make the job ``dead`` at once; ``FORGOTTEN_SOURCE`` makes it ``quarantined``.
   The job's observations share the outcome. ``retry`` revives a dead or quarantined job keeping
   its id, counters and history; it does not refill the recovery budget.
+- Job ids given by a user are resolved only by ``resolve_id``: any unique prefix of at least
+  ``MIN_ID_PREFIX`` characters; shorter is ``JOB_ID_TOO_SHORT``, several matches
+  ``AMBIGUOUS_JOB_ID`` (listing them), none ``UNKNOWN_JOB``.
 - Non-session work (relay, import) waits for the legacy thresholds: ``turnThreshold`` expressions,
   ``byteThreshold`` bytes, ``idleMs`` since the newest, ``maxWaitMs`` since the oldest, or a flush.
 """
