@@ -155,8 +155,10 @@ def job_line(job: dict, now: int) -> str:
         text += f", next attempt {_clock(job['nextAttemptAt'])} ({_in(job['nextAttemptAt'], now)})"
     elif job["state"] == "running" and job["leaseExpiresAt"] is not None:
         text += ", in progress" if job["leaseExpiresAt"] > now else ", lease expired: resumed by the next drain"
-    elif job["state"] in ("dead", "quarantined", "paused"):
+    elif job["state"] in ("dead", "paused"):
         text += f", `cm retry {job['id']}` after fixing the cause"
+    elif job["state"] == "quarantined":
+        text += f", {reasons.remedy(job['issue'], 'quarantined', [job['id']])}"
     return text + f", {job['attempts']} attempt(s)"
 
 

@@ -167,6 +167,8 @@ def test_unconfirmed_delivery_isolates_only_that_session(home, tmp_path, workdir
     assert [r[0] for r in db_rows(home, "SELECT text FROM observations")] == ["prompt 1"]
     status = json.loads(run_cm(["status", "--json"]).stdout)
     assert status["isolatedSessions"][0]["recoveryId"] == recovery_id
+    assert status["isolatedSessions"][0]["reason"].startswith("the session's host records could not be matched")
+    assert status["isolatedSessions"][0]["remedy"] == f"`cm session-drain --recover {recovery_id}`"
     assert "something else" not in json.dumps(status)
     kept = db_rows(home, "SELECT COUNT(*) FROM codex_inbox")[0][0]
     assert kept >= 1, "the isolated session's evidence stays in the inbox"

@@ -161,3 +161,20 @@ def test_status_lists_waiting_jobs_with_their_next_attempt(home, stuck):
     assert (job["state"], job["nextAttemptAt"], job["reason"]) == ("retry", 4102444800000, "the provider is rate limiting")
     text = run_cm(["status"]).stdout.decode()
     assert f"job ids:     {stuck['job'][:12]} retry (RATE_LIMITED), next attempt 2100-01-0" in text
+
+
+def test_a_job_left_empty_by_quarantine_is_history_not_a_job_to_act_on(home):
+    paths, cfg = configure(home)
+    secret = admit(paths, SECRET, "e1", batch=None)
+    writer = Writer(paths, cfg, RejectingProvider(), force=True)
+    try:
+        outcome = writer.run_once()
+    finally:
+        writer.close()
+    assert (outcome.state, outcome.code) == ("quarantined", "SENSITIVE_INPUT"), "nothing was sent"
+    report = _status(home)
+    assert report["jobs"] == {"quarantined": 1}
+    assert report["jobList"] == {"jobs": [], "total": 0}
+    [group] = report["problems"]["quarantined"]
+    assert (group["code"], group["observationIds"], group["jobIds"]) == ("SENSITIVE_INPUT", [secret], [])
+    assert group["remedy"] == "nothing to do; it cannot be released"

@@ -249,12 +249,14 @@ def resolve_id(conn: sqlite3.Connection, given: str) -> str:
 def unfinished(conn: sqlite3.Connection, limit: int = 20) -> tuple[list[dict], int]:
     """Jobs that are running, waiting to retry or need the user (oldest first, at most ``limit``),
     and how many there are in all."""
-    states = ("running", "retry", "dead", "quarantined", "paused")
-    marks = ", ".join("?" * len(states))
-    total = conn.execute(f"SELECT COUNT(*) FROM jobs WHERE state IN ({marks})", states).fetchone()[0]
+    # A quarantined job whose observations were all set aside individually holds nothing any
+    # more: it is history, not something to act on.
+    where = ("(state IN ('running', 'retry', 'dead', 'paused') OR (state = 'quarantined'"
+             " AND EXISTS (SELECT 1 FROM observations o WHERE o.job_id = jobs.id)))")
+    total = conn.execute(f"SELECT COUNT(*) FROM jobs WHERE {where}").fetchone()[0]
     rows = conn.execute(
-        f"SELECT id, state, issue, task_kind, attempts, retries, available, expires FROM jobs WHERE state IN ({marks})"
-        " ORDER BY created_at, id LIMIT ?", (*states, limit)).fetchall()
+        f"SELECT id, state, issue, task_kind, attempts, retries, available, expires FROM jobs WHERE {where}"
+        " ORDER BY created_at, id LIMIT ?", (limit,)).fetchall()
     listed = [{"id": r[0], "state": r[1], "issue": r[2], "kind": r[3], "attempts": int(r[4]), "retries": int(r[5]),
                "nextAttemptAt": int(r[6]) if r[1] == "retry" else None,
                "leaseExpiresAt": int(r[7]) if r[1] == "running" else None} for r in rows]
