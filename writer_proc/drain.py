@@ -15,7 +15,8 @@ Contract:
   non-``CmError``'s message) in the same transaction that gives the held job back to retry and
   releases the lease; ``cm status`` shows it as "last drain failure". Anything that is not a
   ``CmError`` is re-raised as ``CmError("DRAIN_CRASHED")``, so ``cm flush`` prints one line and
-  never a traceback. A drain that later finishes idle marks earlier failures resolved.
+  never a traceback. A drain that later ends with nothing runnable or waiting marks earlier
+  failures resolved.
 - While it holds the lease it writes the rotating drain log (``drainlog``): stages, job ids, codes
   and timings only.
 """
@@ -195,7 +196,8 @@ def run(paths: DataPaths, make_work: Callable[[], list[Consumer]], stop: Callabl
                 conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
                 with store.immediate(conn):
                     if drainlease.release_if_idle(conn, me, has_work):
-                        drainfailures.resolve(conn, int(time.time() * 1000))
+                        if due is None:  # nothing waits either, not even a job a crash gave back
+                            drainfailures.resolve(conn, int(time.time() * 1000))
                         log.info("%s idle after %d ms%s", process, (time.monotonic() - started) * 1000,
                                  "" if due is None else "; a job waits beyond the wait bound")
                         return "idle"
