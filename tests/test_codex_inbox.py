@@ -73,6 +73,20 @@ def test_interrupted_turn_is_not_evidence(home, tmp_path):
     assert db_rows(home, "SELECT COUNT(*) FROM session_batches") == [(0,)]
 
 
+
+def test_an_interrupted_turn_is_explained_and_can_be_released_on_purpose(home, tmp_path):
+    replay("interrupted", home, tmp_path)
+    drain(home)
+    [group] = json.loads(run_cm(["status", "--json"]).stdout)["problems"]["quarantined"]
+    assert (group["code"], group["releasable"]) == ("INTERRUPTED_TURN", True)
+    assert "`cm release --code INTERRUPTED_TURN`" in group["remedy"]
+    [(text, *_)] = user_observations(home)
+    proc = run_cm(["release", "--code", "INTERRUPTED_TURN"])
+    assert proc.returncode == 0, proc.stderr
+    assert text.encode() not in proc.stdout + proc.stderr
+    assert user_observations(home) == [(text, "pending", None, 0)], "the same words, back in the queue"
+
+
 def test_blocked_prompt_leaves_no_evidence(home, tmp_path):
     replay("blocked", home, tmp_path)
     drain(home)
