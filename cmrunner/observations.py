@@ -133,14 +133,16 @@ def quarantined_by_issue(conn: sqlite3.Connection, sample: int = 10) -> list[tup
 
 
 def quarantined(conn: sqlite3.Connection, observation_id: int | None = None,
-                issue: str | None = None) -> list[tuple[int, str, str | None, str | None]]:
-    """(id, state, issue, job id) of one observation by id (any state), or of every quarantined
-    observation with ``issue``."""
+                issue: str | None = None) -> list[tuple[int, str, str | None, str | None, bool]]:
+    """(id, state, issue, job id, text kept) of one observation by id (any state), or of every
+    quarantined observation with ``issue``."""
+    columns = "id, state, issue, job_id, text IS NOT NULL"
     if observation_id is not None:
-        return conn.execute("SELECT id, state, issue, job_id FROM observations WHERE id = ?",
-                            (observation_id,)).fetchall()
-    return conn.execute("SELECT id, state, issue, job_id FROM observations WHERE state = 'quarantined' AND issue = ?"
-                        " ORDER BY id", (issue,)).fetchall()
+        rows = conn.execute(f"SELECT {columns} FROM observations WHERE id = ?", (observation_id,)).fetchall()
+    else:
+        rows = conn.execute(f"SELECT {columns} FROM observations WHERE state = 'quarantined' AND issue = ?"
+                            " ORDER BY id", (issue,)).fetchall()
+    return [(r[0], r[1], r[2], r[3], bool(r[4])) for r in rows]
 
 
 def release(conn: sqlite3.Connection, ids: list[int]) -> int:
@@ -149,5 +151,5 @@ def release(conn: sqlite3.Connection, ids: list[int]) -> int:
     for oid in ids:
         released += conn.execute(
             "UPDATE observations SET state = 'pending', issue = NULL, job_id = NULL"
-            " WHERE id = ? AND state = 'quarantined'", (oid,)).rowcount
+            " WHERE id = ? AND state = 'quarantined' AND text IS NOT NULL", (oid,)).rowcount
     return released

@@ -4,6 +4,7 @@ Contract:
 - One observation by id, or every quarantined observation with one code. The policy is
   ``reasons.releasable``: never secrets or sensitive content, unauthorized scope or provenance,
   forgotten or unclassifiable sources. A refusal is ``RELEASE_REFUSED`` and changes nothing.
+- Only observations whose text is still kept are released (a pruned one has nothing to send).
 - An observation that belongs to a quarantined job is revived with ``cm retry <job id>`` instead,
   so a job and its observations never disagree.
 - The release, a flush request and the drain reservation share one ``BEGIN IMMEDIATE``
@@ -51,7 +52,11 @@ def release(home: str, observation_id: int | None, code: str | None) -> tuple[in
             if held:
                 raise CmError("RELEASE_REFUSED", f"these observations belong to job {held[0][:12]}; revive it with "
                                                  f"`cm retry {held[0][:12]}`")
-            count = observations.release(conn, [r[0] for r in rows])
+            kept = [r[0] for r in rows if r[4]]
+            if not kept:
+                raise CmError("NOTHING_TO_RELEASE", "the text of these observations is no longer kept (pruned); "
+                                                    "nothing can be sent again")
+            count = observations.release(conn, kept)
             observations.request_flush(conn)
             drainlease.ensure_drain(conn, home)
     finally:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import sqlite3
 import time
 
 from cmrunner import config as config_mod, drainfailures, drainlease, envfile, migrations, observations, reasons, store
@@ -31,7 +32,7 @@ def _counts(conn, sql: str) -> dict[str, int]:
     return {row[0]: int(row[1]) for row in conn.execute(sql)}
 
 
-def problems(conn) -> dict:
+def problems(conn: sqlite3.Connection) -> dict:
     """Quarantined observations and dead jobs grouped by code, with reason and remedy."""
     from cmrunner.writer_proc import jobs
 
@@ -51,7 +52,7 @@ def problems(conn) -> dict:
     return {"quarantined": quarantined, "dead": dead}
 
 
-def job_list(conn) -> dict:
+def job_list(conn: sqlite3.Connection) -> dict:
     """The unfinished jobs (short ids), at most ``JOB_LIST_LIMIT``, and their total."""
     from cmrunner.writer_proc import jobs
 

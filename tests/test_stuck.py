@@ -178,3 +178,15 @@ def test_a_job_left_empty_by_quarantine_is_history_not_a_job_to_act_on(home):
     [group] = report["problems"]["quarantined"]
     assert (group["code"], group["observationIds"], group["jobIds"]) == ("SENSITIVE_INPUT", [secret], [])
     assert group["remedy"] == "nothing to do; it cannot be released"
+
+
+def test_an_observation_whose_text_was_pruned_is_not_released(home, stuck):
+    large = stuck["ids"]["large"]
+    conn = sqlite3.connect(stuck["paths"].db)
+    with conn:
+        conn.execute("UPDATE observations SET text = NULL WHERE id = ?", (large,))
+    conn.close()
+    proc = run_cm(["release", str(large)])
+    assert proc.returncode == 1 and proc.stderr.decode().startswith("cm: NOTHING_TO_RELEASE: ")
+    assert db_rows(home, "SELECT state, issue FROM observations WHERE id = ?", (large,)) == [
+        ("quarantined", "OVERSIZED_COMPLETE_SOURCE")]
