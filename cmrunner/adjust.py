@@ -14,7 +14,8 @@ Contract:
 - Status comes from the observation and its job (``mcp_items.outcome``), so idle leases, backoff,
   failures and cancellation show as what they are: only ``processed`` is a finished request, and
   even then the Writer may have ignored it (the caller says so and points at the memory itself).
-- ``overview`` reads the store read-only and never creates it; ``continue_processing`` and
+- ``overview`` reads the store read-only and never creates it; it carries the same grouped reasons
+  and remedies and the last drain failure as ``cm status``; ``continue_processing`` and
   ``retry`` use the same queue rules as ``cm flush`` / ``cm retry`` (quarantine and live leases
   are not bypassed).
 """
@@ -26,7 +27,8 @@ import os
 import time
 from dataclasses import dataclass
 
-from cmrunner import config as config_mod, drainlease, mcp_items, observations, projects, safety, store
+from cmrunner import (config as config_mod, drainfailures, drainlease, mcp_items, observations, projects, safety,
+                      status, store)
 from cmrunner.errors import CmError
 from cmrunner.home import DataPaths
 
@@ -137,6 +139,8 @@ class Overview:
     jobs: list[JobRow]
     drain_alive: bool
     requests: list[dict]
+    problems: dict | None = None          # ``status.problems``: grouped reasons and remedies
+    last_failure: dict | None = None      # ``drainfailures.latest``
 
 
 def overview(home: str, limit: int = 20) -> Overview:
@@ -162,9 +166,11 @@ def overview(home: str, limit: int = 20) -> Overview:
             if found:
                 requests.append({"entryId": entry_id, "scope": found[1], **found[0]})
         alive = drainlease.live_holder(conn) is not None
+        grouped = status.problems(conn)
+        failure = drainfailures.latest(conn)
     finally:
         conn.close()
-    return Overview(True, counts, jobs, alive, requests)
+    return Overview(True, counts, jobs, alive, requests, grouped, failure)
 
 
 def continue_processing(home: str) -> bool:
@@ -182,8 +188,9 @@ def continue_processing(home: str) -> bool:
     return True
 
 
-def retry(home: str, job_id: str) -> None:
-    """Revive a dead or quarantined job (``jobs.retry``) and reserve a drain, in one transaction."""
+def retry(home: str, job_id: str) -> str:
+    """Revive a dead or quarantined job (``jobs.retry``; a unique id prefix is enough) and reserve a
+    drain, in one transaction; returns the full job id."""
     from cmrunner.writer_proc import jobs
 
     paths = DataPaths(config_mod.load(home).data_root)
@@ -192,7 +199,8 @@ def retry(home: str, job_id: str) -> None:
     conn = store.open_store(paths)
     try:
         with store.immediate(conn):
-            jobs.retry(conn, job_id, int(time.time() * 1000))
+            full = jobs.retry(conn, job_id, int(time.time() * 1000))
             drainlease.ensure_drain(conn, home)
     finally:
         conn.close()
+    return full

@@ -111,3 +111,11 @@ def release_if_idle(conn: sqlite3.Connection, me: Identity, has_work: Callable[[
         (me.boot_id, me.pid, me.starttime),
     )
     return True
+
+
+def release(conn: sqlite3.Connection, me: Identity) -> None:
+    """Inside the caller's transaction: drop our lease whatever is left (a failing drain ends)."""
+    conn.execute(
+        "DELETE FROM drain_lease WHERE id = 1 AND boot_id = ? AND pid = ? AND starttime = ?",
+        (me.boot_id, me.pid, me.starttime),
+    )

@@ -32,7 +32,7 @@ class DataPaths:
     """Every path under one data root. Pure computation; nothing is touched."""
 
     __slots__ = ("root", "memory", "projects_dir", "db", "runtime", "transactions", "receipts",
-                 "backups", "registry", "repo_lock", "write_gate")
+                 "backups", "registry", "repo_lock", "write_gate", "logs", "drain_log")
 
     def __init__(self, root: str) -> None:
         self.root = root
@@ -46,6 +46,8 @@ class DataPaths:
         self.registry = os.path.join(self.runtime, "projects.json")
         self.repo_lock = os.path.join(self.runtime, "repository.lock")
         self.write_gate = os.path.join(self.runtime, "write.gate")
+        self.logs = os.path.join(self.runtime, "logs")
+        self.drain_log = os.path.join(self.logs, "drain.log")
 
     def document(self, target: str) -> str:
         """The Markdown file of a target (``profile``, ``preferences`` or ``project:<id>``)."""

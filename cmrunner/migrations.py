@@ -233,7 +233,28 @@ def m004_pi_inputs(conn: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [m001_write_path, m002_claim_and_prune_indexes, m003_codex_progress, m004_pi_inputs]
+def m005_drain_failures(conn: sqlite3.Connection) -> None:
+    """Why a drain or flush stopped unexpectedly, so ``cm status`` can say so (owner: ``drainfailures``)."""
+    _run_script(
+        conn,
+        """
+        CREATE TABLE drain_failures (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            at INTEGER NOT NULL,              -- ms since epoch
+            process TEXT NOT NULL,            -- 'drain' | 'flush'
+            code TEXT NOT NULL,               -- the CmError code, or DRAIN_CRASHED
+            exception TEXT NOT NULL,          -- the exception's class name
+            message TEXT,                     -- a CmError's message only (never another exception's)
+            frames TEXT NOT NULL,             -- JSON list of "file:line:function", innermost last
+            job_id TEXT,                      -- the job the process held, given back to retry
+            resolved_at INTEGER               -- when a later drain finished cleanly
+        );
+        """,
+    )
+
+
+MIGRATIONS: list[Migration] = [m001_write_path, m002_claim_and_prune_indexes, m003_codex_progress, m004_pi_inputs,
+                               m005_drain_failures]
 LATEST = len(MIGRATIONS)
 
 

@@ -9,6 +9,9 @@ Contract:
 - A non-edit observation whose normalised text was forgotten in the same scope is admitted
   ``quarantined`` with ``FORGOTTEN_SOURCE``: a forget is not undone by repeating the exact words.
 - Scope is frozen here; nothing later re-derives it.
+- ``quarantined_by_issue`` and ``release`` serve ``cm status`` and ``cm release``: a released
+  observation goes back to ``pending`` unchanged (same text, scope and provenance), so the Writer's
+  checks run on it again; the release policy itself is the caller's (``cmrunner.reasons``).
 Stdlib only.
 """
 
@@ -111,3 +114,42 @@ FLUSH_KEY = "flush_requested"
 def request_flush(conn: sqlite3.Connection) -> None:
     """Ask the Writer to process non-session work now instead of waiting for its thresholds."""
     conn.execute("INSERT OR REPLACE INTO settings(key, value) VALUES (?, '1')", (FLUSH_KEY,))
+
+
+def quarantined_by_issue(conn: sqlite3.Connection, sample: int = 10) -> list[tuple[str | None, int, list[int], list[str]]]:
+    """Quarantined observations grouped by issue, largest group first:
+    (issue, count, the first ``sample`` ids, the ids of the jobs they belong to)."""
+    groups = []
+    for issue, count in conn.execute(
+        "SELECT issue, COUNT(*) FROM observations WHERE state = 'quarantined' GROUP BY issue ORDER BY 2 DESC, 1"
+    ).fetchall():
+        ids = [r[0] for r in conn.execute(
+            "SELECT id FROM observations WHERE state = 'quarantined' AND issue IS ? ORDER BY id LIMIT ?", (issue, sample))]
+        jobs = [r[0] for r in conn.execute(
+            "SELECT job_id FROM observations WHERE state = 'quarantined' AND issue IS ? AND job_id IS NOT NULL"
+            " GROUP BY job_id ORDER BY MIN(id) LIMIT ?", (issue, sample))]
+        groups.append((issue, int(count), ids, jobs))
+    return groups
+
+
+def quarantined(conn: sqlite3.Connection, observation_id: int | None = None,
+                issue: str | None = None) -> list[tuple[int, str, str | None, str | None, bool]]:
+    """(id, state, issue, job id, text kept) of one observation by id (any state), or of every
+    quarantined observation with ``issue``."""
+    columns = "id, state, issue, job_id, text IS NOT NULL"
+    if observation_id is not None:
+        rows = conn.execute(f"SELECT {columns} FROM observations WHERE id = ?", (observation_id,)).fetchall()
+    else:
+        rows = conn.execute(f"SELECT {columns} FROM observations WHERE state = 'quarantined' AND issue = ?"
+                            " ORDER BY id", (issue,)).fetchall()
+    return [(r[0], r[1], r[2], r[3], bool(r[4])) for r in rows]
+
+
+def release(conn: sqlite3.Connection, ids: list[int]) -> int:
+    """Inside the caller's transaction: put quarantined observations back to ``pending``."""
+    released = 0
+    for oid in ids:
+        released += conn.execute(
+            "UPDATE observations SET state = 'pending', issue = NULL, job_id = NULL"
+            " WHERE id = ? AND state = 'quarantined' AND text IS NOT NULL", (oid,)).rowcount
+    return released

@@ -96,6 +96,20 @@ def test_interrupted_turn_is_not_evidence(home, tmp_path):
     assert db_rows(home, "SELECT COUNT(*) FROM session_batches") == [(0,)]
 
 
+
+def test_an_interrupted_turn_is_explained_and_can_be_released_on_purpose(home, tmp_path):
+    replay("interrupted", home, tmp_path)
+    drain(home)
+    [group] = json.loads(run_cm(["status", "--json"]).stdout)["problems"]["quarantined"]
+    assert (group["code"], group["releasable"]) == ("INTERRUPTED_TURN", True)
+    assert "`cm release --code INTERRUPTED_TURN`" in group["remedy"]
+    [(text, *_)] = user_observations(home)
+    proc = run_cm(["release", "--code", "INTERRUPTED_TURN"])
+    assert proc.returncode == 0, proc.stderr
+    assert text.encode() not in proc.stdout + proc.stderr
+    assert user_observations(home) == [(text, "pending", None, 0)], "the same words, back in the queue"
+
+
 def test_blocked_prompt_leaves_no_evidence(home, tmp_path):
     replay("blocked", home, tmp_path)
     drain(home)
@@ -190,6 +204,8 @@ def test_unconfirmed_delivery_isolates_only_that_session(home, tmp_path, workdir
     assert [r[0] for r in db_rows(home, "SELECT text FROM observations")] == ["prompt 1"]
     status = json.loads(run_cm(["status", "--json"]).stdout)
     assert status["isolatedSessions"][0]["recoveryId"] == recovery_id
+    assert status["isolatedSessions"][0]["reason"].startswith("the session's host records could not be matched")
+    assert status["isolatedSessions"][0]["remedy"] == f"`cm session-drain --recover {recovery_id}`"
     assert "something else" not in json.dumps(status)
     kept = db_rows(home, "SELECT COUNT(*) FROM codex_inbox")[0][0]
     assert kept >= 1, "the isolated session's evidence stays in the inbox"

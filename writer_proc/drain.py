@@ -10,6 +10,15 @@ Contract:
 - Consumers offer ``runnable(conn)`` and ``step(conn)`` (and optionally ``next_due(conn)``). The
   Writer consumer runs when a Memory Agent is available; a retry backoff or a live lease that ends
   within ``wait_bound_ms`` is waited through, a later one is left to the next drain or ``cm flush``.
+- It never dies silently: whatever escapes the loop (a ``CmError`` or any other exception) is
+  recorded in ``drain_failures`` (code, exception type, ``file:line:function`` frames — never a
+  non-``CmError``'s message) in the same transaction that gives the held job back to retry and
+  releases the lease; ``cm status`` shows it as "last drain failure". Anything that is not a
+  ``CmError`` is re-raised as ``CmError("DRAIN_CRASHED")``, so ``cm flush`` prints one line and
+  never a traceback. A drain that later ends with nothing runnable or waiting marks earlier
+  failures resolved.
+- While it holds the lease it writes the rotating drain log (``drainlog``): stages, job ids, codes
+  and timings only.
 """
 
 from __future__ import annotations
@@ -21,9 +30,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from cmrunner import config as config_mod, drainlease, identity, store
+from cmrunner import config as config_mod, drainfailures, drainlease, identity, store
 from cmrunner.errors import CmError, InputError
 from cmrunner.home import DataPaths, resolve_home
+from cmrunner.writer_proc import drainlog
 
 if TYPE_CHECKING:
     from cmrunner.writer_proc.writer import Writer
@@ -31,6 +41,8 @@ if TYPE_CHECKING:
 LINGER_ENV = "COMMON_MEMORY_DRAIN_LINGER_MS"
 DEFAULT_LINGER_MS = 1000
 POLL_SECONDS = 0.1
+INTERRUPTED_CODE = "DRAIN_INTERRUPTED"
+log = drainlog.get("drain")
 
 
 class Consumer:
@@ -44,6 +56,11 @@ class Consumer:
     def step(self, conn: sqlite3.Connection) -> bool:  # pragma: no cover - interface
         """Do one unit of work in its own transaction(s); ``True`` if anything was done."""
         raise NotImplementedError
+
+    def abandon(self, conn: sqlite3.Connection, code: str) -> str | None:
+        """Inside the caller's transaction, after an unexpected failure: give back what this
+        consumer holds; returns the id of the job given back, if any."""
+        return None
 
 
 class WriterConsumer(Consumer):
@@ -70,6 +87,18 @@ class WriterConsumer(Consumer):
         from cmrunner.writer_proc import jobs
 
         return jobs.next_due(conn, self.writer.now())
+
+    def abandon(self, conn: sqlite3.Connection, code: str) -> str | None:
+        from cmrunner.writer_proc import jobs
+
+        job = self.writer.holding
+        if job is None:
+            return None
+        try:
+            jobs.fail(conn, job, code, self.writer.now(), retryable=True)
+        except CmError:
+            return None  # the lease is gone: the job belongs to whoever holds it now
+        return job.id
 
 
 def agent_port(cfg: config_mod.Config) -> object | None:
@@ -119,18 +148,25 @@ def _linger_ms() -> int:
 
 
 def run(paths: DataPaths, make_work: Callable[[], list[Consumer]], stop: Callable[[], bool], linger_ms: int,
-        wait_bound_ms: int = 60_000, close: bool = True) -> str:
+        wait_bound_ms: int = 60_000, close: bool = True, process: str = "drain") -> str:
     """The drain loop; returns why it ended: ``busy`` (another drain), ``idle`` or ``stopped``.
 
     ``close=False`` leaves the connection open for a caller that exits at once (see ``main``).
+    ``process`` names the caller in the failure record and the log (``drain`` or ``flush``).
     """
     conn = store.open_store(paths, store.DRAIN_BUSY_MS)
     me = identity.current()
+    work: list[Consumer] = []
+    detach: Callable[[], None] | None = None
+    started = time.monotonic()
     try:
         with store.immediate(conn):
             if not drainlease.acquire(conn, me):
                 return "busy"
+        detach = _attach_log(paths)
+        log.info("%s started (pid %d)", process, os.getpid())
         work = make_work()  # after the lease: recovery must never run beside another drain
+        log.info("consumers: %s", ", ".join(c.name for c in work))
 
         def has_work(c: sqlite3.Connection) -> bool:
             return any(consumer.runnable(c) for consumer in work)
@@ -140,6 +176,7 @@ def run(paths: DataPaths, make_work: Callable[[], list[Consumer]], stop: Callabl
             if stop():
                 with store.immediate(conn):
                     drainlease.release_if_idle(conn, me, lambda _c: False)
+                log.info("%s stopped on request after %d ms", process, (time.monotonic() - started) * 1000)
                 return "stopped"
             did = False
             for consumer in work:
@@ -159,14 +196,78 @@ def run(paths: DataPaths, make_work: Callable[[], list[Consumer]], stop: Callabl
                 conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
                 with store.immediate(conn):
                     if drainlease.release_if_idle(conn, me, has_work):
+                        if due is None:  # nothing waits either, not even a job a crash gave back
+                            drainfailures.resolve(conn, int(time.time() * 1000))
+                        log.info("%s idle after %d ms%s", process, (time.monotonic() - started) * 1000,
+                                 "" if due is None else "; a job waits beyond the wait bound")
                         return "idle"
             time.sleep(POLL_SECONDS)
-    except BaseException:
+    except BaseException as exc:
+        if detach is not None:  # we hold the lease: give everything back and say why
+            _give_back(paths, me, work, exc, process)
         conn.close()
+        if isinstance(exc, Exception) and not isinstance(exc, CmError):
+            raise CmError(drainfailures.CRASH_CODE,
+                          f"the {process} stopped on an unexpected internal error ({type(exc).__name__}); the job it "
+                          f"held goes back to retry; see `cm status` and {paths.drain_log}") from None
         raise
     finally:
+        if detach is not None:
+            detach()
         if close:
             conn.close()
+
+
+def _attach_log(paths: DataPaths) -> Callable[[], None]:
+    """The drain log, or a no-op when it cannot be opened (a log must never stop the drain)."""
+    try:
+        return drainlog.attach(paths)
+    except (CmError, OSError):
+        return lambda: None
+
+
+def _give_back(paths: DataPaths, me: identity.Identity, work: list[Consumer], exc: BaseException,
+               process: str) -> None:
+    """After anything escaped the loop: in one transaction, hand the held job back to retry,
+    record the failure and release the lease. Best effort: a failure here is only logged (the
+    lease of a process that has exited is free anyway)."""
+    failed = isinstance(exc, Exception)
+    code = drainfailures.describe(exc)[0] if failed else INTERRUPTED_CODE
+    stack = " < ".join(reversed(drainfailures.frames(exc.__traceback__)))
+    if failed:
+        log.error("%s failed: %s (%s) at %s", process, code, type(exc).__name__, stack or "?")
+    else:
+        log.warning("%s interrupted (%s)", process, type(exc).__name__)
+    try:
+        conn = store.open_store(paths, store.DRAIN_BUSY_MS)
+    except CmError as inner:
+        log.error("could not record the failure: %s", inner.code)
+        return
+
+    def settle(give_back: bool) -> str | None:
+        job_id = None
+        with store.immediate(conn):
+            for consumer in work if give_back else []:
+                abandon = getattr(consumer, "abandon", None)
+                job_id = (abandon(conn, code) if abandon else None) or job_id
+            if failed:
+                drainfailures.record(conn, process, exc, job_id)
+            drainlease.release(conn, me)
+        return job_id
+
+    try:
+        for give_back in (True, False):  # if giving the job back fails, still record and release
+            try:
+                job_id = settle(give_back)
+            except Exception as inner:  # noqa: BLE001 - the original failure is what matters
+                log.error("could not record the failure: %s (%s) at %s", drainfailures.describe(inner)[0],
+                          type(inner).__name__, " < ".join(reversed(drainfailures.frames(inner.__traceback__))) or "?")
+                continue
+            if job_id is not None:
+                log.info("job %s given back to retry (%s)", job_id[:12], code)
+            break
+    finally:
+        conn.close()
 
 
 def _request_recovery(home: str, cfg: config_mod.Config, recovery_id: str) -> None:
@@ -215,4 +316,8 @@ def main(argv: list[str]) -> int:
         os._exit(0)
     except CmError as exc:
         sys.stderr.write(exc.line() + "\n")
+        return 1
+    except Exception as exc:  # noqa: BLE001 - before the loop (nothing held yet): one line, no traceback
+        sys.stderr.write(f"cm: {drainfailures.CRASH_CODE}: the drain stopped on an unexpected internal error "
+                         f"({type(exc).__name__}) before it started; run `cm flush` to see it in the foreground\n")
         return 1

@@ -13,6 +13,9 @@ Contract:
   than ten settled interactions, session still open: ``sessions.open_backlog``) are not queued
   work: no flush may seal them, so they are reported as ``open_turns`` and never make it fail.
   Buffered observations of ended or isolated sessions, or of other sources, still do.
+- An unexpected failure is recorded and handled by ``drain.run`` exactly as in the detached drain
+  (job back to retry, lease released, "last drain failure" in ``cm status``) and reaches the
+  CLI as one ``CmError`` line, never a traceback.
 """
 
 from __future__ import annotations
@@ -89,7 +92,8 @@ def flush(paths: DataPaths, cfg: config_mod.Config, progress: Callable[[object],
                 return made
 
             try:
-                ended = drain.run(paths, make_work, lambda: False, linger_ms=0, wait_bound_ms=WAIT_BOUND_MS)
+                ended = drain.run(paths, make_work, lambda: False, linger_ms=0, wait_bound_ms=WAIT_BOUND_MS,
+                                  process="flush")
             finally:
                 for consumer in made:
                     if isinstance(consumer, drain.WriterConsumer):

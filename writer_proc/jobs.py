@@ -16,6 +16,9 @@ Contract (every function runs inside the caller's ``BEGIN IMMEDIATE`` transactio
   non-retryable ones make the job ``dead`` at once; ``FORGOTTEN_SOURCE`` makes it ``quarantined``.
   The job's observations share the outcome. ``retry`` revives a dead or quarantined job keeping
   its id, counters and history; it does not refill the recovery budget.
+- Job ids given by a user are resolved only by ``resolve_id``: any unique prefix of at least
+  ``MIN_ID_PREFIX`` characters; shorter is ``JOB_ID_TOO_SHORT``, several matches
+  ``AMBIGUOUS_JOB_ID`` (listing them), none ``UNKNOWN_JOB``.
 - Non-session work (relay, import) waits for the legacy thresholds: ``turnThreshold`` expressions,
   ``byteThreshold`` bytes, ``idleMs`` since the newest, ``maxWaitMs`` since the oldest, or a flush.
 """
@@ -35,6 +38,8 @@ PERMANENT = frozenset({"AUTHENTICATION", "PROXY_AUTHENTICATION", "CONFIGURATION"
 NOT_RETRYABLE = frozenset({"AGENT_TURN_LIMIT", "CONTEXT_LIMIT", "MODEL_REFUSAL", "RECOVERY_CONFLICT",
                            "SENSITIVE_CONTENT_REJECTED"})
 QUARANTINE = frozenset({"FORGOTTEN_SOURCE"})
+MIN_ID_PREFIX = 8
+MAX_CANDIDATES = 5
 
 
 class Job:
@@ -217,15 +222,71 @@ def finish(conn: sqlite3.Connection, job: Job, now: int, edit_result: str | None
                  (now, job.id))
 
 
-def retry(conn: sqlite3.Connection, job_id: str, now: int) -> None:
-    """Revive a dead or quarantined job for another attempt; history and counters are kept."""
+def resolve_id(conn: sqlite3.Connection, given: str) -> str:
+    """The one job whose id starts with ``given`` (at least ``MIN_ID_PREFIX`` hex characters).
+
+    Every command that takes a job id resolves it here, so the 12 characters ``cm flush`` and
+    ``cm status`` print work everywhere; a prefix that fits several jobs lists them.
+    """
+    text = given.strip().lower()
+    if not text or any(c not in "0123456789abcdef" for c in text):
+        raise CmError("UNKNOWN_JOB", "no job has that id: job ids are hexadecimal, as `cm status` lists them")
+    if len(text) < MIN_ID_PREFIX:
+        raise CmError("JOB_ID_TOO_SHORT", f"give at least {MIN_ID_PREFIX} characters of the job id "
+                                          f"({len(text)} given); `cm status` lists them")
+    found = [r[0] for r in conn.execute(
+        "SELECT id FROM jobs WHERE substr(id, 1, ?) = ? ORDER BY created_at, id LIMIT ?",
+        (len(text), text, MAX_CANDIDATES + 1))]
+    if not found:
+        raise CmError("UNKNOWN_JOB", f"no job id starts with {text}; see `cm status`")
+    if len(found) > 1:
+        more = " and more" if len(found) > MAX_CANDIDATES else ""
+        raise CmError("AMBIGUOUS_JOB_ID", f"{text} fits several jobs: {', '.join(found[:MAX_CANDIDATES])}{more}; "
+                                          "give more characters")
+    return found[0]
+
+
+def unfinished(conn: sqlite3.Connection, limit: int = 20) -> tuple[list[dict], int]:
+    """Jobs that are running, waiting to retry or need the user (oldest first, at most ``limit``),
+    and how many there are in all."""
+    # A quarantined job whose observations were all set aside individually holds nothing any
+    # more: it is history, not something to act on.
+    where = ("(state IN ('running', 'retry', 'dead', 'paused') OR (state = 'quarantined'"
+             " AND EXISTS (SELECT 1 FROM observations o WHERE o.job_id = jobs.id)))")
+    total = conn.execute(f"SELECT COUNT(*) FROM jobs WHERE {where}").fetchone()[0]
+    rows = conn.execute(
+        f"SELECT id, state, issue, task_kind, attempts, retries, available, expires FROM jobs WHERE {where}"
+        " ORDER BY created_at, id LIMIT ?", (limit,)).fetchall()
+    listed = [{"id": r[0], "state": r[1], "issue": r[2], "kind": r[3], "attempts": int(r[4]), "retries": int(r[5]),
+               "nextAttemptAt": int(r[6]) if r[1] == "retry" else None,
+               "leaseExpiresAt": int(r[7]) if r[1] == "running" else None} for r in rows]
+    return listed, int(total)
+
+
+def dead_by_issue(conn: sqlite3.Connection) -> list[tuple[str | None, list[str], int]]:
+    """Dead (and paused) jobs grouped by issue: (issue, job ids oldest first, observations held)."""
+    groups: dict[str | None, tuple[list[str], list[int]]] = {}
+    for job_id, issue, held in conn.execute(
+        "SELECT j.id, j.issue, (SELECT COUNT(*) FROM observations o WHERE o.job_id = j.id) FROM jobs j"
+        " WHERE j.state IN ('dead', 'paused') ORDER BY j.created_at, j.id"
+    ):
+        ids, count = groups.setdefault(issue, ([], [0]))
+        ids.append(job_id)
+        count[0] += int(held)
+    return sorted(((issue, ids, count[0]) for issue, (ids, count) in groups.items()),
+                  key=lambda g: (-len(g[1]), g[0] or ""))
+
+
+def retry(conn: sqlite3.Connection, job_id: str, now: int) -> str:
+    """Revive a dead or quarantined job for another attempt; history and counters are kept.
+    ``job_id`` may be a unique prefix (``resolve_id``); returns the full id."""
+    job_id = resolve_id(conn, job_id)
     row = conn.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
-    if row is None:
-        raise CmError("UNKNOWN_JOB", f"no job has id {job_id!r}; see `cm status`")
     if row[0] not in ("dead", "quarantined", "paused"):
         raise CmError("JOB_NOT_RETRYABLE", f"job {job_id} is {row[0]}; only dead or quarantined jobs can be retried")
     conn.execute("UPDATE jobs SET state = 'retry', available = 0, expires = 0, updated_at = ? WHERE id = ?", (now, job_id))
     conn.execute("UPDATE observations SET state = 'claimed' WHERE job_id = ?", (job_id,))
+    return job_id
 
 
 def next_due(conn: sqlite3.Connection, now: int) -> int | None:

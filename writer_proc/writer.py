@@ -13,7 +13,10 @@ Contract, per ``run_once``:
 5. The accepted decision is rendered, checked again (sections, sensitive content, watermarks), a
    receipt is built and ``commit.commit`` publishes it.
 Failures become job outcomes through ``jobs.fail`` (retry with backoff, dead, quarantined). A
-lost lease is never recorded as anything: the job belongs to whoever holds it now.
+lost lease is never recorded as anything: the job belongs to whoever holds it now. While an
+attempt runs, ``holding`` is the claimed job; if anything but a ``CmError`` escapes, it stays set
+so the drain can give the job back (``drain.WriterConsumer.abandon``). Claims, outcomes and
+timings go to the drain log (ids, codes and numbers only).
 """
 
 from __future__ import annotations
@@ -27,11 +30,12 @@ from cmrunner import config as config_mod, fsutil, projects, sections, store
 from cmrunner.errors import CmError
 from cmrunner.home import DataPaths
 from cmrunner.sections import Document
-from cmrunner.writer_proc import apply, commit, contract, jobs, shaping
+from cmrunner.writer_proc import apply, commit, contract, drainlog, jobs, shaping
 from cmrunner.writer_proc.port import AgentError, MemoryAgentPort, build_task
 from cmrunner.writer_proc.reads import ReadPort, Source
 
 PRUNE_AFTER_MS = 7 * 24 * 3600 * 1000
+log = drainlog.get("writer")
 
 
 def _now() -> int:
@@ -85,6 +89,7 @@ class Writer:
         self.scheduler = cfg.data["scheduler"]
         self.force = force
         self.conn = store.open_store(paths)
+        self.holding: jobs.Job | None = None
 
     def close(self) -> None:
         self.conn.close()
@@ -93,6 +98,8 @@ class Writer:
     def recover(self) -> int:
         with commit.repository_lock(self.paths):
             replayed = commit.recover(self.paths, self.conn, self.now)
+        if replayed:
+            log.info("recovered %d interrupted commit(s)", replayed)
         with store.immediate(self.conn):
             self.conn.execute(
                 "UPDATE observations SET text = NULL WHERE state = 'processed' AND text IS NOT NULL AND processed_at < ?",
@@ -108,6 +115,17 @@ class Writer:
             job = jobs.claim(self.conn, self.scheduler, self.now(), self.force)
         if job is None:
             return None
+        self.holding = job
+        started = time.monotonic()
+        log.info("job %s claimed (%s, attempt %d, %d observation(s))", job.id[:12], job.task_kind, job.attempts,
+                 len(job.observation_ids))
+        outcome = self._outcome(job)
+        self.holding = None  # not in a ``finally``: after an unexpected exception the drain gives it back
+        log.info("job %s %s%s in %d ms", job.id[:12], outcome.state, f" ({outcome.code})" if outcome.code else "",
+                 (time.monotonic() - started) * 1000)
+        return outcome
+
+    def _outcome(self, job: jobs.Job) -> Outcome:
         try:
             return self._attempt(job)
         except CmError as exc:

@@ -43,10 +43,12 @@ def status(ctx: click.Context, as_json: bool) -> None:
     jobs = ", ".join(f"{k} {v}" for k, v in report["jobs"].items()) or "none"
     click.echo(f"observations: {obs}")
     click.echo(f"jobs:        {jobs}")
-    for failure in report["isolatedSessions"]:
-        click.echo(f"isolated:    {failure['issue']} (recover with `cm session-drain --recover {failure['recoveryId']}`)")
+    for line in status_mod.problem_lines(report):
+        click.echo(line)
     drain = report["drain"]
     click.echo(f"drain:       {'running (pid %s)' % drain['pid'] if drain['alive'] else 'not running'}")
+    if report.get("lastDrainFailure"):
+        click.echo(f"last drain failure: {status_mod.failure_line(report['lastDrainFailure'])}")
 
 
 @cli.group(invoke_without_command=True)

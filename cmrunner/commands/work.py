@@ -1,4 +1,4 @@
-"""Running the Writer by hand: `cm flush`, `cm retry`, and `cm demo`."""
+"""Running the Writer by hand: `cm flush`, `cm retry`, `cm release` and `cm demo`."""
 
 from __future__ import annotations
 
@@ -39,11 +39,26 @@ def flush(ctx: click.Context) -> None:
 @click.argument("job_id")
 @click.pass_context
 def retry(ctx: click.Context, job_id: str) -> None:
-    """Revive a dead or quarantined job (its history is kept) and start a drain."""
+    """Revive a dead or quarantined job (its history is kept) and start a drain.
+
+    JOB_ID may be any unique prefix of at least 8 characters, such as the 12 that `cm status` lists.
+    """
     from cmrunner import adjust
 
-    adjust.retry(_home(ctx), job_id)
-    click.echo(f"job {job_id} queued for another attempt")
+    full = adjust.retry(_home(ctx), job_id)
+    click.echo(f"job {full[:12]} queued for another attempt")
+
+
+@cli.command()
+@click.argument("observation_id", required=False, type=int)
+@click.option("--code", default=None, help="Release every quarantined observation with this code.")
+@click.pass_context
+def release(ctx: click.Context, observation_id: int | None, code: str | None) -> None:
+    """Send quarantined observations back to the queue where their reason allows it."""
+    from cmrunner import release as release_mod
+
+    count, released = release_mod.release(_home(ctx), observation_id, code)
+    click.echo(f"released {count} observation(s) ({released}) back to the queue; a drain is on its way")
 
 
 @cli.command()

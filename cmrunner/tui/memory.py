@@ -8,7 +8,9 @@ Contract:
   not withdraw a submitted request, and only ``processed`` is reported as finished — with the
   reminder that the Writer may have ignored it.
 - Processing Status (from Home, or Ctrl+S in Adjust Memory) lists unfinished work from
-  ``adjust.overview``; ``c`` asks for processing to continue, Enter on a failed job retries it.
+  ``adjust.overview`` with the same grouped reasons and remedies as ``cm status`` (quarantined
+  observations and failed jobs by code, the last drain failure); ``c`` asks for processing to
+  continue, Enter on a failed job retries it.
 """
 
 from __future__ import annotations
@@ -231,6 +233,7 @@ class StatusScreen(CmScreen):
 
     def body(self) -> ComposeResult:
         yield Text("", id="summary")
+        yield Text("", id="problems")
         yield Menu([], id="jobs")
         yield Text("", id="requests")
 
@@ -244,6 +247,10 @@ class StatusScreen(CmScreen):
         except CmError as exc:
             self.notice.show(f"{exc.code}: {exc.message}")
             return
+        explained = problem_lines(view)
+        problems = self.query_one("#problems", Text)
+        problems.set("\n".join(explained))
+        problems.display = bool(explained)
         if not view.exists:
             self.query_one("#summary", Text).set("Nothing has been queued yet.")
             self.query_one("#jobs", Menu).display = False
@@ -297,3 +304,20 @@ def job_line(job: adjust.JobRow) -> str:
             "quarantined": "quarantined (Enter to retry)", "paused": "paused (Enter to retry)"}[job.state]
     issue = f" · {job.issue}" if job.issue else ""
     return f"{job.id[:12]} {job.kind} {job.scope}: {what} · {job.attempts} attempt(s){issue}"
+
+
+def problem_lines(view: adjust.Overview) -> list[str]:
+    """The grouped reasons and remedies of ``cm status``, for the screen."""
+    from cmrunner import status
+
+    lines: list[str] = []
+    problems = view.problems or {}
+    for group in problems.get("quarantined", []):
+        lines.append(f"Quarantined {group['count']} × {group['code']}: {group['reason']}.")
+        lines.append(f"  Remedy: {group['remedy']}.")
+    for group in problems.get("dead", []):
+        lines.append(f"Failed {group['count']} job(s) × {group['code']}: {group['reason']}.")
+        lines.append(f"  Remedy: {group['remedy']} (or Enter on the job below).")
+    if view.last_failure:
+        lines.append(f"Last drain failure: {status.failure_line(view.last_failure)}")
+    return lines

@@ -1,0 +1,119 @@
+"""Every code that can be recorded on a quarantined observation, a dead or waiting job, an isolated
+session or a drain failure has a reason and a remedy in ``cmrunner.reasons``; the release policy
+refuses what must never go back to the model."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+
+import cmrunner
+from cmrunner import codex_inbox, drainfailures, pi_inbox, reasons
+from cmrunner.writer_proc import drain, jobs
+
+PACKAGE = os.path.dirname(cmrunner.__file__)
+CODE = re.compile(r"[A-Z][A-Z0-9]*(_[A-Z0-9]+)*")
+MULTI_WORD = re.compile(r"[A-Z][A-Z0-9]*(_[A-Z0-9]+)+")
+
+# Modules whose codes reach ``observations.issue``, ``jobs.issue`` or ``codex_failures.issue``:
+# admission and sessions (quarantine before the Writer), the Writer and everything it runs during
+# an attempt (any ``CmError`` there becomes the job's outcome), and the inbox consumers and the
+# transcript reader (session isolation).
+SOURCES = [
+    "observations.py", "sessions.py", "codex_inbox.py", "pi_inbox.py", "rollout.py", "sections.py", "safety.py",
+    "fsutil.py", "store.py", "gate.py", "migrations.py", "config.py", "envfile.py", "projects.py",
+    "hooks/transcript.py",
+    *(f"writer_proc/{name}" for name in (
+        "writer.py", "shaping.py", "jobs.py", "agent.py", "wire.py", "tools.py", "reads.py", "contract.py",
+        "apply.py", "commit.py", "publish.py", "receipts.py", "errors_map.py", "port.py", "netclient.py",
+        "noproxy.py")),
+]
+
+# Constants in those modules that look like codes but are never recorded as an outcome: names of
+# environment variables and os attributes, and answers of commands that run in the user's
+# terminal (they are printed there, never stored).
+NOT_RECORDED = {
+    "COMMON_MEMORY_CA_FILE", "COMMON_MEMORY_FAULT", "COMMON_MEMORY_HOME", "COMMON_MEMORY_PROXY_URL",
+    "COMMON_MEMORY_AGENT_SCRIPT", "COMMON_MEMORY_AGENT_CALLS", "NO_PROXY", "O_NOFOLLOW",
+    "UNKNOWN_JOB", "JOB_NOT_RETRYABLE", "JOB_ID_TOO_SHORT", "AMBIGUOUS_JOB_ID",
+    "PROJECT_ALREADY_REGISTERED", "PROJECT_PATH_NOT_FOUND", "INVALID_PROJECT_NAME", "UNKNOWN_PROJECT",
+    "SUBMISSION_CONFLICT", "INVALID_TASK_KIND", "CODEX_RECOVERY_UNAVAILABLE",
+    # A lost lease is never recorded: the job belongs to whoever holds it now (writer.py).
+    "STALE_LEASE",
+}
+
+# Single-word codes are found where they are raised (``failure("TIMEOUT", ...)``, ``CmError("X", ...)``).
+RAISERS = re.compile(r"(failure|fail|quarantine|_quarantine_turn|_set_outcome|isolate|\w*Error)$")
+
+
+def _module_path(relative: str) -> str:
+    for candidate in (os.path.join(PACKAGE, relative), os.path.join(PACKAGE, relative.replace("writer_proc/", ""))):
+        if os.path.isfile(candidate):
+            return candidate
+    raise AssertionError(f"{relative} is not in the installed package")
+
+
+def _codes_in(path: str) -> set[str]:
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and MULTI_WORD.fullmatch(node.value):
+            found.add(node.value)
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if RAISERS.search(name):
+                for arg in node.args:
+                    if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and CODE.fullmatch(arg.value) \
+                            and len(arg.value) > 3:
+                        found.add(arg.value)
+    return found
+
+
+def recordable_codes() -> set[str]:
+    found: set[str] = set()
+    for relative in SOURCES:
+        found |= _codes_in(_module_path(relative))
+    found |= set(jobs.PERMANENT) | set(jobs.NOT_RETRYABLE) | set(jobs.QUARANTINE)
+    found |= set(codex_inbox.ISOLATING) | set(pi_inbox.ISOLATING)
+    found |= {drainfailures.CRASH_CODE, drain.INTERRUPTED_CODE}
+    return found - NOT_RECORDED
+
+
+def test_every_recordable_code_has_a_reason_and_a_remedy():
+    codes = recordable_codes()
+    assert {"SENSITIVE_INPUT", "AUTHENTICATION", "TIMEOUT", "INTERRUPTED_TURN", "CODEX_UNSAFE_TRANSCRIPT",
+            "RECOVERY_BUDGET_EXHAUSTED", "DRAIN_CRASHED"} <= codes, "the scan really found the codes"
+    missing = sorted(codes - set(reasons.TABLE))
+    assert missing == [], f"codes without an entry in cmrunner/reasons.py: {missing}"
+    stale = sorted(set(reasons.TABLE) - codes)
+    assert stale == [], f"entries for codes nothing records any more: {stale}"
+
+
+def test_every_entry_is_one_plain_line_with_a_known_action():
+    for code, entry in reasons.TABLE.items():
+        assert CODE.fullmatch(code), code
+        assert entry.action in (reasons.RELEASE, reasons.RETRY, reasons.AUTO, reasons.RECOVER, reasons.NONE), code
+        assert entry.reason and "\n" not in entry.reason + entry.fix, code
+        for state in ("quarantined", "dead", "retry", "isolated"):
+            line = reasons.remedy(code, state, ["0123456789ab"])
+            assert line and "\n" not in line, (code, state)
+
+
+def test_release_policy_never_frees_secrets_or_unauthorized_material():
+    never = ["SENSITIVE_INPUT", "SENSITIVE_CONTENT_REJECTED", "UNAUTHORIZED_SOURCE", "UNAUTHORIZED_PROVENANCE",
+             "UNREGISTERED_PROJECT", "UNSUPPORTED_SOURCE", "FORGOTTEN_SOURCE", "MIXED_SESSION_TURN", "EMPTY_BATCH",
+             None, "SOMETHING_UNKNOWN"]
+    for code in never:
+        assert not reasons.releasable(code), code
+    for code in ("OVERSIZED_COMPLETE_SOURCE", "INTERRUPTED_TURN", "INCOMPLETE_TURN"):
+        assert reasons.releasable(code), code
+        assert f"cm release --code {code}" in reasons.remedy(code, "quarantined")
+
+
+def test_remedies_name_the_real_command():
+    assert reasons.remedy("AUTHENTICATION", "dead", ["0123456789ab"]).endswith("then `cm retry 0123456789ab`")
+    assert reasons.remedy("TIMEOUT", "dead", ["0123456789ab"]) == "`cm retry 0123456789ab`"
+    assert "cm session-drain --recover r1" in reasons.remedy("CODEX_TRANSCRIPT_MISSING", "isolated", ["r1"])
+    assert "never" not in reasons.remedy("RATE_LIMITED", "retry") and "backoff" in reasons.remedy("RATE_LIMITED", "retry")
+    assert reasons.explain("NOT_A_CODE") is reasons.UNKNOWN
