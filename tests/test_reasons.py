@@ -39,6 +39,7 @@ NOT_RECORDED = {
     "UNKNOWN_JOB", "JOB_NOT_RETRYABLE", "JOB_ID_TOO_SHORT", "AMBIGUOUS_JOB_ID",
     "PROJECT_ALREADY_REGISTERED", "PROJECT_PATH_NOT_FOUND", "INVALID_PROJECT_NAME", "UNKNOWN_PROJECT",
     "SUBMISSION_CONFLICT", "INVALID_TASK_KIND", "CODEX_RECOVERY_UNAVAILABLE",
+    "CONFIG_MISSING", "CONFIG_BACKUP_FAILED",  # cm config init --force, in the terminal
     # A lost lease is never recorded: the job belongs to whoever holds it now (writer.py).
     "STALE_LEASE",
 }
