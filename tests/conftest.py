@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import signal
 import sqlite3
 import subprocess
@@ -73,6 +74,30 @@ def run_cm(args: list[str], stdin: bytes = b"", env: dict[str, str] | None = Non
            timeout: float = 30) -> subprocess.CompletedProcess[bytes]:
     """Run the installed ``cm`` console script as a real subprocess."""
     return subprocess.run([CM, *args], input=stdin, capture_output=True, env=env or hook_env(), timeout=timeout)
+
+
+def run_cm_terminal(args: list[str], env: dict[str, str] | None = None) -> str:
+    """What ``cm`` writes to a real pseudo-terminal (the terminal turns each LF into CRLF)."""
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.run([CM, *args], stdout=follower, stderr=subprocess.PIPE, env=env or hook_env(), timeout=30)
+        assert proc.returncode == 0, proc.stderr
+        os.close(follower)
+        follower = -1
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks).decode()
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
 
 
 def run_hook(home: str, event: dict | bytes, client: str = "codex",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from cmrunner import config as config_mod
-from cmrunner.commands.base import _home, cli
+from cmrunner.commands.base import _home, cli, echo
 from cmrunner.home import DataPaths
 
 
@@ -20,15 +20,15 @@ def flush(ctx: click.Context) -> None:
 
     def progress(outcome: object) -> None:
         code = f" ({outcome.code})" if outcome.code else ""
-        click.echo(f"job {outcome.job_id[:12]}: {outcome.state}{code}")
+        echo(f"job {outcome.job_id[:12]}: {outcome.state}{code}")
 
     report = flush_mod.flush(DataPaths(cfg.data_root), cfg, progress)
     if report.followed:
-        click.echo("a running drain held the queue; followed it to the end")
+        echo("a running drain held the queue; followed it to the end")
     left = ", ".join(f"{k} {v}" for k, v in report.remaining.items() if v)
-    click.echo(f"remaining: {left or 'nothing'}{'; a job is waiting for its backoff or lease' if report.waiting else ''}")
+    echo(f"remaining: {left or 'nothing'}{'; a job is waiting for its backoff or lease' if report.waiting else ''}")
     if not report.complete:
-        click.echo("flush incomplete: see `cm status`", err=True)
+        echo("flush incomplete: see `cm status`", err=True)
         ctx.exit(1)
 
 
@@ -40,7 +40,7 @@ def retry(ctx: click.Context, job_id: str) -> None:
     from cmrunner import adjust
 
     adjust.retry(_home(ctx), job_id)
-    click.echo(f"job {job_id} queued for another attempt")
+    echo(f"job {job_id} queued for another attempt")
 
 
 @cli.command()
@@ -50,4 +50,4 @@ def demo(keep: bool) -> None:
     from cmrunner import demo as demo_mod
 
     for line in demo_mod.run(keep=keep):
-        click.echo(line)
+        echo(line)
