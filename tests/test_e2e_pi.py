@@ -46,7 +46,7 @@ class PiRpc:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PI_"))}
         env.update({"PI_CODING_AGENT_DIR": str(agent_dir), "PI_OFFLINE": "1", "PI_TELEMETRY": "0",
                     "HOME": str(root / "scratchhome"), "COMMON_MEMORY_CM": json.dumps([CM]),
-                    "COMMON_MEMORY_HOME": home, "COMMON_MEMORY_DRAIN_LINGER_MS": "0"})
+                    "COMMON_MEMORY_HOME": home, "CM_TEST_DRAIN_LINGER_MS": "0"})
         env.pop("COMMON_MEMORY_HOST_INSTANCE", None)
         os.makedirs(env["HOME"], exist_ok=True)
         self.process = subprocess.Popen(
