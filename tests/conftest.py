@@ -86,9 +86,9 @@ def hook_env(**extra: str) -> dict[str, str]:
 
 
 def run_cm(args: list[str], stdin: bytes = b"", env: dict[str, str] | None = None,
-           timeout: float = 30) -> subprocess.CompletedProcess[bytes]:
-    """Run the installed ``cm`` console script as a real subprocess."""
-    return subprocess.run([CM, *args], input=stdin, capture_output=True, env=env or hook_env(), timeout=timeout)
+           timeout: float = 30, cm: str = CM) -> subprocess.CompletedProcess[bytes]:
+    """Run the installed ``cm`` console script as a real subprocess (``cm=REAL_CM``: without seams)."""
+    return subprocess.run([cm, *args], input=stdin, capture_output=True, env=env or hook_env(), timeout=timeout)
 
 
 def run_cm_terminal(args: list[str], env: dict[str, str] | None = None) -> str:
