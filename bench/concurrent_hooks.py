@@ -51,7 +51,6 @@ def one_round(root: str, burst: bool) -> dict:
     home, work = os.path.join(root, "home"), os.path.join(root, "work")
     os.makedirs(work)
     env = dict(os.environ, COMMON_MEMORY_HOST_INSTANCE="bench:1")
-    env.pop("COMMON_MEMORY_DRAIN_LINGER_MS", None)
     paths = []
     for s in range(SESSIONS):
         path = os.path.join(root, f"rollout-{s}.jsonl")

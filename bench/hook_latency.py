@@ -45,7 +45,6 @@ def main() -> None:
         home, work = os.path.join(root, "home"), os.path.join(root, "work")
         os.mkdir(work)
         env = dict(os.environ, COMMON_MEMORY_HOST_INSTANCE="bench:1")
-        env.pop("COMMON_MEMORY_DRAIN_LINGER_MS", None)
         transcript = os.path.join(root, "rollout.jsonl")
         with open(transcript, "w") as handle:
             handle.write(session_meta("bench") + "\n")

@@ -30,7 +30,7 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
 
 def _prepare(root: str) -> tuple[str, dict[str, str]]:
     home = os.path.join(root, "home")
-    env = dict(os.environ, COMMON_MEMORY_HOME=home, COMMON_MEMORY_DRAIN_LINGER_MS="0")
+    env = dict(os.environ, COMMON_MEMORY_HOME=home)
     subprocess.run([CM, "config", "init"], env=env, check=True, capture_output=True)
     memory = os.path.join(home, "data", "memory")
     os.makedirs(memory, mode=0o700)

@@ -38,7 +38,6 @@ def _line(record: dict) -> bytes:
 
 def _env() -> dict[str, str]:
     env = dict(os.environ, COMMON_MEMORY_HOST_INSTANCE="bench:1")
-    env.pop("COMMON_MEMORY_DRAIN_LINGER_MS", None)
     return env
 
 

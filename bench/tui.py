@@ -34,8 +34,7 @@ def _tmux(*args: str) -> subprocess.CompletedProcess[str]:
 def time_to_screen(home: str, needle: str, name: str) -> float:
     """Milliseconds from creating the pane running `cm` until ``needle`` is on its screen."""
     started = time.perf_counter()
-    _tmux("new-session", "-d", "-s", name, "-x", "100", "-y", "32", "-e", f"COMMON_MEMORY_HOME={home}",
-          "-e", "COMMON_MEMORY_DRAIN_LINGER_MS=0", CM)
+    _tmux("new-session", "-d", "-s", name, "-x", "100", "-y", "32", "-e", f"COMMON_MEMORY_HOME={home}", CM)
     try:
         deadline = started + 20
         while time.perf_counter() < deadline:

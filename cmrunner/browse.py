@@ -31,7 +31,12 @@ class Document:
 
     @property
     def lines(self) -> list[str]:
-        return self.content.splitlines() or [""]
+        # Lines as the section model counts them (LF or CRLF), not str.splitlines(): that also
+        # breaks on U+2028, FS/GS/RS and form feeds, which the screen must show, not obey.
+        lines = [line[:-1] if line.endswith("\r") else line for line in self.content.split("\n")]
+        if len(lines) > 1 and lines[-1] == "":
+            lines.pop()
+        return lines
 
 
 @dataclass(frozen=True)

@@ -48,9 +48,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-import unicodedata
 from typing import NamedTuple
 
+from cmrunner import textchars
 from cmrunner.errors import CmError
 
 DEFAULT_SOFT_BUDGET = 8192
@@ -71,7 +71,6 @@ _SETEXT_RE = re.compile(r" {0,3}(?:=+|-+)[ \t]*$")
 _THEMATIC_BREAK_RE = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _FENCE_OPEN_RE = re.compile(r"( {0,3})(`{3,}|~{3,})(.*)$")
 _CLOSING_HASHES_RE = re.compile(r"(?:^| )#+$")
-_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 class Budgets:
@@ -158,9 +157,8 @@ def title_problem(title: object) -> str | None:
         return "a section title must be a non-empty string"
     if title != title.strip():
         return "a section title must not start or end with whitespace"
-    for ch in title:
-        if unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp") or ch in _BIDI_CONTROLS:
-            return "a section title must be one line without control characters"
+    if "\t" in title or "\n" in title or textchars.find_unsafe(title) is not None:
+        return "a section title must be one line without control characters"
     if _CLOSING_HASHES_RE.search(title):
         return "a section title must not end with a run of '#' (Markdown drops it)"
     return None

@@ -2,7 +2,10 @@
 
 Every test gets its own ``COMMON_MEMORY_HOME`` under ``tmp_path`` (autouse), so no test can touch
 a real home. Hooks, captures and drains run as real subprocesses through the installed ``cm``
-console script, exactly as a host would start them. Detached drains outlive their hook by design,
+console script, exactly as a host would start them, on the session's overlay interpreter
+(``support/overlay.py``): it adds only the test seams of ``support/seams.py``, which act when a
+test sets one of their ``CM_TEST_*`` variables (the autouse fixture sets the drain's linger to 0).
+``REAL_CM`` is the installation without any seam. Detached drains outlive their hook by design,
 so every test reaps the drains of its own home afterwards (found through ``/proc``).
 """
 
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import signal
 import sqlite3
 import subprocess
@@ -18,16 +22,26 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import shutil
+import tempfile
+
 import pytest
+from support import overlay, seams
 from support.procs import drain_pids, wait_no_drain  # noqa: F401 - re-exported to tests
 
 BIN = os.path.dirname(sys.executable)
-CM = os.path.join(BIN, "cm")
+REAL_CM = os.path.join(BIN, "cm")  # the installation exactly as a user has it: no seam can act
+OVERLAY = overlay.build(os.path.join(tempfile.mkdtemp(prefix="cm-overlay-"), "venv"))
+CM = OVERLAY.cm
 HOST = "test:host:1"
 
 
 def pytest_report_header() -> list[str]:
-    return [f"sqlite {sqlite3.sqlite_version}, python {sys.version.split()[0]}, cm at {CM}"]
+    return [f"sqlite {sqlite3.sqlite_version}, python {sys.version.split()[0]}, cm at {REAL_CM} (seamed: {CM})"]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(os.path.dirname(OVERLAY.root), ignore_errors=True)
 
 
 def reap_drains(home: str, timeout: float = 5.0) -> None:
@@ -49,7 +63,9 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """An isolated configuration home (not created yet); drains of it are reaped afterwards."""
     path = str(tmp_path / "cmhome")
     monkeypatch.setenv("COMMON_MEMORY_HOME", path)
-    monkeypatch.setenv("COMMON_MEMORY_DRAIN_LINGER_MS", "0")
+    monkeypatch.setenv(seams.LINGER_ENV, "0")
+    for name in (seams.SCRIPT_ENV, seams.CALLS_ENV, seams.FAULT_ENV):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.delenv("COMMON_MEMORY_HOST_INSTANCE", raising=False)
     yield path
     reap_drains(path)
@@ -70,9 +86,33 @@ def hook_env(**extra: str) -> dict[str, str]:
 
 
 def run_cm(args: list[str], stdin: bytes = b"", env: dict[str, str] | None = None,
-           timeout: float = 30) -> subprocess.CompletedProcess[bytes]:
-    """Run the installed ``cm`` console script as a real subprocess."""
-    return subprocess.run([CM, *args], input=stdin, capture_output=True, env=env or hook_env(), timeout=timeout)
+           timeout: float = 30, cm: str = CM) -> subprocess.CompletedProcess[bytes]:
+    """Run the installed ``cm`` console script as a real subprocess (``cm=REAL_CM``: without seams)."""
+    return subprocess.run([cm, *args], input=stdin, capture_output=True, env=env or hook_env(), timeout=timeout)
+
+
+def run_cm_terminal(args: list[str], env: dict[str, str] | None = None) -> str:
+    """What ``cm`` writes to a real pseudo-terminal (the terminal turns each LF into CRLF)."""
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.run([CM, *args], stdout=follower, stderr=subprocess.PIPE, env=env or hook_env(), timeout=30)
+        assert proc.returncode == 0, proc.stderr
+        os.close(follower)
+        follower = -1
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks).decode()
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
 
 
 def run_hook(home: str, event: dict | bytes, client: str = "codex",

@@ -44,8 +44,8 @@ def write_script(tmp: str, templates: dict) -> str:
 
 
 def drain_env(script: str, calls: str, **extra: str) -> dict[str, str]:
-    return hook_env(COMMON_MEMORY_AGENT_SCRIPT=script, COMMON_MEMORY_AGENT_CALLS=calls,
-                    COMMON_MEMORY_DRAIN_LINGER_MS="0", **extra)
+    return hook_env(CM_TEST_AGENT_SCRIPT=script, CM_TEST_AGENT_CALLS=calls,
+                    CM_TEST_DRAIN_LINGER_MS="0", **extra)
 
 
 def start_drain(home: str, env: dict[str, str]) -> subprocess.Popen:

@@ -56,7 +56,7 @@ def write_doc(paths: DataPaths, target: str, text: str) -> None:
 
 def server_env(home: str, **extra: str) -> dict[str, str]:
     env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG") if k in os.environ}
-    env.update({"COMMON_MEMORY_HOME": home, "COMMON_MEMORY_DRAIN_LINGER_MS": "0"})
+    env.update({"COMMON_MEMORY_HOME": home, "CM_TEST_DRAIN_LINGER_MS": "0"})
     env.update(extra)
     return env
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import time
 
@@ -161,6 +162,29 @@ def test_contract_rejection_then_a_corrected_submission(home, tmp_path, api):
     assert feedback["code"] == "INVALID_REQUEST_REFERENCE" and feedback["tool"] == "submit_memory_decision"
     assert feedback["schema_errors"] == [{"path": "$.request_id", "rule": "does not name this job"}]
     assert "not-the-request-id" not in json.dumps(log[-1]["body"]), "the rejected submission is not echoed"
+
+
+HOSTILE_POLICY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "support", "hostile_policy.py")
+
+
+@pytest.mark.parametrize(("code_point", "cls"), [
+    (0x00, "NUL"), (0x1B, "C0 control"), (0x07, "C0 control"), (0x0D, "carriage return"), (0x9B, "C1 control"),
+    (0x202E, "bidirectional control"), (0x2067, "bidirectional control"), (0x2028, "line or paragraph separator"),
+])
+def test_a_hostile_character_comes_back_as_a_tool_error_and_the_agent_corrects_it(home, tmp_path, code_point, cls):
+    turn = f"My shell prompt is green, code point {code_point:x}"
+    with fakemodel.running(str(tmp_path / "fm"), policy(f"{HOSTILE_POLICY}:hostile_then_clean")) as fm:
+        paths, cfg = configure_remote(home, fm.base_url)
+        admit(paths, turn, "e1")
+        outcome = run_once(paths, cfg, make_agent(cfg))
+        log = fm.model_requests()
+    feedback = _tool_results(log[-1]["body"])[-1]
+    assert feedback["code"] == "UNSAFE_CHARACTER" and feedback["tool"] == "submit_memory_decision"
+    assert "U+2028" in feedback["hint"] and chr(code_point) not in json.dumps(feedback, ensure_ascii=False)
+    assert feedback["schema_errors"] == [{"path": "$.decisions[0].operations[0].body",
+                                          "rule": f"contains a {cls} character"}]
+    assert outcome.state == "committed"
+    assert read_doc(paths, "profile") == f"# Profile\n\n## Noted\n{turn} end\n", "only the corrected body is saved"
 
 
 @pytest.mark.parametrize("api", APIS)

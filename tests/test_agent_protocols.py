@@ -14,7 +14,6 @@ from writer_support import admit
 from cmrunner import config as config_mod, envfile
 from cmrunner.writer_proc import drain, tools
 from cmrunner.writer_proc.agent import NetworkAgent, system_prompt
-from cmrunner.writer_proc.port import ScriptedPort
 
 APIS = ["responses", "chat_completions"]
 TOOL_NAMES = ["inspect_ingest", "read_ingest", "inspect_memory", "processing_state", "record_working_notes",
@@ -156,8 +155,11 @@ def test_agent_port_selection(home, tmp_path, monkeypatch):
     assert drain.agent_port(config_mod.load(home)) is None, "disabled disclosure sends nothing"
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"decisions": [[]]}))
-    monkeypatch.setenv("COMMON_MEMORY_AGENT_SCRIPT", str(script))
-    assert isinstance(drain.agent_port(cfg), ScriptedPort), "the scripted override still wins"
+    for name in ("COMMON_MEMORY_AGENT_SCRIPT", "CM_TEST_AGENT_SCRIPT"):
+        monkeypatch.setenv(name, str(script))
+    data["disclosure"]["enabled"] = True
+    config_mod.save(home, data)
+    assert isinstance(drain.agent_port(config_mod.load(home)), NetworkAgent), "no environment variable swaps the agent"
 
 
 def test_limits_come_from_the_configuration(home):

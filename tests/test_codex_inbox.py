@@ -169,7 +169,7 @@ def test_stop_before_the_final_record_settles_through_the_watch(home, tmp_path, 
     assert run_hook(home, event("UserPromptSubmit", transcript, workdir, turn_id="t1", prompt="hello")).returncode == 0
     transcript.user_turn("t1", "hello")
     transcript.reply("t1", "hi", complete=False)
-    env = hook_env(COMMON_MEMORY_DRAIN_LINGER_MS="0")
+    env = hook_env(CM_TEST_DRAIN_LINGER_MS="0")
     drain_proc = subprocess.Popen([CM, "session-drain", "--home", home], env=env)
     try:
         assert run_hook(home, event("Stop", transcript, workdir, turn_id="t1")).returncode == 0

@@ -470,6 +470,36 @@ def test_import_guard_skips_decisions_citing_user_sources() -> None:
     assert rejected(only_import, ctx).code == "UNAUTHORIZED_FORGET_EVIDENCE"
 
 
+UNSAFE = [("\x00", "NUL"), ("\x1b[31m", "C0 control"), ("\x07", "C0 control"), ("\r", "carriage return"),
+          ("\r\n", "carriage return"), ("\x7f", "DEL"), ("\x9b", "C1 control"),
+          ("\u202e", "bidirectional control"), ("\u202a", "bidirectional control"),
+          ("\u2066", "bidirectional control"), ("\u2069", "bidirectional control"),
+          ("\u2028", "line or paragraph separator"), ("\u2029", "line or paragraph separator"),
+          ("\ud800", "surrogate")]
+
+
+@pytest.mark.parametrize(("chars", "cls"), UNSAFE)
+@pytest.mark.parametrize("field", ["title", "body"])
+def test_unsafe_characters_in_titles_and_bodies_are_rejected(chars: str, cls: str, field: str) -> None:
+    text = {"title": f"Colour{chars}{SECRET}", "body": f"red{chars}{SECRET}\n"}[field]
+    payload = submission(decision(operations=[put(title="Fine"), put(**{field: text})]))
+    err = rejected(payload, make_ctx())
+    assert err.code == "UNSAFE_CHARACTER"
+    assert err.details == {"path": f"$.decisions[0].operations[1].{field}", "rule": f"contains a {cls} character"}
+    assert SECRET not in str(err) and chars not in err.message
+
+
+def test_unsafe_characters_are_checked_in_replacements_too() -> None:
+    payload = submission(decision("maintain", evidence=[], operations=[put("profile", "s1", "Background", "x\x1b\n")]))
+    assert rejected(payload, make_ctx()).code == "UNSAFE_CHARACTER"
+
+
+def test_tabs_newlines_marks_and_joiners_are_ordinary_text() -> None:
+    body = "a\tb\nשלום\u200f!\n\u061cعربي \u200e(x)\n\U0001f469\u200d\U0001f4bb \u200b\n"
+    result = validate_decision(submission(decision(operations=[put(body=body)])), make_ctx())
+    assert result.decision.decisions[0].operations[0].body == body
+
+
 def test_first_failure_wins() -> None:
     payload = submission(decision(operations=[put(target="../x")]), decision(evidence=["ev_404"]))
     assert rejected(payload, make_ctx()).code == "INVALID_TARGET_REFERENCE"

@@ -36,7 +36,7 @@ def _set_lease(home: str, who: identity.Identity) -> None:
 
 
 def _drain(home: str, linger_ms: int = 0) -> subprocess.Popen:
-    env = hook_env(COMMON_MEMORY_DRAIN_LINGER_MS=str(linger_ms))
+    env = hook_env(CM_TEST_DRAIN_LINGER_MS=str(linger_ms))
     return subprocess.Popen([CM, "session-drain", "--home", home], env=env)
 
 
@@ -119,7 +119,7 @@ def test_hook_spawns_a_detached_drain_that_inherits_nothing(home, tmp_path, work
         proc = subprocess.run(
             [CM, "hook", "codex", "--home", home],
             input=__import__("json").dumps(event("SessionStart", transcript, workdir, source="startup")).encode(),
-            capture_output=True, env=hook_env(COMMON_MEMORY_DRAIN_LINGER_MS="4000"), timeout=30,
+            capture_output=True, env=hook_env(CM_TEST_DRAIN_LINGER_MS="4000"), timeout=30,
             close_fds=False,
         )
         elapsed = time.monotonic() - started
@@ -143,7 +143,7 @@ def test_hook_spawns_a_detached_drain_that_inherits_nothing(home, tmp_path, work
 
 
 def test_concurrent_hooks_keep_exactly_one_drain_alive(home, tmp_path, workdir):
-    env = hook_env(COMMON_MEMORY_DRAIN_LINGER_MS="1500")
+    env = hook_env(CM_TEST_DRAIN_LINGER_MS="1500")
     transcripts = [Transcript(str(tmp_path / f"t{i}.jsonl"), f"s-{i}") for i in range(6)]
     seen: set[int] = set()
     most = [0]

@@ -36,7 +36,7 @@ def _crashing_env(tmp_path) -> dict[str, str]:
 
         writer.Writer._snapshot = _snapshot
     """))
-    return hook_env(PYTHONPATH=str(site), COMMON_MEMORY_DRAIN_LINGER_MS="0")
+    return hook_env(PYTHONPATH=str(site), CM_TEST_DRAIN_LINGER_MS="0")
 
 
 def _job(home: str) -> tuple:
@@ -101,7 +101,7 @@ def test_a_crashing_drain_is_visible_and_strands_nothing(home, tmp_path):
         data = config_mod.load(home).data
         data["remote"]["baseUrl"] = fm.base_url
         config_mod.save(home, data)
-        clean = run_cm(["flush"], env=hook_env(COMMON_MEMORY_DRAIN_LINGER_MS="0"), timeout=60)
+        clean = run_cm(["flush"], env=hook_env(CM_TEST_DRAIN_LINGER_MS="0"), timeout=60)
     assert clean.returncode == 0, clean.stderr
     assert _job(home)[1] == "done"
     failure = json.loads(run_cm(["status", "--json"]).stdout)["lastDrainFailure"]
@@ -124,7 +124,7 @@ def test_an_unexpected_error_outside_a_job_is_recorded_too(home, tmp_path):
         pi_inbox.PiInbox.runnable = runnable
         pi_inbox.PiInbox.step = lambda self, conn: runnable(self, conn)
     """))
-    env = hook_env(PYTHONPATH=str(site), COMMON_MEMORY_DRAIN_LINGER_MS="0")
+    env = hook_env(PYTHONPATH=str(site), CM_TEST_DRAIN_LINGER_MS="0")
     drain = subprocess.run([CM, "session-drain", "--home", home], env=env, capture_output=True, timeout=60)
     assert drain.returncode == 1 and b"Traceback" not in drain.stderr and b"marker-" not in drain.stderr
     assert db_rows(home, "SELECT * FROM drain_lease") == []

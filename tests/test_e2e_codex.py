@@ -35,7 +35,7 @@ class CodexSetup:
         hooks = hosts.codex_hooks(hosts.cm_hook_command(CM, home))
         hosts.write_codex_home(self.codex_home, fake.base_url, hooks=hooks)
         self.env = hosts.codex_env(self.codex_home, str(root / "scratchhome"),
-                                   {"COMMON_MEMORY_HOME": home, "COMMON_MEMORY_DRAIN_LINGER_MS": "0"})
+                                   {"COMMON_MEMORY_HOME": home, "CM_TEST_DRAIN_LINGER_MS": "0"})
         self.env.pop("COMMON_MEMORY_HOST_INSTANCE", None)  # the hook must find the real Codex process
         listed = hosts.trust_hooks(codex, self.env, str(self.work))
         assert len(listed) == len(hosts.CM_EVENTS)  # every cm hook discovered and trusted

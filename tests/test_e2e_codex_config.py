@@ -50,7 +50,7 @@ def test_generated_profile_hooks_fire_and_the_read_mcp_serves_memory_read(home, 
 
         work = tmp_path / "work"
         work.mkdir()
-        env = hosts.codex_env(str(codex_home), str(tmp_path / "scratch"), {"COMMON_MEMORY_DRAIN_LINGER_MS": "0"})
+        env = hosts.codex_env(str(codex_home), str(tmp_path / "scratch"), {"CM_TEST_DRAIN_LINGER_MS": "0"})
         env.pop("COMMON_MEMORY_HOST_INSTANCE", None)
         done = hosts.run_codex_exec(codex, ["--profile", "common-memory", "Who am I?"], str(work), env)
         assert done.returncode == 0, done.stderr[-2000:]

@@ -11,7 +11,7 @@ import tomllib
 
 import anyio
 import pytest
-from conftest import hook_env, run_cm
+from conftest import REAL_CM, hook_env, run_cm
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_support import allow, configure, register, write_doc
@@ -25,13 +25,14 @@ PYTHON = os.path.abspath(sys.executable)
 
 
 def _ok(args: list[str], env: dict[str, str] | None = None) -> str:
-    proc = run_cm(args, env=env)
+    # The real installation: generated files pin the interpreter that ran cm, which must be the user's.
+    proc = run_cm(args, env=env, cm=REAL_CM)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.decode()
 
 
 def _fails(args: list[str], code: str) -> None:
-    proc = run_cm(args)
+    proc = run_cm(args, cm=REAL_CM)
     assert proc.returncode == 1 and proc.stderr.decode().startswith(f"cm: {code}: "), (code, proc.stderr)
 
 
@@ -226,7 +227,7 @@ def test_mcp_config_direct_and_wsl(home, tmp_path):
 def test_merge_keeps_comments_and_order_and_never_overwrites(home):
     configure(home)
     existing = '# my settings\nmodel = "gpt-x"  # keep me\n\n[mcp_servers.other]\ncommand = "x"\n'
-    generated = run_cm(["codex-config"]).stdout.decode()
+    generated = run_cm(["codex-config"], cm=REAL_CM).stdout.decode()
     merged = hostconfig.merge_toml(existing, generated)
     assert merged.startswith(existing)
     doc = tomllib.loads(merged)

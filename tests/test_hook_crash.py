@@ -28,7 +28,7 @@ def test_sigkill_at_random_points_leaves_each_event_whole_or_absent(home, tmp_pa
     rng = random.Random(20261130)
     transcript = Transcript(str(tmp_path / "t.jsonl"), "crash-1")
     assert run_hook(home, event("SessionStart", transcript, workdir, source="startup")).returncode == 0
-    env = hook_env(COMMON_MEMORY_DRAIN_LINGER_MS="0")
+    env = hook_env(CM_TEST_DRAIN_LINGER_MS="0")
     outcomes = {"killed": 0, "completed": 0}
     for n in range(TRIALS):
         turn = f"t{n}"

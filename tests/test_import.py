@@ -115,7 +115,7 @@ def test_identity_is_the_content_digest_within_the_context(home, tmp_path):
 
 def test_waits_for_the_writer_and_reports_each_part(home, tmp_path):
     paths = configure(home)
-    env = hook_env(COMMON_MEMORY_AGENT_SCRIPT=script_file(str(tmp_path), [retain_template("Imported note {first}")]))
+    env = hook_env(CM_TEST_AGENT_SCRIPT=script_file(str(tmp_path), [retain_template("Imported note {first}")]))
     proc = run_cm(["import", _file(tmp_path)], env=env)
     out = proc.stdout.decode()
     assert proc.returncode == 0, proc.stderr
@@ -140,7 +140,7 @@ def test_a_quarantined_part_is_final_and_exits_1(home, tmp_path):
     cfg = config_mod.load(home)
     cfg.data["disclosure"]["allowedProvenance"] = ["user_explicit"]
     config_mod.save(home, cfg.data)
-    env = hook_env(COMMON_MEMORY_AGENT_SCRIPT=script_file(str(tmp_path), [retain_template("never {first}")]))
+    env = hook_env(CM_TEST_AGENT_SCRIPT=script_file(str(tmp_path), [retain_template("never {first}")]))
     wait_no_drain(home)  # the --no-wait drain had no model; a flush would only follow it
     # The Writer quarantines the unauthorised provenance before any model call.
     assert run_cm(["flush"], env=env).returncode == 1

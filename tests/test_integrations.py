@@ -222,7 +222,7 @@ def test_pi_install_is_loaded_once_by_real_pi_and_a_second_copy_is_refused(home,
         manager.apply(home, manager.plan(home, ["pi"], hosts=discover()))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PI_", "COMMON_MEMORY_"))}
         env.update({"PI_CODING_AGENT_DIR": str(agent), "PI_OFFLINE": "1", "PI_TELEMETRY": "0",
-                    "HOME": str(tmp_path / "scratchhome"), "COMMON_MEMORY_DRAIN_LINGER_MS": "0"})
+                    "HOME": str(tmp_path / "scratchhome"), "CM_TEST_DRAIN_LINGER_MS": "0"})
         os.makedirs(env["HOME"])
         work = tmp_path / "work"
         work.mkdir()

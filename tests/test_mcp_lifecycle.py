@@ -57,7 +57,7 @@ def _queue_relay_turn(paths) -> None:
 def test_shutdown_queues_a_flush_and_spawns_a_drain(home, tmp_path, how):
     paths = configure(home)
     _queue_relay_turn(paths)
-    env = server_env(home, COMMON_MEMORY_AGENT_SCRIPT=script_file(str(tmp_path), [retain_template("Fact {first}")]))
+    env = server_env(home, CM_TEST_AGENT_SCRIPT=script_file(str(tmp_path), [retain_template("Fact {first}")]))
     proc = _start(home, RELAY, env)
     try:
         init = _initialize(proc)

@@ -89,7 +89,7 @@ def test_relay_accepts_durably_and_reports_processing(home, tmp_path):
     paths = configure(home)
     project = register(paths, str(tmp_path / "proj"), "Proj")
     allow(home, project.scope)
-    env = server_env(home, COMMON_MEMORY_AGENT_SCRIPT=script_file(str(tmp_path), [retain_template("Fact {first}")]))
+    env = server_env(home, CM_TEST_AGENT_SCRIPT=script_file(str(tmp_path), [retain_template("Fact {first}")]))
 
     async def main() -> None:
         args = RELAY + ["--workspace", project.path]
@@ -187,7 +187,7 @@ def test_relay_refusals_queue_nothing(home):
 
 def test_init_import_flow_and_codes(home, tmp_path):
     paths = configure(home)
-    env = server_env(home, COMMON_MEMORY_AGENT_SCRIPT=script_file(
+    env = server_env(home, CM_TEST_AGENT_SCRIPT=script_file(
         str(tmp_path), [retain_template("Imported from chatgpt-desktop {first}")]))
     payload = {"importId": "imp-1", "contextId": "global", "sourceLabel": "chatgpt-desktop",
                "basis": "saved_memories", "understanding": "The user studies Rust on weekends.",

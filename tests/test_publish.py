@@ -9,12 +9,13 @@ import os
 import signal
 import stat
 import subprocess
-import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import OVERLAY
+from support import seams
 
 from cmrunner.errors import CmError
 from cmrunner.home import DataPaths
@@ -611,10 +612,11 @@ def run_child(tmp_path: Path, paths: DataPaths, mode: str, spec: str | None) -> 
         "root": paths.root, "job": JOB, "receipt": receipt_for(),
         "changes": [{"target": c.target, "before": c.before, "after": c.after.decode()} for c in changes()],
     }))
-    env = {k: v for k, v in os.environ.items() if k != publish.FAULT_ENV}
+    env = {k: v for k, v in os.environ.items() if k != seams.FAULT_ENV}
     if spec is not None:
-        env[publish.FAULT_ENV] = spec
-    return subprocess.run([sys.executable, str(script), str(plan), mode], env=env, capture_output=True, timeout=30)
+        env[seams.FAULT_ENV] = spec
+    # The overlay interpreter: its test seam replaces publish.fault when the child imports publish.
+    return subprocess.run([OVERLAY.python, str(script), str(plan), mode], env=env, capture_output=True, timeout=30)
 
 
 def files_at_after(paths: DataPaths) -> int:

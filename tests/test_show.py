@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import os
-import pty
 import re
-import subprocess
 
 import anyio
-from conftest import CM, hook_env, run_cm
+from conftest import run_cm, run_cm_terminal
 from mcp_support import allow, configure, register, session, write_doc
 
 TOKEN = re.compile(r"common-memory-data [0-9a-f]+>>>")
@@ -71,28 +69,28 @@ def test_workspace_errors(home, tmp_path):
 
 def test_terminal_output_is_styled_unless_plain(home):
     configure(home)
+    assert "\x1b[1m" in run_cm_terminal(["show"])
+    assert "\x1b[" not in run_cm_terminal(["show", "--plain"])
 
-    def in_terminal(args: list[str]) -> str:
-        leader, follower = pty.openpty()
-        try:
-            proc = subprocess.run([CM, *args], stdout=follower, stderr=subprocess.PIPE, env=hook_env(), timeout=30)
-            assert proc.returncode == 0, proc.stderr
-            os.close(follower)
-            follower = -1
-            chunks = []
-            while True:
-                try:
-                    chunk = os.read(leader, 65536)
-                except OSError:
-                    break
-                if not chunk:
-                    break
-                chunks.append(chunk)
-            return b"".join(chunks).decode()
-        finally:
-            os.close(leader)
-            if follower >= 0:
-                os.close(follower)
 
-    assert "\x1b[1m" in in_terminal(["show"])
-    assert "\x1b[" not in in_terminal(["show", "--plain"])
+HOSTILE_DOC = ("# Profile\n\n## Prompt\nred \x1b[31mALERT\x1b]0;owned\x07 nul\x00 del\x7f csi\x9b2J\n"
+               "## Order\nabc\u202edcba\u2066x\u2069 one\u2028two \u200fmark\tend\r\n")
+SHOWN = ("red ^[[31mALERT^[]0;owned^G nul^@ del^? csi\\u009b2J\n"
+         "## Order\nabc\\u202edcba\\u2066x\\u2069 one\\u2028two \u200fmark\tend\n")
+
+
+def test_a_hand_edited_hostile_document_is_shown_escaped_in_a_terminal(home):
+    paths = configure(home)
+    write_doc(paths, "profile", HOSTILE_DOC)
+    for args in (["show"], ["show", "--plain"]):
+        out = run_cm_terminal(args).replace("\r\n", "\n")
+        assert SHOWN in out, out
+        assert not any(c in out for c in "\x00\x07\x7f\x9b\u202e\u2066\u2069\u2028\r"), "no raw control reaches the terminal"
+        assert "\x1b" not in out.replace("\x1b[1m", "").replace("\x1b[0m", ""), "only cm's own styling is an escape"
+
+
+def test_a_pipe_still_gets_exactly_what_consumers_receive(home):
+    paths = configure(home)
+    write_doc(paths, "profile", HOSTILE_DOC)
+    out = run_cm(["show"]).stdout.decode()
+    assert HOSTILE_DOC.split("## Prompt\n", 1)[1] in out, "a pipe gets the bytes unchanged (click strips nothing)"

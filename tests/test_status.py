@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 
-from conftest import CM, Transcript, event, hook_env, run_cm, run_hook
+from conftest import CM, Transcript, event, hook_env, run_cm, run_cm_terminal, run_hook
 
 from cmrunner import config as config_mod, envfile
 
@@ -47,7 +47,7 @@ def test_status_counts_inbox_and_shows_key_presence_not_value(home, tmp_path, wo
 
 
 def test_status_reports_a_live_drain(home):
-    drain = subprocess.Popen([CM, "session-drain", "--home", home], env=hook_env(COMMON_MEMORY_DRAIN_LINGER_MS="20000"))
+    drain = subprocess.Popen([CM, "session-drain", "--home", home], env=hook_env(CM_TEST_DRAIN_LINGER_MS="20000"))
     try:
         import time
 
@@ -70,3 +70,15 @@ def test_status_reports_an_invalid_config(home):
         handle.write('{"schemaVersion": 2}')
     report = json.loads(run_cm(["status", "--json"]).stdout)
     assert report["config"]["error"]["code"] == "CONFIG_INVALID"
+
+
+def test_configuration_text_reaches_a_terminal_escaped(home):
+    data = config_mod.default_config(home)
+    data["remote"] = {"provider": "openai-compatible", "baseUrl": "http://127.0.0.1:9/v1",
+                      "model": "m\x1b]0;owned\x07\u202eevil", "apiKeyEnv": "COMMON_MEMORY_API_KEY",
+                      "proxy": {"mode": "direct"}}
+    config_mod.save(home, data)
+    out = run_cm_terminal(["status"])
+    assert "model:       m^[]0;owned^G\\u202eevil at http://127.0.0.1:9/v1" in out
+    assert not any(c in out for c in "\x1b\x07\u202e")
+    assert "m\x1b]0;owned\x07\u202eevil" in run_cm(["status"]).stdout.decode(), "a pipe gets the value unchanged"

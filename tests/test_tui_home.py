@@ -102,6 +102,30 @@ def test_view_memory_pages_and_searches_authorized_documents_without_sqlite(home
     drive(CmApp(home, discover=temp_hosts(str(tmp_path))), _open("view", browse))
 
 
+def test_view_memory_shows_hostile_characters_escaped(home, tmp_path):
+    ready(home)
+    write_doc(home, "profile", "# Profile\n\n## Prompt\nred \x1b[31mALERT\x07 nul\x00 csi\x9b2J\n"
+                               "## Order\nabc\u202edcba one\u2028two\r\n")
+
+    async def view(pilot):
+        await wait_for(pilot, "Authorized documents")
+        await pilot.press("enter")
+        await wait_for(pilot, "page 1/")
+        text = screen_text(pilot.app)
+        assert "red ^[[31mALERT^G nul^@ csi\\u009b2J" in text
+        assert "abc\\u202edcba one\\u2028two" in text, "U+2028 is shown, not obeyed as a line break"
+        assert not any(c in text for c in "\x00\x07\x1b\x9b\u202e\u2028\r")
+        await pilot.press("escape")
+        await wait_for(pilot, "Authorized documents")
+        await pilot.press("tab")
+        await pilot.press(*"ALERT", "enter")
+        text = await wait_for(pilot, "1 matching lines")
+        assert "^[[31mALERT^G" in text and "\x1b" not in screen_text(pilot.app)
+        await pilot.press("escape")
+
+    drive(CmApp(home, discover=temp_hosts(str(tmp_path))), _open("view", view))
+
+
 def _open(action: str, then):
     """Open one home action by highlighting it directly (keyboard navigation has its own test)."""
     from cmrunner.tui.home import COLUMNS

@@ -12,7 +12,7 @@ import os
 import shlex
 
 import pytest
-from conftest import BIN
+from conftest import BIN, CM
 from tui_support import KEY, Tmux
 
 from cmrunner.synthetic import fakemodel
@@ -23,11 +23,11 @@ pytestmark = pytest.mark.timeout(120)
 def session(tmp_path, home: str, name: str) -> Tmux:
     script = tmp_path / f"{name}.sh"
     before, after = tmp_path / f"{name}.before", tmp_path / f"{name}.after"
-    script.write_text(f"stty -a > {shlex.quote(str(before))}\n{shlex.quote(os.path.join(BIN, 'cm'))}\n"
+    script.write_text(f"stty -a > {shlex.quote(str(before))}\n{shlex.quote(CM)}\n"
                       f"status=$?\nstty -a > {shlex.quote(str(after))}\necho \"CM-EXIT:$status\"\nsleep 60\n")
     env = {"COMMON_MEMORY_HOME": home, "CODEX_HOME": str(tmp_path / "codexhome"),
            "PI_CODING_AGENT_DIR": str(tmp_path / "no-pi"), "PATH": f"{BIN}:/usr/bin:/bin",
-           "COMMON_MEMORY_DRAIN_LINGER_MS": "0"}
+           "CM_TEST_DRAIN_LINGER_MS": "0"}
     os.makedirs(env["CODEX_HOME"], exist_ok=True)
     return Tmux(f"cm-{name}-{os.getpid()}-{abs(hash(str(tmp_path))) % 10**8}", f"sh {shlex.quote(str(script))}", env)
 

@@ -78,6 +78,22 @@ def test_result_checks_reject_the_whole_decision(env, body, code):
     w.close()
 
 
+@pytest.mark.parametrize("hostile", ["\x00", "\x1b]0;owned\x07", "\r", "\x9b", "\u202e", "\u2066", "\u2028"])
+def test_a_hostile_character_rejects_the_decision_and_commits_nothing(env, hostile):
+    paths, cfg = env
+    admit(paths, "note", "e1")
+    w, port = writer(paths, cfg, lambda task, reads: decision(
+        task, retain(all_evidence(reads), put("profile", "Good", "fine\n"), put("preferences", "Bad", f"x{hostile}y\n"))))
+    outcome = w.run_once()
+    assert (outcome.state, outcome.code) == ("retry", "UNSAFE_CHARACTER")
+    assert port.rejections == ["UNSAFE_CHARACTER"]
+    assert read(paths, "profile") is None and read(paths, "preferences") is None
+    assert rows(paths, "SELECT COUNT(*) FROM receipts") == [(0,)]
+    assert rows(paths, "SELECT state FROM observations") == [("claimed",)]
+    assert not os.path.isdir(paths.transactions) or os.listdir(paths.transactions) == []
+    w.close()
+
+
 def test_hand_edit_between_read_and_commit_is_stale_revision(env):
     paths, cfg = env
     admit(paths, "note", "e1")

@@ -28,7 +28,7 @@ def test_sigkill_at_each_commit_step(home, tmp_path, fault):
     oid = admit(paths, "a fact worth keeping", "e1", batch="b1")
     script = write_script(str(tmp_path), TEMPLATES)
     calls = str(tmp_path / "calls.log")
-    crashed = start_drain(home, drain_env(script, calls, COMMON_MEMORY_FAULT=fault))
+    crashed = start_drain(home, drain_env(script, calls, CM_TEST_FAULT=fault))
     assert crashed.wait(timeout=60) == -signal.SIGKILL, crashed.stderr.read()
     receipt_before = rows(paths, "SELECT COUNT(*) FROM receipts")[0][0]
     assert receipt_before == 0, "the kill came before the database commit"

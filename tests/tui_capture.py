@@ -152,7 +152,6 @@ def main(out: str) -> None:
             os.unlink(os.path.join(out, name))
     home = os.path.join(ROOT, "home", ".common-memory")
     os.environ["COMMON_MEMORY_HOME"] = home
-    os.environ["COMMON_MEMORY_DRAIN_LINGER_MS"] = "0"
     hosts = temp_hosts(ROOT, chatgpt=True)
     shots = Shots(out)
     with fakemodel.running(os.path.join(ROOT, "fake"), {"replies": [], "policy": EDIT_POLICY}) as fake:

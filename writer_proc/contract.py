@@ -19,12 +19,16 @@ Contract:
   ``DecisionContext`` and raises ``DecisionRejected`` on the first failure; the submission is
   accepted or rejected as a whole. Order: schema (``INVALID_DECISION``) → ``request_id`` →
   ingest coverage → each decision in order (evidence, applicability, then each operation's
-  target, section ref, scope, writability, read coverage, duplicate ref) → duplicate titles per
+  characters, target, section ref, scope, writability, read coverage, duplicate ref) → duplicate titles per
   target → edit result → import guard. Messages and details name JSON paths and rules, never a
   value taken from the payload.
 - Promotion (usage "Maintenance"): evidence handles are only the batch's current sources, so
   retain and forget always rest on current evidence and a global ``maintain`` from a project batch
   has ``evidence: []`` or current evidence; context-only turns are never citable.
+- A ``put_section`` title or body holding a character of ``cmrunner.textchars`` (NUL, C0/C1
+  controls other than tab and newline, CR, DEL, bidirectional overrides and isolates, U+2028/2029)
+  is ``UNSAFE_CHARACTER``, naming the field and the character's class: such text would reach the
+  user's Markdown, every later injection and the user's terminal.
 - Section refs are opaque strings resolved against the snapshot the agent read; every ref is
   touched at most once per submission, so the Writer can resolve all refs against that snapshot.
 
@@ -47,6 +51,7 @@ from typing import Annotated, Any, Literal, Union
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from cmrunner import textchars
 from cmrunner.config import SCOPE_RE
 from cmrunner.errors import CmError
 
@@ -408,8 +413,20 @@ def _check_evidence(ctx: DecisionContext, i: int, d: AnyDecision) -> None:
                       "use ignore when applicability is uncertain")
 
 
+def _check_characters(path: str, op: PutSection | RemoveSection) -> None:
+    if not isinstance(op, PutSection):
+        return
+    for name in ("title", "body"):
+        found = textchars.find_unsafe(getattr(op, name))
+        if found is not None:
+            raise _reject("UNSAFE_CHARACTER", f"{path}.{name}", f"contains a {found[1]} character",
+                          "remove control characters (tab and newline are fine), carriage returns, "
+                          "bidirectional overrides and isolates, and U+2028/U+2029")
+
+
 def _check_operation(ctx: DecisionContext, path: str, applicability: str,
                      op: PutSection | RemoveSection, seen_refs: set[tuple[str, str]]) -> None:
+    _check_characters(path, op)
     if not TARGET_RE.match(op.target) or op.target not in ctx.snapshot:
         raise _reject("INVALID_TARGET_REFERENCE", f"{path}.target", "is not a target of this snapshot",
                       "use a target listed by inspect_memory")

@@ -38,8 +38,9 @@ from cmrunner.writer_proc import drainlog
 if TYPE_CHECKING:
     from cmrunner.writer_proc.writer import Writer
 
-LINGER_ENV = "COMMON_MEMORY_DRAIN_LINGER_MS"
-DEFAULT_LINGER_MS = 1000
+# How long an idle drain waits for more work before it gives the lease up: a burst of host events
+# usually follows the first one. Not a user setting; tests replace it (tests/support/seams.py).
+LINGER_MS = 1000
 POLL_SECONDS = 0.1
 INTERRUPTED_CODE = "DRAIN_INTERRUPTED"
 log = drainlog.get("drain")
@@ -104,15 +105,11 @@ class WriterConsumer(Consumer):
 def agent_port(cfg: config_mod.Config) -> object | None:
     """The Memory Agent for this configuration, or ``None`` when none can run.
 
-    The scripted override (``COMMON_MEMORY_AGENT_SCRIPT``) wins; otherwise the network agent runs
-    when ``remote`` is configured, disclosure is enabled and the key is in the private ``.env``.
-    Without them work stays queued: nothing is sent anywhere.
+    The network agent runs when ``remote`` is configured, disclosure is enabled and the key is in
+    the private ``.env``. Without them work stays queued: nothing is sent anywhere. This function
+    is the seam tests replace with a scripted agent (``tests/support/seams.py``); nothing in the
+    environment can choose another agent.
     """
-    from cmrunner.writer_proc import scripted
-
-    port = scripted.from_environment()
-    if port is not None:
-        return port
     if cfg.remote is None or not cfg.data["disclosure"]["enabled"]:
         return None
     from cmrunner.writer_proc.agent import NetworkAgent
@@ -138,13 +135,7 @@ def consumers(paths: DataPaths, cfg: config_mod.Config, force: bool = False) -> 
 
 
 def _linger_ms() -> int:
-    raw = os.environ.get(LINGER_ENV)
-    if raw is None:
-        return DEFAULT_LINGER_MS
-    try:
-        return max(0, min(60_000, int(raw)))
-    except ValueError:
-        return DEFAULT_LINGER_MS
+    return LINGER_MS
 
 
 def run(paths: DataPaths, make_work: Callable[[], list[Consumer]], stop: Callable[[], bool], linger_ms: int,

@@ -62,10 +62,9 @@ Invariants:
 - Receipts hold ids, hashes, counts and kinds only (``assert_receipt_safe``), never Markdown,
   titles, bodies or model text.
 
-Fault injection for the crash suite: ``fault(point)`` SIGKILLs the process when
-``COMMON_MEMORY_FAULT`` (read once, at import) equals ``point`` or ``point:N`` (the N-th call at
-that point, counting from 1). This module calls it at ``FAULT_POINTS``; callers may use their own
-names. When the variable is unset a call is one global lookup.
+Crash points: ``fault(point)`` is called at each of ``FAULT_POINTS`` and does nothing. It is a
+plain function seam with no configuration: the crash suite's test support replaces it in the
+processes it starts (``tests/support/seams.py``), so no user setting can make cm kill itself.
 """
 
 from __future__ import annotations
@@ -76,7 +75,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import stat
 import uuid
 from collections.abc import Sequence
@@ -89,7 +87,6 @@ from cmrunner.fsutil import ensure_private_dir, fsync_dir, fsync_fd, write_atomi
 from cmrunner.home import DataPaths
 from cmrunner.writer_proc.receipts import assert_receipt_safe, canonical_json
 
-FAULT_ENV = "COMMON_MEMORY_FAULT"
 FAULT_POINTS = ("before_stage", "after_stage_file", "after_journal", "after_marker",
                 "after_publish_file", "after_publish")
 
@@ -110,21 +107,8 @@ _RECEIPT_PATH_RE = re.compile(r"runtime/receipts/([A-Za-z0-9_-]{1,128})\.json")
 _OVERSIZE = "oversize"  # a live file too large to be any staged version: matches no hash
 _STRUCTURE_ONLY = sections.Budgets(soft=sections.MAX_HARD_BUDGET, hard=sections.MAX_HARD_BUDGET)
 
-_FAULT_SPEC = os.environ.get(FAULT_ENV) or None
-_fault_counts: dict[str, int] = {}
-
-
 def fault(point: str) -> None:
-    """SIGKILL this process if ``COMMON_MEMORY_FAULT`` names this call (see module docstring)."""
-    if _FAULT_SPEC is None:
-        return
-    name, _, nth = _FAULT_SPEC.partition(":")
-    if name != point:
-        return
-    count = _fault_counts.get(point, 0) + 1
-    _fault_counts[point] = count
-    if count == (int(nth) if nth.isdigit() else 1):
-        os.kill(os.getpid(), signal.SIGKILL)
+    """A named crash point (see module docstring); does nothing in cm itself."""
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,8 @@ _HINTS = {
     "UNREAD_MEMORY_TARGET": "read the whole target document with inspect_memory before editing it",
     "INVALID_DECISION": "the submission does not match the decision schema at the listed paths",
     "INVALID_REQUEST_REFERENCE": "copy request_id from the task exactly",
+    "UNSAFE_CHARACTER": "titles and bodies may not hold control characters other than tab and newline, carriage "
+                        "returns, bidirectional overrides or isolates, or U+2028/U+2029; remove them and submit again",
     "DECISION_ALREADY_SUBMITTED": "a decision was already accepted; stop calling tools",
 }
 

@@ -8,7 +8,7 @@ import sys
 import click
 
 from cmrunner import config as config_mod
-from cmrunner.commands.base import _home, cli
+from cmrunner.commands.base import _home, cli, echo
 
 
 @cli.command("network-test")
@@ -21,18 +21,18 @@ def network_test(ctx: click.Context, as_json: bool) -> None:
     report = nettest.run(config_mod.load(_home(ctx)))
     outcome = report["outcome"]
     if as_json:
-        click.echo(json.dumps(report, indent=2))
+        echo(json.dumps(report, indent=2))
     else:
         route = report["route"] or {}
         via = f"proxy {route['proxy']}" if route.get("via") == "proxy" else "direct"
-        click.echo(f"model:   {report['model']} at {report['baseUrl']} ({report['api']})")
+        echo(f"model:   {report['model']} at {report['baseUrl']} ({report['api']})")
         if route:
-            click.echo(f"route:   {via} (mode {route['mode']}: {route['reason']})")
+            echo(f"route:   {via} (mode {route['mode']}: {route['reason']})")
         if outcome["ok"]:
-            click.echo(f"outcome: ok in {outcome['elapsedMs']} ms")
+            echo(f"outcome: ok in {outcome['elapsedMs']} ms")
         else:
             status = "".join(f", {k} {outcome[k]}" for k in ("httpStatus", "proxyStatus") if k in outcome)
-            click.echo(f"outcome: {outcome['code']} at {outcome['stage']} ({outcome['reason']}{status})")
+            echo(f"outcome: {outcome['code']} at {outcome['stage']} ({outcome['reason']}{status})")
     if not outcome["ok"]:
         ctx.exit(1)
 
@@ -69,20 +69,20 @@ def import_command(ctx: click.Context, file: str, workspace: str | None, author:
 
     def progress(outcome: object) -> None:
         code = f" ({outcome.code})" if outcome.code else ""
-        click.echo(f"job {outcome.job_id[:12]}: {outcome.state}{code}")
+        echo(f"job {outcome.job_id[:12]}: {outcome.state}{code}")
 
     report = importer.run(_home(ctx), file, workspace, author, label, not no_wait, progress)
-    click.echo(f"import {report.import_id} into {report.scope}: "
+    echo(f"import {report.import_id} into {report.scope}: "
                + ("duplicate of an earlier import (its metadata is kept)" if report.duplicate else "queued"))
     for part in report.parts:
         where = f"; retained in {', '.join(part['retainedIn'])}" if part["retainedIn"] else ""
         issue = f" ({part['issue']})" if part["issue"] else ""
         hint = {"dead": f"; run `cm retry {part['jobId']}`",
                 "quarantined": "; final for this content: change the file to import it again"}.get(part["state"], "")
-        click.echo(f"part {part['index']}/{part['count']}: {part['state']}{issue}{where}{hint}")
+        echo(f"part {part['index']}/{part['count']}: {part['state']}{issue}{where}{hint}")
     if report.note:
-        click.echo(report.note, err=True)
-    click.echo(f"complete: {'true' if report.complete else 'false'}")
+        echo(report.note, err=True)
+    echo(f"complete: {'true' if report.complete else 'false'}")
     if report.waited and not report.complete:
         ctx.exit(1)
 
@@ -101,9 +101,9 @@ def show_command(ctx: click.Context, plain: bool, workspace: str | None) -> None
     def label(text: str) -> str:
         return click.style(text, bold=True) if styled else text
 
-    click.echo(f"{label('memory directory:')} {report.memory_dir}")
-    click.echo(f"{label('contexts:')} {', '.join(report.contexts) or 'none'}")
+    echo(report.memory_dir, lead=label("memory directory:") + " ")
+    echo(", ".join(report.contexts) or "none", lead=label("contexts:") + " ")
     for note in report.notes:
-        click.echo(f"{label('note:')} {note}")
-    click.echo("")
-    click.echo(report.text, nl=False)
+        echo(note, lead=label("note:") + " ")
+    echo("")
+    echo(report.text, nl=False)

@@ -1,4 +1,5 @@
-"""The click group every command registers on, the one place errors become output, and ``--home``.
+"""The click group every command registers on, the one place errors become output, ``--home``
+and ``echo``.
 
 Domain code raises ``CmError``; ``CmGroup.invoke`` turns it into one ``cm: CODE: message`` line on
 stderr and exit code 1 (2 stays click's usage error).
@@ -10,14 +11,22 @@ context's ``obj``; two different values are ``HOME_CONFLICT``. Commands read the
 through ``_home(ctx)``. Host-entry stubs (``hook``, ``capture``, …) pass their arguments through
 unparsed to their own stdlib parser, which reads ``--home`` itself; ``forward_home`` hands them a
 ``--home`` given before the subcommand.
+
+``echo`` is the only way commands print. When the stream is a terminal, the text passes through
+``textchars.for_terminal``, so memory, configuration or provider text can never send escape
+sequences, bells or bidirectional overrides to the user's terminal (they show as ``^[``, ``^G``,
+``\\u202e``). ``lead`` is the command's own fixed label and may carry styling. Output to a pipe or
+a file stays byte for byte (``cm show > file`` is what consumers receive).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 import click
 
+from cmrunner import textchars
 from cmrunner.errors import CmError
 from cmrunner.home import resolve_home
 
@@ -42,6 +51,20 @@ def _passes_arguments_through(cmd: click.Command) -> bool:
     return any(isinstance(p, click.Argument) and p.type is click.UNPROCESSED for p in cmd.params)
 
 
+def is_terminal(err: bool = False) -> bool:
+    stream = sys.stderr if err else sys.stdout
+    return stream is not None and stream.isatty()
+
+
+def echo(text: str = "", *, err: bool = False, nl: bool = True, lead: str = "") -> None:
+    """Print ``lead`` + ``text``; on a terminal ``text`` is shown visibly escaped (see module docstring)."""
+    if is_terminal(err):
+        text = textchars.for_terminal(text)
+    # color=True: click would otherwise strip ANSI-looking sequences from piped output, so a pipe
+    # would no longer get exactly the bytes consumers receive; styling is only ever added on a terminal.
+    click.echo(lead + text, err=err, nl=nl, color=True)
+
+
 class CmGroup(click.Group):
     group_class = type  # subgroups (`cm config`, `cm project`) are CmGroups too, so their commands get --home
 
@@ -55,7 +78,7 @@ class CmGroup(click.Group):
         try:
             return super().invoke(ctx)
         except CmError as exc:
-            click.echo(exc.line(), err=True)
+            echo(exc.line(), err=True)
             ctx.exit(1)
 
 

@@ -6,14 +6,14 @@ import json
 
 import click
 
-from cmrunner.commands.base import _home, cli
+from cmrunner.commands.base import _home, cli, echo
 from cmrunner.errors import CmError
 
 
 def _generated(paths: list[str]) -> None:
     for path in paths:
-        click.echo(f"wrote {path}")
-    click.echo("review every file before use; nothing was installed")
+        echo(f"wrote {path}")
+    echo("review every file before use; nothing was installed")
 
 
 @cli.command("codex-config")
@@ -33,7 +33,7 @@ def codex_config_command(ctx: click.Context, mode: str | None, output: str | Non
     if output is None:
         if mode == "windows-wsl":
             raise CmError("OUTPUT_REQUIRED", "--mode windows-wsl writes a bundle with the bridge; pass --output")
-        click.echo(bundles.print_codex(_home(ctx), list(workspaces)), nl=False)
+        echo(bundles.print_codex(_home(ctx), list(workspaces)), nl=False)
         return
     _generated(bundles.write(_home(ctx), "codex", mode or "posix", output, list(workspaces), distro, user,
                              bridge_path))
@@ -69,7 +69,7 @@ def mcp_config_command(ctx: click.Context, wsl: bool, distro: str | None, user: 
 
     if (distro or user) and not wsl:
         raise CmError("WSL_OPTIONS_WITHOUT_WSL", "--distro and --user go with --wsl")
-    click.echo(mcp_config.render(_home(ctx), list(workspaces), wsl, distro, user), nl=False)
+    echo(mcp_config.render(_home(ctx), list(workspaces), wsl, distro, user), nl=False)
 
 
 @cli.command("doctor")
@@ -83,9 +83,9 @@ def doctor_command(ctx: click.Context, codex_home: str | None, profile_name: str
 
     checks = doctor.run(_home(ctx), codex_home or bundles.codex_home(), profile_name)
     if as_json:
-        click.echo(json.dumps([c.as_json() for c in checks], indent=2))
+        echo(json.dumps([c.as_json() for c in checks], indent=2))
     else:
         for check in checks:
-            click.echo(f"{check.state:<5} {check.name}: {check.detail}")
+            echo(f"{check.state:<5} {check.name}: {check.detail}")
     if any(c.state == "fail" for c in checks):
         ctx.exit(1)

@@ -16,7 +16,7 @@ import sys
 
 import click
 
-from cmrunner.commands.base import _home, cli
+from cmrunner.commands.base import _home, cli, echo
 from cmrunner.errors import CmError
 
 GUIDANCE = """cm keeps durable, user-owned memory for your coding agents.
@@ -46,7 +46,7 @@ def _run(ctx: click.Context, start: str) -> None:
 def home_screen(ctx: click.Context) -> None:
     """`cm` alone: the home screen in a terminal, guidance elsewhere (exit 0, never waits)."""
     if not interactive():
-        click.echo(GUIDANCE, nl=False)
+        echo(GUIDANCE, nl=False)
         return
     _run(ctx, "manage")
 

@@ -8,7 +8,7 @@ import sys
 import click
 
 from cmrunner import config as config_mod, envfile, projects, status as status_mod
-from cmrunner.commands.base import _home, cli
+from cmrunner.commands.base import _home, cli, echo
 from cmrunner.errors import CmError
 from cmrunner.home import DataPaths
 
@@ -20,35 +20,35 @@ def status(ctx: click.Context, as_json: bool) -> None:
     """Configuration, storage paths, queue counts and the drain (creates nothing)."""
     report = status_mod.gather(_home(ctx))
     if as_json:
-        click.echo(json.dumps(report, indent=2))
+        echo(json.dumps(report, indent=2))
         return
     cfg = report["config"]
-    click.echo(f"config:      {cfg['path']} ({'present' if cfg['exists'] else 'absent: defaults in use'})")
+    echo(f"config:      {cfg['path']} ({'present' if cfg['exists'] else 'absent: defaults in use'})")
     if "error" in cfg:
-        click.echo(f"             invalid: {cfg['error']['code']}: {cfg['error']['message']}")
+        echo(f"             invalid: {cfg['error']['code']}: {cfg['error']['message']}")
         return
     model = report["model"]
     if model is None:
-        click.echo("model:       not configured (capture still works; run `cm config init`)")
+        echo("model:       not configured (capture still works; run `cm config init`)")
     else:
         key = "key configured" if model["apiKeyConfigured"] else "KEY MISSING"
-        click.echo(f"model:       {model['model']} at {model['baseUrl']} ({model['api']}, {key}, proxy {model['proxy']})")
+        echo(f"model:       {model['model']} at {model['baseUrl']} ({model['api']}, {key}, proxy {model['proxy']})")
     for name, path in report["paths"].items():
-        click.echo(f"{name + ':':<13}{path}")
+        echo(f"{name + ':':<13}{path}")
     st = report["store"]
-    click.echo(f"store:       {'schema v%s' % st['schemaVersion'] if st['exists'] else 'not created yet'}")
+    echo(f"store:       {'schema v%s' % st['schemaVersion'] if st['exists'] else 'not created yet'}")
     inbox = report["inbox"]
-    click.echo(f"inbox:       codex {inbox['codex']}, pi {inbox['pi']}, prompt candidates {inbox['candidates']}")
+    echo(f"inbox:       codex {inbox['codex']}, pi {inbox['pi']}, prompt candidates {inbox['candidates']}")
     obs = ", ".join(f"{k} {v}" for k, v in report["observations"].items()) or "none"
     jobs = ", ".join(f"{k} {v}" for k, v in report["jobs"].items()) or "none"
-    click.echo(f"observations: {obs}")
-    click.echo(f"jobs:        {jobs}")
+    echo(f"observations: {obs}")
+    echo(f"jobs:        {jobs}")
     for line in status_mod.problem_lines(report):
-        click.echo(line)
+        echo(line)
     drain = report["drain"]
-    click.echo(f"drain:       {'running (pid %s)' % drain['pid'] if drain['alive'] else 'not running'}")
+    echo(f"drain:       {'running (pid %s)' % drain['pid'] if drain['alive'] else 'not running'}")
     if report.get("lastDrainFailure"):
-        click.echo(f"last drain failure: {status_mod.failure_line(report['lastDrainFailure'])}")
+        echo(f"last drain failure: {status_mod.failure_line(report['lastDrainFailure'])}")
 
 
 @cli.group(invoke_without_command=True)
@@ -120,9 +120,9 @@ def config_init(ctx: click.Context, data_root: str | None, base_url: str | None,
         envfile.update(home, {api_key_env: key})
     if unreadable:
         kept = config_mod.keep_aside(home)
-        click.echo(f"kept the unreadable config.json as {kept} (its settings were not carried over)")
+        echo(f"kept the unreadable config.json as {kept} (its settings were not carried over)")
     config_mod.save(home, data)
-    click.echo(f"wrote {home}/config.json")
+    echo(f"wrote {home}/config.json")
 
 
 @config.command("show")
@@ -130,9 +130,9 @@ def config_init(ctx: click.Context, data_root: str | None, base_url: str | None,
 def config_show(ctx: click.Context) -> None:
     """Print the configuration in use (it holds no secrets)."""
     cfg = config_mod.load(_home(ctx))
-    click.echo(json.dumps(cfg.data, indent=2, ensure_ascii=False))
+    echo(json.dumps(cfg.data, indent=2, ensure_ascii=False))
     if not cfg.exists:
-        click.echo("(config.json does not exist; these are the defaults)", err=True)
+        echo("(config.json does not exist; these are the defaults)", err=True)
 
 
 @cli.group()
@@ -151,8 +151,8 @@ def _paths(ctx: click.Context) -> DataPaths:
 def project_register(ctx: click.Context, path: str, name: str) -> None:
     """Register PATH (absolute) as a project called NAME."""
     found = projects.register(_paths(ctx), path, name)
-    click.echo(f"registered {found.id} -> {found.path}")
-    click.echo(f"it grants nothing yet: add project:{found.id} to disclosure.allowedScopes and writableScopes to use it")
+    echo(f"registered {found.id} -> {found.path}")
+    echo(f"it grants nothing yet: add project:{found.id} to disclosure.allowedScopes and writableScopes to use it")
 
 
 @project.command("list")
@@ -162,12 +162,12 @@ def project_list(ctx: click.Context, as_json: bool) -> None:
     """List registered projects."""
     found = projects.load(_paths(ctx))
     if as_json:
-        click.echo(json.dumps([p.as_json() for p in found], indent=2, ensure_ascii=False))
+        echo(json.dumps([p.as_json() for p in found], indent=2, ensure_ascii=False))
         return
     if not found:
-        click.echo("no projects registered")
+        echo("no projects registered")
     for p in found:
-        click.echo(f"{p.id}\t{p.name}\t{p.path}")
+        echo(f"{p.id}\t{p.name}\t{p.path}")
 
 
 @project.command("remove")
@@ -176,4 +176,4 @@ def project_list(ctx: click.Context, as_json: bool) -> None:
 def project_remove(ctx: click.Context, project_id: str) -> None:
     """Unregister a project (its Markdown is kept)."""
     found = projects.remove(_paths(ctx), project_id)
-    click.echo(f"removed {found.id} ({found.path}); its memory file is kept")
+    echo(f"removed {found.id} ({found.path}); its memory file is kept")

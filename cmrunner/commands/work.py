@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from cmrunner import config as config_mod
-from cmrunner.commands.base import _home, cli
+from cmrunner.commands.base import _home, cli, echo
 from cmrunner.home import DataPaths
 
 
@@ -20,18 +20,18 @@ def flush(ctx: click.Context) -> None:
 
     def progress(outcome: object) -> None:
         code = f" ({outcome.code})" if outcome.code else ""
-        click.echo(f"job {outcome.job_id[:12]}: {outcome.state}{code}")
+        echo(f"job {outcome.job_id[:12]}: {outcome.state}{code}")
 
     report = flush_mod.flush(DataPaths(cfg.data_root), cfg, progress)
     if report.followed:
-        click.echo("a running drain held the queue; followed it to the end")
+        echo("a running drain held the queue; followed it to the end")
     left = ", ".join(f"{k} {v}" for k, v in report.remaining.items() if v)
-    click.echo(f"remaining: {left or 'nothing'}{'; a job is waiting for its backoff or lease' if report.waiting else ''}")
+    echo(f"remaining: {left or 'nothing'}{'; a job is waiting for its backoff or lease' if report.waiting else ''}")
     if report.open_turns:
         turns = "1 turn waits" if report.open_turns == 1 else f"{report.open_turns} turns wait"
-        click.echo(f"{turns} in open sessions (sealed after ten settled interactions or when the session ends)")
+        echo(f"{turns} in open sessions (sealed after ten settled interactions or when the session ends)")
     if not report.complete:
-        click.echo("flush incomplete: see `cm status`", err=True)
+        echo("flush incomplete: see `cm status`", err=True)
         ctx.exit(1)
 
 
@@ -46,7 +46,7 @@ def retry(ctx: click.Context, job_id: str) -> None:
     from cmrunner import adjust
 
     full = adjust.retry(_home(ctx), job_id)
-    click.echo(f"job {full[:12]} queued for another attempt")
+    echo(f"job {full[:12]} queued for another attempt")
 
 
 @cli.command()
@@ -58,7 +58,7 @@ def release(ctx: click.Context, observation_id: int | None, code: str | None) ->
     from cmrunner import release as release_mod
 
     count, released = release_mod.release(_home(ctx), observation_id, code)
-    click.echo(f"released {count} observation(s) ({released}) back to the queue; a drain is on its way")
+    echo(f"released {count} observation(s) ({released}) back to the queue; a drain is on its way")
 
 
 @cli.command()
@@ -68,4 +68,4 @@ def demo(keep: bool) -> None:
     from cmrunner import demo as demo_mod
 
     for line in demo_mod.run(keep=keep):
-        click.echo(line)
+        echo(line)

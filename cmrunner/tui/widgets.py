@@ -2,7 +2,9 @@
 
 Contract: text from the user, the configuration or the file system is always shown literally
 (``markup=False`` / ``Content``), so a path or a model name with brackets can never be read as
-styling. ``CmScreen`` gives every screen the same frame — a title, a body and a key hint — and
+styling, and through ``plain``, the one place the UI turns text into something drawn: there
+``textchars.for_terminal`` shows control characters, bidirectional overrides and line separators
+visibly (``^[``, ``\\u202e``), so memory text can never act on the terminal or reorder the screen. ``CmScreen`` gives every screen the same frame — a title, a body and a key hint — and
 the same Esc rule: back one level, and out of the program from the first screen.
 """
 
@@ -18,9 +20,11 @@ from textual.screen import Screen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from cmrunner import textchars
+
 
 def plain(text: str) -> Content:
-    return Content(text)
+    return Content(textchars.for_terminal(text))
 
 
 def option(key: str, label: str) -> Option:
@@ -32,7 +36,7 @@ class Text(Static):
     """A literal text block (never markup)."""
 
     def __init__(self, text: str = "", *, id: str | None = None, classes: str | None = None) -> None:
-        super().__init__(text, markup=False, id=id, classes=classes)
+        super().__init__(plain(text), markup=False, id=id, classes=classes)
 
     def set(self, text: str) -> None:
         self.update(plain(text))

@@ -154,7 +154,7 @@ def pi_env(agent_dir: Path, scratch_home: Path, cm: str, home: str) -> dict[str,
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PI_"))}
     env.update({"PI_CODING_AGENT_DIR": str(agent_dir), "PI_OFFLINE": "1", "PI_TELEMETRY": "0",
                 "HOME": str(scratch_home), "COMMON_MEMORY_CM": json.dumps([cm]),
-                "COMMON_MEMORY_HOME": home, "COMMON_MEMORY_DRAIN_LINGER_MS": "0"})
+                "COMMON_MEMORY_HOME": home, "CM_TEST_DRAIN_LINGER_MS": "0"})
     env.pop("COMMON_MEMORY_HOST_INSTANCE", None)  # the capture must find the Pi process itself
     os.makedirs(scratch_home, exist_ok=True)
     return env
