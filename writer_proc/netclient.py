@@ -43,9 +43,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from urllib.parse import urlsplit
 
-from cmrunner.writer_proc import errors_map, noproxy, sse
-from cmrunner.writer_proc.limits import (ATTEMPT_BYTE_LIMIT, ERROR_BODY_LIMIT, ERROR_BODY_SECONDS, EVENT_BYTE_LIMIT,
-                                         RESPONSE_BYTE_LIMIT)
+from cmrunner.writer_proc import errors_map, limits, noproxy, sse
+from cmrunner.writer_proc.limits import ERROR_BODY_LIMIT, ERROR_BODY_SECONDS, EVENT_BYTE_LIMIT, RESPONSE_BYTE_LIMIT
 from cmrunner.writer_proc.port import AgentError
 
 HEADER_TIMEOUT = 30.0
@@ -239,8 +238,8 @@ class ByteBudget:
 
     __slots__ = ("remaining",)
 
-    def __init__(self, limit: int = ATTEMPT_BYTE_LIMIT) -> None:
-        self.remaining = limit
+    def __init__(self, limit: int | None = None) -> None:
+        self.remaining = limits.ATTEMPT_BYTE_LIMIT if limit is None else limit
 
     def spend(self, count: int) -> None:
         self.remaining -= count
