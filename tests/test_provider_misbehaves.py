@@ -145,14 +145,22 @@ def test_a_deep_error_body_keeps_the_status_class(home, tmp_path, status):
 @pytest.mark.parametrize("api", APIS)
 def test_an_80_mib_stream_is_cut_by_the_caps(home, tmp_path, monkeypatch, api, cap):
     if cap == "response":
-        # Lift the kept-text cap so that the byte count of the response itself is what stops it.
+        # Lift the kept-text and attempt caps so that the response's own byte count stops it.
         monkeypatch.setattr(limits, "TURN_KEPT_CHARS", 1 << 30)
+        monkeypatch.setattr(limits, "ATTEMPT_BYTE_LIMIT", 1 << 30)
     paths, outcome, log, *_ = _once(home, tmp_path, policy(inject={"first": {"policy": True, "flood": 80 << 20}}), api)
     assert (outcome.state, outcome.code) == ("retry", "INVALID_RESPONSE")
     job = _job(paths)
     assert job["diagnostic"] == {"stage": "response_body", "reason": "body_too_large", "retryable": True}
     assert (job["state"], job["retries"], job["expires"]) == ("retry", 1, 0)
     assert len(log) == 1
+
+
+def test_one_event_larger_than_the_event_cap_is_refused_before_it_ends(home, tmp_path):
+    big = limits.EVENT_BYTE_LIMIT  # "nest": N sends 2N brackets in one event
+    paths, outcome, *_ = _once(home, tmp_path, policy(inject={"first": {"policy": True, "nest": big}}))
+    assert (outcome.state, outcome.code) == ("retry", "INVALID_RESPONSE")
+    assert _job(paths)["diagnostic"]["reason"] == "body_too_large"
 
 
 def test_the_attempt_budget_spans_turns(home, tmp_path, monkeypatch):

@@ -15,8 +15,10 @@ spent, like every other retryable provider failure.
 - ``ERROR_BODY_LIMIT`` (16 KiB, read for at most 2 s): an HTTP error body; it is only a hint
   and is dropped after its ``error.code`` was looked at.
 - ``JSON_MAX_DEPTH`` (64): nesting of every JSON text parsed from a provider (SSE events, tool
-  arguments, error bodies; see ``boundedjson``); deeper is ``json_too_deep`` for an event and a
-  rejected tool call (``TOOL_ARGUMENTS_INVALID``) for arguments.
+  arguments, error bodies, the model list; see ``boundedjson``). Deeper is ``INVALID_RESPONSE`` /
+  ``json_too_deep`` for an event, a rejected tool call (``TOOL_ARGUMENTS_INVALID``, rule
+  ``maxDepth``) for arguments, no hint for an error body (its status decides) and
+  ``MODEL_LIST_INVALID`` for a model list.
 - ``RETRY_AFTER_CAP_MS`` (600 s, the backoff ceiling): the longest ``Retry-After`` of a 429 or
   503 answer that is honoured; a longer one waits this long.
 """

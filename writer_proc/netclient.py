@@ -44,7 +44,7 @@ from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 from cmrunner.writer_proc import errors_map, limits, noproxy, sse
-from cmrunner.writer_proc.limits import ERROR_BODY_LIMIT, ERROR_BODY_SECONDS, EVENT_BYTE_LIMIT, RESPONSE_BYTE_LIMIT
+from cmrunner.writer_proc.limits import ERROR_BODY_LIMIT, ERROR_BODY_SECONDS
 from cmrunner.writer_proc.port import AgentError
 
 HEADER_TIMEOUT = 30.0
@@ -356,7 +356,7 @@ class ModelClient:
         received = 0
         for chunk in response.iter_bytes():  # type: ignore[attr-defined]
             received += len(chunk)
-            if received > RESPONSE_BYTE_LIMIT:
+            if received > limits.RESPONSE_BYTE_LIMIT:
                 raise errors_map.too_large()
             budget.spend(len(chunk))
             if watchdog.fired or time.monotonic() >= deadline:
@@ -371,7 +371,8 @@ class ModelClient:
         if kind != "text/event-stream":
             raise errors_map.failure("INVALID_RESPONSE", "response_envelope", "invalid_envelope", True)
         try:
-            for event in sse.decode(self._metered(response, watchdog, deadline, budget), EVENT_BYTE_LIMIT):
+            for event in sse.decode(self._metered(response, watchdog, deadline, budget),
+                                    limits.EVENT_BYTE_LIMIT):
                 if watchdog.fired or time.monotonic() >= deadline:
                     raise deadline_failure()
                 yield event
