@@ -67,10 +67,10 @@ def overhead(api: str, batches: int) -> tuple[dict, float]:
     in_model = [0.0]
     original = netclient.ModelClient.stream
 
-    def timed(self, path, body, deadline):  # type: ignore[no-untyped-def]
+    def timed(self, path, body, deadline, *rest):  # type: ignore[no-untyped-def]
         started = time.perf_counter()
         try:
-            with original(self, path, body, deadline) as events:
+            with original(self, path, body, deadline, *rest) as events:
                 yield from [events]
         finally:
             in_model[0] += time.perf_counter() - started

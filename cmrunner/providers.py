@@ -22,7 +22,6 @@ Contract:
 from __future__ import annotations
 
 import copy
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -159,11 +158,13 @@ def discover_models(home: str, base_url: str, api_key: str) -> list[str]:
 
 def parse_model_list(body: bytes) -> list[str]:
     """Sorted unique model ids of an OpenAI-style ``{"data": [{"id": …}]}`` list."""
+    from cmrunner.writer_proc import boundedjson
+
     try:
-        data = json.loads(body.decode("utf-8"))
+        data = boundedjson.loads(body, MODEL_LIST_LIMIT)  # a provider's nesting never reaches the parser
         entries = data["data"]
         ids = sorted({e["id"] for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str) and e["id"]})
-    except (UnicodeDecodeError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):
         raise CmError("MODEL_LIST_INVALID", "the provider's model list is not in the expected format; type the model "
                                             "name instead") from None
     if not ids:

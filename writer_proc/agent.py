@@ -10,7 +10,8 @@ Contract (``MemoryAgentPort``):
 - Limits: ``remote.maxAgentTurns`` model requests (default 64, ``AGENT_TURN_LIMIT``); the
   whole-attempt deadline ``remote.deadlineMs`` (default 60 s, ``TIMEOUT``/``timeout``); per request
   the client's 30 s header and 120 s no-progress timeouts; at most ``MAX_REJECTIONS`` rejected
-  tool calls per attempt (then the attempt fails, retryably, with the last rejection's code).
+  tool calls per attempt (then the attempt fails, retryably, with the last rejection's code);
+  what the provider sends is held to ``limits`` (per event, response, turn and attempt).
 - Before the first request every source and every snapshot document passes the sensitive-content
   scanner (a hand-edited document holding a secret is never sent); before every request the
   serialized body is checked against ``disclosure.maxTotalBytes`` and every part of it passes the
@@ -34,7 +35,8 @@ from importlib import resources
 from cmrunner import config as config_mod, envfile, safety
 from cmrunner.errors import CmError
 from cmrunner.writer_proc import errors_map, tools as tools_mod, wire
-from cmrunner.writer_proc.netclient import HEADER_TIMEOUT, IDLE_TIMEOUT, ModelClient, NetworkInputs, deadline_failure
+from cmrunner.writer_proc.netclient import (HEADER_TIMEOUT, IDLE_TIMEOUT, ByteBudget, ModelClient, NetworkInputs,
+                                            deadline_failure)
 from cmrunner.writer_proc.port import AgentError, AgentResult
 from cmrunner.writer_proc.reads import ReadPort
 
@@ -130,6 +132,7 @@ class NetworkAgent:
         conv = wire.conversation(self.remote, self.prompt, tools_mod.definitions(schema),
                                  json.dumps(visible, ensure_ascii=False, separators=(",", ":")))
         box = tools_mod.Toolbox(reads, schema)
+        budget = ByteBudget()  # every response of this attempt draws on it (limits.ATTEMPT_BYTE_LIMIT)
         while True:
             if attempt.turns >= self.max_turns:
                 raise errors_map.failure("AGENT_TURN_LIMIT", "model_output", "agent_turn_limit", False)
@@ -137,7 +140,7 @@ class NetworkAgent:
                 raise deadline_failure()
             body = self._checked(conv, attempt)
             attempt.turns += 1
-            with self.client.stream(conv.path, body, deadline) as events:
+            with self.client.stream(conv.path, body, deadline, budget) as events:
                 turn = conv.decode(events)
             attempt.add_usage(turn.usage)
             if not turn.calls:

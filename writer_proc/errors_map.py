@@ -6,10 +6,14 @@ Contract (reference-facts 4.5 and the diagnostic vocabulary of 3.5):
   ``{stage, reason, retryable, httpStatus?, proxyStatus?}`` with values from fixed vocabularies;
   its message is fixed text per code, so no provider body, key, proxy credential, URL or user text
   can reach ``jobs.diagnostic``, a log or the terminal.
-- ``from_http(status, body, via_proxy)``: 401/403 → ``AUTHENTICATION``; 429 → ``RATE_LIMITED``;
-  ≥ 500 → ``UNAVAILABLE``; 407 from a proxy → ``PROXY_AUTHENTICATION``; anything else →
-  ``INVALID_RESPONSE``. ``retryable`` is ``status == 429 or status >= 500``. The reason comes from
-  the body's ``error.code`` when it is one of the known codes, else from the status.
+- ``from_http(status, body, via_proxy, retry_after=None)``: 401/403 → ``AUTHENTICATION``; 429 →
+  ``RATE_LIMITED``; ≥ 500 → ``UNAVAILABLE``; 407 from a proxy → ``PROXY_AUTHENTICATION``; anything
+  else → ``INVALID_RESPONSE``. ``retryable`` is ``status == 429 or status >= 500``. The reason comes
+  from the body's ``error.code`` when it is one of the known codes, else from the status; the body
+  is parsed only within ``boundedjson``'s size and depth bounds (a deep body is just no hint).
+  On 429 and 503 the ``Retry-After`` header (delta-seconds or an HTTP-date) becomes the error's
+  ``retry_after_ms``, capped at ``limits.RETRY_AFTER_CAP_MS``; ``jobs.fail`` waits at least that.
+- ``too_large()`` and ``too_deep()`` are the failures of a provider that exceeds ``limits``.
 - ``from_transport(exc, via_proxy, after_headers)`` walks the exception's cause chain (at most 8
   links) for the allowlisted causes: proxy status, certificate verification, refused connection,
   DNS, timeouts; everything else is ``network_error``. Proxy authentication and TLS verification
@@ -18,11 +22,13 @@ Contract (reference-facts 4.5 and the diagnostic vocabulary of 3.5):
 
 from __future__ import annotations
 
-import json
+import email.utils
 import re
 import socket
 import ssl
+import time
 
+from cmrunner.writer_proc import boundedjson, limits
 from cmrunner.writer_proc.port import AgentError
 
 STAGES = frozenset({"network_config", "network", "request", "http", "response_body", "response_envelope",
@@ -70,8 +76,8 @@ def failure(code: str, stage: str, reason: str, retryable: bool, http_status: in
 def body_reason(body: bytes) -> str | None:
     """The mapped reason of a provider error body, or ``None``; the body itself is dropped."""
     try:
-        parsed = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+        parsed = boundedjson.loads(body, limits.ERROR_BODY_LIMIT)
+    except boundedjson.JsonRejected:
         return None
     error = parsed.get("error") if isinstance(parsed, dict) else None
     if not isinstance(error, dict):
@@ -86,18 +92,53 @@ def body_reason(body: bytes) -> str | None:
     return None
 
 
-def from_http(status: int, body: bytes, via_proxy: bool) -> AgentError:
+_DELTA_SECONDS = re.compile(r"^[0-9]{1,12}$")
+
+
+def retry_after_ms(value: str | None, now: float) -> int | None:
+    """A ``Retry-After`` value (delta-seconds or HTTP-date) as a wait in ms from ``now`` (epoch
+    seconds), capped at ``limits.RETRY_AFTER_CAP_MS``; ``None`` when absent or unparsable."""
+    if value is None:
+        return None
+    value = value.strip()
+    if _DELTA_SECONDS.match(value):
+        wait = int(value) * 1000
+    else:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+        if when is None or when.tzinfo is None:
+            return None  # an HTTP-date is always GMT; a date without a zone is not one
+        wait = int((when.timestamp() - now) * 1000)
+    return max(0, min(limits.RETRY_AFTER_CAP_MS, wait))
+
+
+def from_http(status: int, body: bytes, via_proxy: bool, retry_after: str | None = None,
+              now: float | None = None) -> AgentError:
     if status == 407 and via_proxy:
         return failure("PROXY_AUTHENTICATION", "network", "proxy_authentication", False, proxy_status=407)
     reason = body_reason(body)
     retryable = status == 429 or status >= 500
     if status in (401, 403):
-        return failure("AUTHENTICATION", "http", reason or "authentication", False, http_status=status)
-    if status == 429:
-        return failure("RATE_LIMITED", "http", reason or "rate_limited", True, http_status=status)
-    if status >= 500:
-        return failure("UNAVAILABLE", "http", reason or "provider_unavailable", True, http_status=status)
-    return failure("INVALID_RESPONSE", "http", reason or "request_rejected", retryable, http_status=status)
+        error = failure("AUTHENTICATION", "http", reason or "authentication", False, http_status=status)
+    elif status == 429:
+        error = failure("RATE_LIMITED", "http", reason or "rate_limited", True, http_status=status)
+    elif status >= 500:
+        error = failure("UNAVAILABLE", "http", reason or "provider_unavailable", True, http_status=status)
+    else:
+        error = failure("INVALID_RESPONSE", "http", reason or "request_rejected", retryable, http_status=status)
+    if status in (429, 503):
+        error.retry_after_ms = retry_after_ms(retry_after, time.time() if now is None else now)
+    return error
+
+
+def too_large() -> AgentError:
+    return failure("INVALID_RESPONSE", "response_body", "body_too_large", True)
+
+
+def too_deep() -> AgentError:
+    return failure("INVALID_RESPONSE", "response_envelope", "json_too_deep", True)
 
 
 def from_stream_error(error: object) -> AgentError:

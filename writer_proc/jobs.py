@@ -11,7 +11,9 @@ Contract (every function runs inside the caller's ``BEGIN IMMEDIATE`` transactio
   expiry, cancellation or takeover can never commit.
 - Recovery budget: the first attempt plus at most ``MAX_RECOVERIES`` automatic recoveries per job
   (``jobs.retries``, persisted), shared by retryable failures and expired-lease re-claims; then
-  the job is ``dead`` with ``RECOVERY_BUDGET_EXHAUSTED``. Backoff is ``min(600 s, 2^n s)``.
+  the job is ``dead`` with ``RECOVERY_BUDGET_EXHAUSTED``. Backoff is ``min(600 s, 2^n s)``; a
+  provider's ``Retry-After`` (``retry_after_ms``, already capped at 600 s) lengthens it: the job's
+  next attempt time, ``jobs.available``, is ``now + max(backoff, retry_after)``.
 - Permanent provider failures (``AUTHENTICATION``, ``PROXY_AUTHENTICATION``, ``CONFIGURATION``) and
   non-retryable ones make the job ``dead`` at once; ``FORGOTTEN_SOURCE`` makes it ``quarantined``.
   The job's observations share the outcome. ``retry`` revives a dead or quarantined job keeping
@@ -186,7 +188,7 @@ def record_activity(conn: sqlite3.Connection, job: Job, model_turns: int = 0, to
 
 
 def fail(conn: sqlite3.Connection, job: Job, code: str, now: int, retryable: bool = True,
-         diagnostic: dict | None = None) -> str:
+         diagnostic: dict | None = None, retry_after_ms: int | None = None) -> str:
     """Record a failed attempt of a job we hold; returns the job's new state."""
     assert_lease(conn, job, now)
     diag = json.dumps(diagnostic, sort_keys=True) if diagnostic else None
@@ -201,7 +203,7 @@ def fail(conn: sqlite3.Connection, job: Job, code: str, now: int, retryable: boo
         conn.execute(
             "UPDATE jobs SET state = 'retry', issue = ?, retries = retries + 1, available = ?, expires = 0,"
             " updated_at = ? WHERE id = ?",
-            (code, now + backoff_ms(job.retries), now, job.id),
+            (code, now + max(backoff_ms(job.retries), min(MAX_BACKOFF_MS, retry_after_ms or 0)), now, job.id),
         )
         return "retry"
     _set_outcome(conn, job.id, state, issue, now)

@@ -20,12 +20,16 @@ Contract:
   nothing else (``trust_env`` off, so no other proxy, netrc or CA variable applies), TLS
   verification always on with the default trust plus the optional CA file (≤ 1 MiB, PEM) for this
   client only, redirects refused, and every request checked against the base URL's origin.
-- ``ModelClient.stream(path, body, deadline)`` POSTs one serialized request and yields its SSE
-  events. Response headers must arrive within ``header_timeout`` (30 s), the stream may not stall
-  for ``idle_timeout`` (120 s), and a watchdog cuts the connection at the whole-attempt
-  ``deadline`` (monotonic seconds). Every failure becomes an ``AgentError`` through
-  ``errors_map``; an error body is read at most 16 KiB / 2 s and then dropped. There are no
-  retries here: all retries are the Writer's budget.
+- ``ModelClient.stream(path, body, deadline, budget=None)`` POSTs one serialized request and
+  yields its SSE events (``sse.decode``). Response headers must arrive within ``header_timeout``
+  (30 s), the stream may not stall for ``idle_timeout`` (120 s), and a watchdog cuts the
+  connection at the whole-attempt ``deadline`` (monotonic seconds). Bytes are counted as they
+  arrive, before they are decoded: one event at most ``limits.EVENT_BYTE_LIMIT``, one response at
+  most ``limits.RESPONSE_BYTE_LIMIT``, and the attempt's ``ByteBudget`` (``ATTEMPT_BYTE_LIMIT``)
+  across its responses; excess is ``errors_map.too_large()``. Only an uncompressed body is asked
+  for. Every failure becomes an ``AgentError`` through ``errors_map``; an error body is read at
+  most 16 KiB / 2 s and then dropped, and a 429/503's ``Retry-After`` travels on the error. There
+  are no retries here: all retries are the Writer's budget.
 """
 
 from __future__ import annotations
@@ -39,14 +43,12 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from urllib.parse import urlsplit
 
-from cmrunner.writer_proc import errors_map, noproxy
+from cmrunner.writer_proc import errors_map, limits, noproxy, sse
+from cmrunner.writer_proc.limits import ERROR_BODY_LIMIT, ERROR_BODY_SECONDS
 from cmrunner.writer_proc.port import AgentError
 
 HEADER_TIMEOUT = 30.0
 IDLE_TIMEOUT = 120.0
-ERROR_BODY_LIMIT = 16 * 1024
-ERROR_BODY_SECONDS = 2.0
-STREAM_BYTE_LIMIT = 64 * 1024 * 1024
 CA_FILE_LIMIT = 1 << 20
 RESERVED_PROXY_URL = "COMMON_MEMORY_PROXY_URL"
 RESERVED_CA_FILE = "COMMON_MEMORY_CA_FILE"
@@ -231,6 +233,20 @@ def deadline_failure() -> AgentError:
     return errors_map.failure("TIMEOUT", "model_output", "timeout", True)
 
 
+class ByteBudget:
+    """The bytes one attempt may still receive, across all of its responses."""
+
+    __slots__ = ("remaining",)
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.remaining = limits.ATTEMPT_BYTE_LIMIT if limit is None else limit
+
+    def spend(self, count: int) -> None:
+        self.remaining -= count
+        if self.remaining < 0:
+            raise errors_map.too_large()
+
+
 class ModelClient:
     """One model's client (see module contract); build errors surface at the first request."""
 
@@ -292,7 +308,8 @@ class ModelClient:
         return data[:ERROR_BODY_LIMIT]
 
     @contextmanager
-    def stream(self, path: str, body: bytes, deadline: float) -> Iterator[Iterator[object]]:
+    def stream(self, path: str, body: bytes, deadline: float,
+               budget: ByteBudget | None = None) -> Iterator[Iterator[object]]:
         """POST ``body`` to ``base_url + path``; yields an iterator of SSE events (see contract)."""
         import httpx2
 
@@ -304,7 +321,7 @@ class ModelClient:
         request = client.build_request(  # type: ignore[attr-defined]
             "POST", self.inputs.base_url + path, content=body,
             headers={"Authorization": f"Bearer {self._api_key}", "Content-Type": "application/json",
-                     "Accept": "text/event-stream"},
+                     "Accept": "text/event-stream", "Accept-Encoding": "identity"},
             timeout=httpx2.Timeout(first, connect=first, write=first, pool=first),
         )
         via_proxy = self.route.via_proxy
@@ -319,33 +336,48 @@ class ModelClient:
         watchdog: _Watchdog | None = None
         try:
             if not 200 <= response.status_code < 300:
-                raise errors_map.from_http(response.status_code, self._read_error_body(response), via_proxy)
+                raise errors_map.from_http(response.status_code, self._read_error_body(response), via_proxy,
+                                           response.headers.get("retry-after"))
             # The header timeout bounded the wait for headers; from here each read may wait the
             # idle timeout (the body reads take this value when they start).
             timeouts = response.request.extensions.get("timeout")
             if isinstance(timeouts, dict):
                 timeouts["read"] = self.idle_timeout
             watchdog = _Watchdog(response, deadline)
-            yield self._events(response, watchdog, deadline, via_proxy)
+            yield self._events(response, watchdog, deadline, via_proxy, budget or ByteBudget())
         finally:
             if watchdog is not None:
                 watchdog.cancel()
             response.close()
 
-    def _events(self, response: object, watchdog: _Watchdog, deadline: float, via_proxy: bool) -> Iterator[object]:
+    @staticmethod
+    def _metered(response: object, watchdog: _Watchdog, deadline: float, budget: ByteBudget) -> Iterator[bytes]:
+        """The body's chunks, each counted against the response and attempt caps before use."""
+        received = 0
+        for chunk in response.iter_bytes():  # type: ignore[attr-defined]
+            received += len(chunk)
+            if received > limits.RESPONSE_BYTE_LIMIT:
+                raise errors_map.too_large()
+            budget.spend(len(chunk))
+            if watchdog.fired or time.monotonic() >= deadline:
+                raise deadline_failure()
+            yield chunk
+
+    def _events(self, response: object, watchdog: _Watchdog, deadline: float, via_proxy: bool,
+                budget: ByteBudget) -> Iterator[object]:
         import httpx2
 
+        kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()  # type: ignore[attr-defined]
+        if kind != "text/event-stream":
+            raise errors_map.failure("INVALID_RESPONSE", "response_envelope", "invalid_envelope", True)
         try:
-            for event in httpx2.EventSource(response):  # type: ignore[arg-type]
+            for event in sse.decode(self._metered(response, watchdog, deadline, budget),
+                                    limits.EVENT_BYTE_LIMIT):
                 if watchdog.fired or time.monotonic() >= deadline:
                     raise deadline_failure()
-                if response.num_bytes_downloaded > STREAM_BYTE_LIMIT:  # type: ignore[attr-defined]
-                    raise errors_map.failure("INVALID_RESPONSE", "response_body", "body_too_large", True)
                 yield event
-        except httpx2.SSEError:
-            if watchdog.fired:
-                raise deadline_failure() from None
-            raise errors_map.failure("INVALID_RESPONSE", "response_envelope", "invalid_envelope", True) from None
+        except sse.EventTooLarge:
+            raise errors_map.too_large() from None
         except httpx2.HTTPError as exc:
             if watchdog.fired or time.monotonic() >= deadline:
                 raise deadline_failure() from None

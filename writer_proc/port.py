@@ -25,11 +25,13 @@ from cmrunner.writer_proc.reads import ReadPort, ReadRejected
 
 
 class AgentError(CmError):
-    """An attempt failed; ``retryable`` and ``diagnostic`` decide the job's outcome."""
+    """An attempt failed; ``retryable``, ``diagnostic`` and ``retry_after_ms`` (the provider's
+    ``Retry-After``, the least wait before the next attempt) decide the job's outcome."""
 
     def __init__(self, code: str, message: str, retryable: bool = True, diagnostic: dict | None = None) -> None:
         super().__init__(code, message)
         self.retryable = retryable
+        self.retry_after_ms: int | None = None
         self.diagnostic = diagnostic or {"stage": "model_output", "reason": code.lower(), "retryable": retryable}
 
 

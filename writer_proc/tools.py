@@ -11,6 +11,9 @@ Contract:
   schema_errors?, hint}`` where ``code`` is an UPPER_SNAKE code, ``schema_errors`` hold only JSON
   paths of known fields and rule names, and ``hint`` is fixed text per code: no argument value, no
   source text and no exception message is ever echoed.
+- Arguments are parsed within ``boundedjson``'s bounds: nesting deeper than
+  ``limits.JSON_MAX_DEPTH`` is rejected as ``TOOL_ARGUMENTS_INVALID`` (rule ``maxDepth``), like
+  any other unparsable arguments, so the model may correct itself and the replayed call is blank.
 - The first accepted submission ends the tool loop; a later call in the same turn is not run.
 - Failures that end the attempt propagate as exceptions: a lost lease (``STALE_LEASE``) and a
   submission whose result fails the sensitive-content check (not recoverable in-agent).
@@ -18,17 +21,17 @@ Contract:
 
 from __future__ import annotations
 
-import json
 import re
 
 from cmrunner import safety
 from cmrunner.errors import CmError
-from cmrunner.writer_proc import contract
+from cmrunner.writer_proc import boundedjson, contract, limits
 from cmrunner.writer_proc.reads import ReadPort
 
 TOOL_NAMES = ("inspect_ingest", "read_ingest", "inspect_memory", "processing_state", "record_working_notes",
               "submit_memory_decision")
 NOTES_LIMIT = 16 * 1024
+ARGUMENTS_LIMIT = 4 * limits.TURN_KEPT_CHARS  # UTF-8 bytes; the turn already capped the characters
 _CODE = re.compile(r"^[A-Z][A-Z0-9_]{1,63}$")
 ABORTING_CODES = frozenset({"STALE_LEASE", "SENSITIVE_CONTENT_REJECTED"})
 
@@ -141,9 +144,10 @@ class Toolbox:
         if name not in TOOL_NAMES:
             return rejection(name, "UNKNOWN_TOOL")
         try:
-            args = json.loads(raw_arguments) if raw_arguments.strip() else {}
-        except ValueError:
-            return rejection(name, "TOOL_ARGUMENTS_INVALID", [{"path": "$", "rule": "json"}])
+            args = boundedjson.loads(raw_arguments, ARGUMENTS_LIMIT) if raw_arguments.strip() else {}
+        except boundedjson.JsonRejected as exc:
+            rule = {"too_deep": "maxDepth", "too_large": "maxLength"}.get(exc.reason, "json")
+            return rejection(name, "TOOL_ARGUMENTS_INVALID", [{"path": "$", "rule": rule}])
         if not isinstance(args, dict):
             return rejection(name, "TOOL_ARGUMENTS_INVALID", [{"path": "$", "rule": "type"}])
         if self.submitted:

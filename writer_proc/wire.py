@@ -15,6 +15,11 @@ Contract:
   ``invalid_envelope``, a stream that ends before its terminal event (Responses
   ``response.completed`` / ``incomplete`` / ``failed``; Chat ``[DONE]`` or a finish reason) is
   ``stream_interrupted``, and an error delivered inside the stream maps through ``errors_map``.
+  Every event is parsed within ``boundedjson``'s bounds: nesting deeper than
+  ``limits.JSON_MAX_DEPTH`` is ``json_too_deep``. What a turn keeps (text, refusal, call ids,
+  names, arguments) is counted as it accumulates: more than ``limits.TURN_KEPT_CHARS`` characters
+  or ``limits.MAX_CALLS_PER_TURN`` calls is ``body_too_large``, so a flood of deltas can never grow
+  memory beyond the cap (text parts are joined once, at the end, never re-copied per delta).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from cmrunner.writer_proc import errors_map
+from cmrunner.writer_proc import boundedjson, errors_map, limits
 from cmrunner.writer_proc.port import AgentError
 
 
@@ -52,6 +57,19 @@ def _count(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
+def _dict(value: object) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: object) -> list:
+    """A field that should be an array; anything else but an empty value is a broken envelope."""
+    if not value:
+        return []
+    if not isinstance(value, list):
+        raise _envelope_error()
+    return value
+
+
 def _envelope_error() -> AgentError:
     return errors_map.failure("INVALID_RESPONSE", "response_envelope", "invalid_envelope", True)
 
@@ -62,12 +80,41 @@ def _interrupted() -> AgentError:
 
 def _json(data: str) -> dict:
     try:
-        value = json.loads(data)
-    except ValueError:
+        value = boundedjson.loads(data, limits.EVENT_BYTE_LIMIT)
+    except boundedjson.JsonRejected as exc:
+        if exc.reason == "too_deep":
+            raise errors_map.too_deep() from None
+        if exc.reason == "too_large":
+            raise errors_map.too_large() from None
         raise _envelope_error() from None
     if not isinstance(value, dict):
         raise _envelope_error()
     return value
+
+
+class _Kept:
+    """Characters and calls one turn keeps; over the caps the attempt fails (module contract)."""
+
+    __slots__ = ("chars", "calls")
+
+    def __init__(self) -> None:
+        self.chars = 0
+        self.calls = 0
+
+    def add(self, value: object) -> str:
+        text = value if isinstance(value, str) else ""
+        self.chars += len(text)
+        if self.chars > limits.TURN_KEPT_CHARS:
+            raise errors_map.too_large()
+        return text
+
+    def drop(self, text: str) -> None:
+        self.chars -= len(text)
+
+    def call(self) -> None:
+        self.calls += 1
+        if self.calls > limits.MAX_CALLS_PER_TURN:
+            raise errors_map.too_large()
 
 
 class Conversation:
@@ -134,6 +181,8 @@ class ResponsesConversation(Conversation):
 
     def decode(self, events: Iterable[object]) -> Turn:
         turn = Turn()
+        kept = _Kept()
+        text: list[str] = []
         pending: dict[object, dict] = {}
         finished: dict[object, ToolCall] = {}
         order: list[object] = []
@@ -145,26 +194,40 @@ class ResponsesConversation(Conversation):
             obj = _json(data)
             kind = obj.get("type") or getattr(event, "event", "")
             key = obj.get("output_index", obj.get("item_id"))
+            if not isinstance(key, (int, str)) or isinstance(key, bool):
+                key = None
             item = obj.get("item") if isinstance(obj.get("item"), dict) else {}
             if kind == "response.output_item.added" and item.get("type") == "function_call":
-                pending[key] = {"call_id": item.get("call_id"), "name": item.get("name"), "arguments": ""}
-                order.append(key)
+                if key not in order:
+                    kept.call()
+                    order.append(key)
+                pending[key] = {"call_id": kept.add(item.get("call_id")), "name": kept.add(item.get("name")),
+                                "arguments": []}
             elif kind == "response.function_call_arguments.delta" and key in pending:
-                pending[key]["arguments"] += obj.get("delta") or ""
+                pending[key]["arguments"].append(kept.add(obj.get("delta")))
             elif kind == "response.output_item.done" and item.get("type") == "function_call":
                 if key not in order:
+                    kept.call()
                     order.append(key)
-                base = pending.get(key, {})
+                base = pending.pop(key, {})
                 arguments = item.get("arguments")
-                finished[key] = ToolCall(str(item.get("call_id") or base.get("call_id") or f"call_{len(order)}"),
-                                         str(item.get("name") or base.get("name") or ""),
-                                         arguments if isinstance(arguments, str) else base.get("arguments", ""))
+                if isinstance(arguments, str):
+                    for part in base.get("arguments", []):
+                        kept.drop(part)  # the done item's copy replaces the deltas
+                    arguments = kept.add(arguments)
+                else:
+                    arguments = "".join(base.get("arguments", []))
+                previous = finished.get(key)
+                if previous is not None:
+                    kept.drop(previous.arguments)
+                finished[key] = ToolCall(kept.add(str(item.get("call_id") or base.get("call_id") or f"call_{len(order)}")),
+                                         kept.add(str(item.get("name") or base.get("name") or "")), arguments)
             elif kind == "response.output_item.done" and item.get("type") == "message":
-                for part in item.get("content") or []:
+                for part in item["content"] if isinstance(item.get("content"), list) else []:
                     if isinstance(part, dict) and part.get("type") == "refusal":
                         turn.refused = True
             elif kind == "response.output_text.delta":
-                turn.text += obj.get("delta") or ""
+                text.append(kept.add(obj.get("delta")))
             elif kind in ("response.refusal.delta", "response.refusal.done"):
                 turn.refused = True
             elif kind == "error":
@@ -175,25 +238,26 @@ class ResponsesConversation(Conversation):
                 turn.usage = {
                     "input_tokens": _count(usage.get("input_tokens")),
                     "output_tokens": _count(usage.get("output_tokens")),
-                    "cached_input_tokens": _count((usage.get("input_tokens_details") or {}).get("cached_tokens")),
-                    "reasoning_tokens": _count((usage.get("output_tokens_details") or {}).get("reasoning_tokens")),
+                    "cached_input_tokens": _count(_dict(usage.get("input_tokens_details")).get("cached_tokens")),
+                    "reasoning_tokens": _count(_dict(usage.get("output_tokens_details")).get("reasoning_tokens")),
                 }
                 if kind == "response.failed":
                     raise errors_map.from_stream_error(response.get("error"))
                 if kind == "response.incomplete":
-                    reason = (response.get("incomplete_details") or {}).get("reason")
+                    reason = _dict(response.get("incomplete_details")).get("reason")
                     turn.refused = turn.refused or reason == "content_filter"
                     turn.truncated = reason != "content_filter"
                 terminal = True
                 break
         if not terminal:
             raise _interrupted()
+        turn.text = "".join(text)
         for key in order:
             call = finished.get(key)
             if call is None and key in pending:
                 base = pending[key]
                 call_id = str(base["call_id"] or f"call_{len(turn.calls)}")
-                call = ToolCall(call_id, str(base["name"] or ""), base["arguments"])
+                call = ToolCall(call_id, str(base["name"] or ""), "".join(base["arguments"]))
             if call is not None:
                 turn.calls.append(call)
         return turn
@@ -239,6 +303,8 @@ class ChatConversation(Conversation):
 
     def decode(self, events: Iterable[object]) -> Turn:
         turn = Turn()
+        kept = _Kept()
+        text: list[str] = []
         slots: dict[int, dict] = {}
         finish: str | None = None
         done = False
@@ -255,39 +321,45 @@ class ChatConversation(Conversation):
                 turn.usage = {
                     "input_tokens": _count(usage.get("prompt_tokens")),
                     "output_tokens": _count(usage.get("completion_tokens")),
-                    "cached_input_tokens": _count((usage.get("prompt_tokens_details") or {}).get("cached_tokens")),
-                    "reasoning_tokens": _count((usage.get("completion_tokens_details") or {}).get("reasoning_tokens")),
+                    "cached_input_tokens": _count(_dict(usage.get("prompt_tokens_details")).get("cached_tokens")),
+                    "reasoning_tokens": _count(_dict(usage.get("completion_tokens_details")).get("reasoning_tokens")),
                 }
-            for choice in obj.get("choices") or []:
+            for choice in _list(obj.get("choices")):
                 if not isinstance(choice, dict):
                     raise _envelope_error()
                 delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
                 if isinstance(delta.get("content"), str):
-                    turn.text += delta["content"]
+                    text.append(kept.add(delta["content"]))
                 if delta.get("refusal"):
                     turn.refused = True
-                for piece in delta.get("tool_calls") or []:
+                for piece in _list(delta.get("tool_calls")):
                     if not isinstance(piece, dict):
                         raise _envelope_error()
                     index = piece.get("index", 0)
-                    index = index if isinstance(index, int) else 0
-                    slot = slots.setdefault(index, {"id": "", "name": "", "arguments": ""})
+                    index = index if isinstance(index, int) and not isinstance(index, bool) else 0
+                    if index not in slots:
+                        kept.call()
+                        slots[index] = {"id": "", "name": "", "arguments": []}
+                    slot = slots[index]
                     if piece.get("id"):
-                        slot["id"] = str(piece["id"])
+                        kept.drop(slot["id"])
+                        slot["id"] = kept.add(str(piece["id"]))
                     function = piece.get("function") if isinstance(piece.get("function"), dict) else {}
                     if function.get("name"):
-                        slot["name"] = str(function["name"])
+                        kept.drop(slot["name"])
+                        slot["name"] = kept.add(str(function["name"]))
                     if isinstance(function.get("arguments"), str):
-                        slot["arguments"] += function["arguments"]
+                        slot["arguments"].append(kept.add(function["arguments"]))
                 if choice.get("finish_reason"):
                     finish = str(choice["finish_reason"])
         if not done and finish is None:
             raise _interrupted()
         turn.refused = turn.refused or finish == "content_filter"
         turn.truncated = finish == "length"
+        turn.text = "".join(text)
         for n, index in enumerate(sorted(slots)):
             slot = slots[index]
-            turn.calls.append(ToolCall(slot["id"] or f"call_{n}", slot["name"], slot["arguments"]))
+            turn.calls.append(ToolCall(slot["id"] or f"call_{n}", slot["name"], "".join(slot["arguments"])))
         return turn
 
 

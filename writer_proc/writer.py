@@ -135,7 +135,8 @@ class Writer:
             diagnostic = getattr(exc, "diagnostic", None)
             try:
                 with store.immediate(self.conn):
-                    state = jobs.fail(self.conn, job, exc.code, self.now(), retryable, diagnostic)
+                    state = jobs.fail(self.conn, job, exc.code, self.now(), retryable, diagnostic,
+                                      getattr(exc, "retry_after_ms", None))
             except CmError as lost:
                 if lost.code == "STALE_LEASE":
                     return Outcome(job.id, "stale", lost.code)

@@ -31,7 +31,10 @@ Contract:
   (end the body properly, without the completion event), ``reset`` (TCP RST mid-stream),
   ``malformed`` (an unparsable SSE event), ``header_delay_seconds``, ``refusal`` (text),
   ``finish: "length"`` (output cut by the token limit), ``stream_error`` (an error object inside
-  the 200 stream) and ``duplicate`` (every tool call twice).
+  the 200 stream), ``duplicate`` (every tool call twice), ``nest: N`` (after the first event, one
+  event holding valid JSON nested N levels deep) and ``flood: N`` (after the first event, small
+  text deltas until about N bytes were sent, generated while sending, then the rest of the reply).
+  ``error.raw`` (a string) is sent as the error body byte for byte instead of ``error.body``.
 - ``--tls-cert``/``--tls-key`` serve HTTPS instead of HTTP (``running(..., tls=(cert, key))``).
 - The log never holds the Authorization value: ``auth_sha256`` is its hash, so a test can check
   which key arrived without storing it.
@@ -67,11 +70,14 @@ HOST = "127.0.0.1"
 DEFAULT_TEXT = "Hello from the fake model."
 DEFAULT_LIFETIME = 300.0
 REPLY_KEYS = frozenset({"text", "tool_calls", "usage", "error", "truncate", "delay_seconds", "policy", "duplicate",
-                        "refusal", "finish", "malformed", "reset", "header_delay_seconds", "stream_error"})
+                        "refusal", "finish", "malformed", "reset", "header_delay_seconds", "stream_error",
+                        "nest", "flood"})
 CUES = frozenset({"first", "inspect_ingest", "read_ingest", "inspect_memory", "submit_memory_decision", "submit",
                   "done"})
 CALL_KEYS = frozenset({"name", "arguments", "call_id", "namespace"})
 MAX_BODY = 64 * 1024 * 1024
+FLOOD_DELTA = "x" * 512
+FLOOD_BATCH = 256 * 1024
 
 
 class ScriptError(ValueError):
@@ -94,7 +100,13 @@ def _check_reply(reply: object, where: str) -> dict:
     error = reply.get("error")
     if error is not None and (not isinstance(error, dict) or not isinstance(error.get("status"), int)
                               or not 300 <= error["status"] <= 599):
-        raise ScriptError(f"{where}.error must be {{status: 300..599, body?, headers?}}")
+        raise ScriptError(f"{where}.error must be {{status: 300..599, body?, headers?, raw?}}")
+    if error is not None and not isinstance(error.get("raw", ""), str):
+        raise ScriptError(f"{where}.error.raw must be a string")
+    for key in ("nest", "flood"):
+        value = reply.get(key, 0)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ScriptError(f"{where}.{key} must be a non-negative integer")
     usage = reply.get("usage", {})
     if not isinstance(usage, dict) or any(not isinstance(v, int) or v < 0 for v in usage.values()):
         raise ScriptError(f"{where}.usage must map names to non-negative integers")
@@ -217,8 +229,8 @@ class FakeModelHandler(BaseHTTPRequestHandler):
         except ValueError:
             return {"unparsed": raw[:4096].decode("utf-8", "replace")}
 
-    def _send_json(self, status: int, body: object, extra: dict[str, str] | None = None) -> None:
-        data = json.dumps(body).encode()
+    def _send_json(self, status: int, body: object, extra: dict[str, str] | None = None, raw: str | None = None) -> None:
+        data = raw.encode() if raw is not None else json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -242,7 +254,15 @@ class FakeModelHandler(BaseHTTPRequestHandler):
         self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
         self.wfile.flush()
 
-    def _stream(self, frames: list[bytes], reply: dict) -> None:
+    def _flood(self, frame: bytes, total: int) -> None:
+        """About ``total`` bytes of one small frame, written in batches (never held whole)."""
+        batch = frame * max(1, FLOOD_BATCH // len(frame))
+        sent = 0
+        while sent < total:
+            self._write_chunk(batch)
+            sent += len(batch)
+
+    def _stream(self, frames: list[bytes], reply: dict, responses: bool = True) -> None:
         """Send SSE frames; ``truncate`` cuts the connection before the last (completion) frames."""
         self._start_stream()
         cut = reply.get("truncate") or reply.get("reset")
@@ -251,6 +271,18 @@ class FakeModelHandler(BaseHTTPRequestHandler):
             self._write_chunk(frame)
             if index == 0 and reply.get("malformed"):
                 self._write_chunk(b"data: {this is not json\n\n")
+            if index == 0 and reply.get("nest"):
+                depth = reply["nest"]
+                self._write_chunk(b'data: {"pad":' + b"[" * depth + b"0" + b"]" * depth + b"}\n\n")
+            if index == 0 and reply.get("flood"):
+                if responses:
+                    delta = {"type": "response.output_text.delta", "output_index": 0, "content_index": 0,
+                             "delta": FLOOD_DELTA}
+                    flood = f"event: response.output_text.delta\ndata: {json.dumps(delta)}\n\n".encode()
+                else:
+                    delta = {"choices": [{"index": 0, "delta": {"content": FLOOD_DELTA}, "finish_reason": None}]}
+                    flood = f"data: {json.dumps(delta)}\n\n".encode()
+                self._flood(flood, reply["flood"])
             if index == 0 and reply.get("delay_seconds"):
                 time.sleep(float(reply["delay_seconds"]))
         if reply.get("reset"):
@@ -300,7 +332,8 @@ class FakeModelHandler(BaseHTTPRequestHandler):
             time.sleep(float(reply["header_delay_seconds"]))
         error = reply.get("error")
         if error is not None:
-            self._send_json(error["status"], error.get("body", error_body(error["status"])), error.get("headers"))
+            self._send_json(error["status"], error.get("body", error_body(error["status"])), error.get("headers"),
+                            error.get("raw"))
             return
         request = body if isinstance(body, dict) else {}
         model = request.get("model") if isinstance(request.get("model"), str) else "fake-model"
@@ -320,7 +353,7 @@ class FakeModelHandler(BaseHTTPRequestHandler):
             chunks = chat_chunks(reply, seq, model, body, include_usage)
             frames = [f"data: {json.dumps(c)}\n\n".encode() for c in chunks] + [b"data: [DONE]\n\n"]
         try:
-            self._stream(frames, reply)
+            self._stream(frames, reply, path == "/v1/responses")
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
             pass  # the client went away mid-stream (an interrupted turn): nothing more to send
 
