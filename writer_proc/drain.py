@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from cmrunner import config as config_mod, drainlease, identity, store
+from cmrunner import config as config_mod, drainlease, identity, safety, store
 from cmrunner.errors import CmError, InputError
 from cmrunner.home import DataPaths, resolve_home
 
@@ -199,6 +199,7 @@ def main(argv: list[str]) -> int:
                 raise InputError("INVALID_ARGUMENTS",
                                  "usage: cm session-drain [--home <absolute path>] [--recover <recovery id>]")
         home = resolve_home(home_arg)
+        safety.configure(home, deep=True)  # every scan of this drain: deep rules and the home's allow-list
         cfg = config_mod.load(home)
         if recover_id is not None:
             _request_recovery(home, cfg, recover_id)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import click
 
+from cmrunner import safety
 from cmrunner.errors import CmError
 from cmrunner.home import resolve_home
 
@@ -22,7 +23,10 @@ class CmGroup(click.Group):
 
 
 def _home(ctx: click.Context) -> str:
-    return resolve_home(ctx.obj.get("home"))
+    home = resolve_home(ctx.obj.get("home"))
+    # Every command that works on a home scans with the deep rules and that home's allow-list.
+    safety.configure(home, deep=True)
+    return home
 
 
 @click.group(cls=CmGroup, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
