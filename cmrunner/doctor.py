@@ -138,6 +138,27 @@ def _check_mcp(profile: dict) -> Check:
     return Check("read MCP", "ok", "started and listed memory_read, memory_status")
 
 
+def _check_secrets(home: str) -> list[Check]:
+    """The deep scanner is installed, the allow-list is usable, and which sections are withheld."""
+    from cmrunner import secretreport
+
+    info = secretreport.summary(home)
+    checks = [Check("secret scanner", "ok", f"detect-secrets {info['deepScanner']} for deep scans")
+              if info["deepScanner"] else
+              Check("secret scanner", "warn", "detect-secrets is not installed: only the built-in rules scan; "
+                                              "reinstall cm")]
+    if info["allowListProblem"]:
+        checks.append(Check("secrets allow-list", "warn", info["allowListProblem"]))
+    held = info["withheld"]
+    if held:
+        checks.append(Check("secrets in memory", "warn", f"{len(held)} section(s) withheld from agents: "
+                            + "; ".join(secretreport.describe(item) for item in held[:5])
+                            + "; fix with `cm secrets list`"))
+    else:
+        checks.append(Check("secrets in memory", "ok", "no memory section looks like a secret"))
+    return checks
+
+
 def run(home: str, codex_home: str, profile_name: str = "common-memory") -> list[Check]:
     checks: list[Check] = []
     try:
@@ -146,6 +167,7 @@ def run(home: str, codex_home: str, profile_name: str = "common-memory") -> list
         checks.append(Check("configuration", "ok", f"{home}/config.json {found}"))
         root = cfg.data_root
         checks.append(Check("data root", "ok", root + ("" if os.path.isdir(root) else " (not created yet)")))
+        checks += _check_secrets(home)
     except CmError as exc:
         checks.append(Check("configuration", "fail", f"{exc.code}: {exc.message}"))
     path = os.path.join(codex_home, f"{profile_name}.config.toml")

@@ -370,7 +370,11 @@ def findings(text: str, deep: bool = False) -> list[Finding]:
     found += secret_rules.provider_findings(text) + secret_rules.prose_findings(text)
     found += secret_rules.entropy_findings(text)
     if "\n" in text or "*" in text or "`" in text or "<!--" in text or "~~" in text:
-        found += _joined_findings(text)
+        # A joined token that contains a token the same rule already found is that token glued to
+        # the next line's first word (a key at the end of a section, then the next heading).
+        plain = [(rule, core) for _, rule, core in found if rule in SECRET_RULES]
+        found += [hit for hit in _joined_findings(text) if not any(rule == hit[1] and core in hit[2]
+                                                                   for rule, core in plain)]
     if deep:
         from cmrunner import deepscan
 

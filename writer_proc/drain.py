@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from cmrunner import config as config_mod, drainlease, identity, safety, store
+from cmrunner import config as config_mod, drainlease, identity, safety, secretcache, store
 from cmrunner.errors import CmError, InputError
 from cmrunner.home import DataPaths, resolve_home
 
@@ -210,7 +210,11 @@ def main(argv: list[str]) -> int:
 
         signal.signal(signal.SIGTERM, on_term)
         paths = DataPaths(cfg.data_root)
+        # The read path consults these deep-scan findings: hand edits since the last drain at
+        # start, this drain's commits at the end.
+        secretcache.refresh(paths)
         run(paths, lambda: consumers(paths, cfg), lambda: stopping["flag"], _linger_ms(), close=False)
+        secretcache.refresh(paths)
         # Exit without interpreter teardown: the lease is already released and every write is
         # committed, so the only thing teardown would add is a window with two drains alive.
         os._exit(0)

@@ -47,6 +47,23 @@ def status(ctx: click.Context, as_json: bool) -> None:
         click.echo(f"isolated:    {failure['issue']} (recover with `cm session-drain --recover {failure['recoveryId']}`)")
     drain = report["drain"]
     click.echo(f"drain:       {'running (pid %s)' % drain['pid'] if drain['alive'] else 'not running'}")
+    _print_secrets(report.get("secrets"))
+
+
+def _print_secrets(secrets: dict | None) -> None:
+    if not secrets or "error" in secrets:
+        return
+    from cmrunner import secretreport
+
+    held = secrets["withheld"]
+    detail = "; ".join(secretreport.describe(item) for item in held[:5]) + ("; ..." if len(held) > 5 else "")
+    click.echo(f"secrets:     {len(held)} section(s) withheld from agents" + (f": {detail}" if held else "")
+               + (" (see `cm secrets list`)" if held else ""))
+    if secrets["quarantinedSecrets"]:
+        click.echo(f"             {secrets['quarantinedSecrets']} quarantined observation(s) keep text that looked "
+                   "like a secret (`cm secrets purge-quarantine`)")
+    if secrets["allowListProblem"]:
+        click.echo(f"             allow-list ignored: {secrets['allowListProblem']}")
 
 
 @cli.group(invoke_without_command=True)
