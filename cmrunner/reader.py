@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 
-from cmrunner import fsutil, withhold
+from cmrunner import fsutil
 from cmrunner.errors import CmError
 from cmrunner.home import DataPaths
 
@@ -35,7 +35,7 @@ class MemoryView:
     __slots__ = ("contexts", "documents", "errors", "withheld")
 
     def __init__(self, contexts: list[str], documents: list[tuple[str, str]], errors: list[str],
-                 withheld: list[withhold.Withheld] | None = None) -> None:
+                 withheld: list | None = None) -> None:
         self.contexts = contexts          # authorized contexts: 'global' and/or 'project:<id>'
         self.documents = documents        # (target, markdown) for documents that exist, secrets withheld
         self.errors = errors              # targets that could not be read safely
@@ -54,6 +54,8 @@ def authorized_contexts(allowed_scopes: list[str], project_scope: str | None) ->
 def read_memory(paths: DataPaths, contexts: list[str], home: str | None = None, deep: bool = False) -> MemoryView:
     documents: list[tuple[str, str]] = []
     errors: list[str] = []
+    from cmrunner import withhold  # only reads pay for it: UserPromptSubmit's import set is unchanged
+
     withheld: list[withhold.Withheld] = []
     targets: list[str] = []
     for context in contexts:
