@@ -9,6 +9,9 @@ Contract:
 - Every target of every context is reported, a missing file as an empty document. A document is
   empty when it holds nothing but its H1 line; only non-empty documents are rendered, so an empty
   read renders the reader's explicit "nothing is stored" block and consumers do not invent facts.
+- Secrets are withheld as ``reader.read_memory`` reads (see ``withhold``); ``withheld`` lists the
+  sections delivered as placeholders. ``home`` brings the allow-list; ``deep`` adds the maintained
+  detector when the findings cache has no entry (the MCP server and ``cm show`` are not hooks).
 - A document that cannot be read safely (a link, not a file, not UTF-8) fails the whole read with
   ``MEMORY_UNAVAILABLE``: a partial read must never pass for a complete one.
 Stdlib only.
@@ -42,9 +45,11 @@ def is_empty(markdown: str) -> bool:
 class ConsumerRead:
     """One read: the contexts, per-target documents, the empty flag and the rendered text."""
 
-    __slots__ = ("contexts", "documents", "empty", "text")
+    __slots__ = ("contexts", "documents", "empty", "text", "withheld")
 
-    def __init__(self, contexts: list[str], documents: list[dict], empty: bool, text: str) -> None:
+    def __init__(self, contexts: list[str], documents: list[dict], empty: bool, text: str,
+                 withheld: list | None = None) -> None:
+        self.withheld = withheld or []
         self.contexts = contexts
         self.documents = documents    # [{target, content, bytes, empty}]
         self.empty = empty
@@ -58,9 +63,9 @@ class ConsumerRead:
         return body
 
 
-def read(paths: DataPaths, contexts: list[str]) -> ConsumerRead:
+def read(paths: DataPaths, contexts: list[str], home: str | None = None, deep: bool = False) -> ConsumerRead:
     """Read and render the documents of ``contexts`` (already authorized by the caller)."""
-    view = reader.read_memory(paths, contexts)
+    view = reader.read_memory(paths, contexts, home, deep)
     if view.errors:
         raise CmError(
             "MEMORY_UNAVAILABLE",
@@ -79,4 +84,4 @@ def read(paths: DataPaths, contexts: list[str]) -> ConsumerRead:
             if not empty:
                 shown.append((target, content))
     text, _warning = reader.render_block(reader.MemoryView(list(contexts), shown, []), READ_LIMIT)
-    return ConsumerRead(list(contexts), documents, all(d["empty"] for d in documents), text)
+    return ConsumerRead(list(contexts), documents, all(d["empty"] for d in documents), text, view.withheld)

@@ -194,6 +194,27 @@ def _check_data_root(root: str) -> Check:
     return Check(name, "ok", f"{root} (0700, writable)")
 
 
+def _check_secrets(home: str) -> list[Check]:
+    """The deep scanner is installed, the allow-list is usable, and which sections are withheld."""
+    from cmrunner import secretreport
+
+    info = secretreport.summary(home)
+    checks = [Check("secret scanner", "ok", f"detect-secrets {info['deepScanner']} for deep scans")
+              if info["deepScanner"] else
+              Check("secret scanner", "warn", "detect-secrets is not installed: only the built-in rules scan; "
+                                              "reinstall cm")]
+    if info["allowListProblem"]:
+        checks.append(Check("secrets allow-list", "warn", info["allowListProblem"]))
+    held = info["withheld"]
+    if held:
+        checks.append(Check("secrets in memory", "warn", f"{len(held)} section(s) withheld from agents: "
+                            + "; ".join(secretreport.describe(item) for item in held[:5])
+                            + "; fix with `cm secrets list`"))
+    else:
+        checks.append(Check("secrets in memory", "ok", "no memory section looks like a secret"))
+    return checks
+
+
 def run(home: str, codex_home: str, profile_name: str = "common-memory") -> list[Check]:
     checks: list[Check] = []
     try:
@@ -202,6 +223,7 @@ def run(home: str, codex_home: str, profile_name: str = "common-memory") -> list
         checks.append(Check("configuration", "ok", f"{home}/config.json {found}"))
         checks.append(_check_model(cfg))
         checks.append(_check_data_root(cfg.data_root))
+        checks += _check_secrets(home)
     except CmError as exc:
         checks.append(_failed("configuration", exc.code, exc.message))
     path = os.path.join(codex_home, f"{profile_name}.config.toml")

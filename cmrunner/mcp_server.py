@@ -233,7 +233,7 @@ def build_tools(binding: Binding) -> list[Tool]:
                                                "check the launch arguments and disclosure.allowedScopes")
         wanted = mcp_access.context_id(args, required=False)
         contexts = [access.require_context(wanted)] if wanted else list(access.contexts)
-        result = consumer.read(binding.paths, contexts)
+        result = consumer.read(binding.paths, contexts, binding.home, True)
         return result.as_json(), result.text
 
     def submit(access: Access, raw: object) -> tuple[dict, str]:
@@ -298,7 +298,7 @@ class MemoryServer(MCPServer):
         if context_id is None:
             raise ResourceNotFoundError("unknown or unauthorized memory resource; use a URI from resources/list")
         try:
-            result = await anyio.to_thread.run_sync(consumer.read, self.binding.paths, [context_id])
+            result = await anyio.to_thread.run_sync(consumer.read, self.binding.paths, [context_id], self.binding.home, True)
         except CmError as exc:
             raise ResourceError(f"{exc.code}: {exc.message}") from None
         return [ReadResourceContents(content=result.text, mime_type="text/markdown")]

@@ -153,3 +153,31 @@ def release(conn: sqlite3.Connection, ids: list[int]) -> int:
             "UPDATE observations SET state = 'pending', issue = NULL, job_id = NULL"
             " WHERE id = ? AND state = 'quarantined' AND text IS NOT NULL", (oid,)).rowcount
     return released
+
+
+# Quarantine is final for an observation without a job: admission refused it (unsupported source,
+# forgotten text) or the Writer isolated it before any network call (SENSITIVE_INPUT, oversized).
+# Its text is kept for the user to inspect, then pruned like a processed body: admission time is
+# when it was written, so bodies older than the retention are dropped. The row and its issue stay.
+SENSITIVE_ISSUES = ("SENSITIVE_INPUT",)
+
+
+def prune_quarantined(conn: sqlite3.Connection, before_ms: int) -> int:
+    """Drop the text of final quarantined observations admitted before ``before_ms``; how many."""
+    return conn.execute(
+        "UPDATE observations SET text = NULL WHERE state = 'quarantined' AND job_id IS NULL AND text IS NOT NULL"
+        " AND enqueued_at < ?", (before_ms,)).rowcount
+
+
+def count_sensitive_quarantined(conn: sqlite3.Connection) -> int:
+    """Quarantined observations whose kept text failed the sensitive-content scan."""
+    marks = ", ".join("?" for _ in SENSITIVE_ISSUES)
+    return conn.execute(f"SELECT COUNT(*) FROM observations WHERE state = 'quarantined' AND text IS NOT NULL"
+                        f" AND issue IN ({marks})", SENSITIVE_ISSUES).fetchone()[0]
+
+
+def purge_sensitive_quarantined(conn: sqlite3.Connection) -> int:
+    """Drop, now, the text of every quarantined observation that failed the sensitive-content scan."""
+    marks = ", ".join("?" for _ in SENSITIVE_ISSUES)
+    return conn.execute(f"UPDATE observations SET text = NULL WHERE state = 'quarantined' AND text IS NOT NULL"
+                        f" AND issue IN ({marks})", SENSITIVE_ISSUES).rowcount

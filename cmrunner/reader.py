@@ -8,6 +8,10 @@ Contract:
 - The rendered block frames memory as data, never as instructions, between marker lines that
   carry a random token, so a document cannot forge the end of the block.
 - A block over ``limit`` bytes is replaced by a short "unavailable" block plus a warning.
+- Secrets never leave: every document passes ``withhold.document`` as it is read, so a section
+  holding what looks like a secret is delivered as a placeholder (``MemoryView.withheld`` says
+  which) and the rendered block carries a warning for the user. ``home`` brings the user's
+  allow-list; the hook path reads the findings cache or runs the light rules, never the deep scan.
 Stdlib only (SessionStart injection runs in the hook).
 """
 
@@ -28,12 +32,14 @@ _TITLES = {"profile": "Profile", "preferences": "Preferences"}
 class MemoryView:
     """The authorized documents of one read, in a fixed order."""
 
-    __slots__ = ("contexts", "documents", "errors")
+    __slots__ = ("contexts", "documents", "errors", "withheld")
 
-    def __init__(self, contexts: list[str], documents: list[tuple[str, str]], errors: list[str]) -> None:
+    def __init__(self, contexts: list[str], documents: list[tuple[str, str]], errors: list[str],
+                 withheld: list | None = None) -> None:
         self.contexts = contexts          # authorized contexts: 'global' and/or 'project:<id>'
-        self.documents = documents        # (target, markdown) for documents that exist
+        self.documents = documents        # (target, markdown) for documents that exist, secrets withheld
         self.errors = errors              # targets that could not be read safely
+        self.withheld = withheld or []    # sections delivered as placeholders
 
 
 def authorized_contexts(allowed_scopes: list[str], project_scope: str | None) -> list[str]:
@@ -45,9 +51,12 @@ def authorized_contexts(allowed_scopes: list[str], project_scope: str | None) ->
     return contexts
 
 
-def read_memory(paths: DataPaths, contexts: list[str]) -> MemoryView:
+def read_memory(paths: DataPaths, contexts: list[str], home: str | None = None, deep: bool = False) -> MemoryView:
     documents: list[tuple[str, str]] = []
     errors: list[str] = []
+    from cmrunner import withhold  # only reads pay for it: UserPromptSubmit's import set is unchanged
+
+    withheld: list[withhold.Withheld] = []
     targets: list[str] = []
     for context in contexts:
         targets.extend(["profile", "preferences"] if context == "global" else [context])
@@ -56,10 +65,12 @@ def read_memory(paths: DataPaths, contexts: list[str]) -> MemoryView:
             raw = fsutil.read_regular_file(paths.document(target), DOCUMENT_LIMIT, f"memory document {target}")
             if raw is None:
                 continue
-            documents.append((target, raw.decode("utf-8")))
+            text, held = withhold.document(raw.decode("utf-8"), target, home, paths, deep)
+            documents.append((target, text))
+            withheld += held
         except (CmError, UnicodeDecodeError):
             errors.append(target)
-    return MemoryView(contexts, documents, errors)
+    return MemoryView(contexts, documents, errors, withheld)
 
 
 def render_block(view: MemoryView, limit: int = INJECTION_LIMIT) -> tuple[str, str | None]:
@@ -84,6 +95,10 @@ def render_block(view: MemoryView, limit: int = INJECTION_LIMIT) -> tuple[str, s
     warning = None
     if view.errors:
         warning = "cm: some memory documents could not be read safely: " + ", ".join(view.errors)
+    if view.withheld:
+        held = (f"cm: withheld {len(view.withheld)} memory section(s) that look like secrets; "
+                "run `cm secrets list` to fix or allow them")
+        warning = held if warning is None else f"{warning}; {held}"
     block = "\n".join(head + body + tail) + "\n"
     if len(block.encode("utf-8")) > limit:
         block = "\n".join(head[:1] + [

@@ -17,7 +17,11 @@ Invariants
   the first 16 hex digits of sha256(domain prefix, rule id, the hit's normalised core), stable across
   runs and machines so callers can see "the same secret again". It is one-way, but a value from a
   small space (a phone number) can be confirmed by brute force: fingerprints are for correlation.
-- Stdlib only (``re``, ``hashlib``); every pattern is compiled at import. Label patterns are
+- The process's detector (``configure``): ``deep`` adds the maintained detector (imported on first
+  use, so never on the hook path; unconfigured processes scan with the light rules only), and the
+  home's allow-list (``allowlist``) drops findings whose fingerprint the user marked as not secret.
+  ``scan_text(..., deep=False)`` forces the light rules (the read path).
+- Stdlib only (``re``, ``hashlib``, ``unicodedata``); every pattern is compiled at import. Label patterns are
   literal-led and run case-sensitively over a lowercased copy (offsets kept aligned), values and
   lengths are bounded, so 64 KiB of prose scans in a few milliseconds and no input is quadratic.
 - Deterministic: no clock, locale or randomness is consulted.
@@ -38,7 +42,8 @@ Rules (ids from the reference) and the decisions taken where the reference is si
   quoted or not: an empty or one-character value (``password:`` at the end of a line; the next line
   is not read); exactly ``[REDACTED]``, ``<REDACTED>`` or ``[已脱敏]`` ending the value
   (case-sensitive; ``abc[REDACTED]`` trips, its prefix may be real); environment references
-  ``$NAME``, ``${NAME}``, ``%NAME%`` and UPPER_SNAKE names with an underscore; masks (``***``,
+  ``$NAME``, ``${NAME}``, ``%NAME%`` and UPPER_SNAKE names with an underscore; template
+  placeholders in angle brackets (``<your-key-here>``, not the reference's, which has none); masks (``***``,
   ``xxx``, ``•••``, ``…``); values made only of punctuation and format placeholders (``%s``,
   ``{}``, ``{name}``, ``{{ … }}``). Tolerated only unquoted, because then they are code: the
   literals None/null/nil/undefined/true/false, the types str/string/bytes/SecretStr/Optional[str],
@@ -84,27 +89,42 @@ Rules (ids from the reference) and the decisions taken where the reference is si
 - ``address.full``: labelled (home/street/mailing/postal/residential/shipping/billing address,
   家庭地址, 家庭住址, 完整住址, 居住地址, 收货地址, 通讯地址, 通信地址, 住址), a separator and a
   non-empty value that is not exactly a redaction placeholder.
+- ``secret.token_prefix`` also covers the provider formats of ``secret_rules.provider_findings``
+  (Slack, Stripe, GitLab, Google, Twilio, SendGrid, npm, PyPI, Hugging Face, ...);
+  ``secret.high_entropy`` is a bare random-looking token (base64 alphabet, or hex after a credential
+  word) and ``secret.credential`` also covers passwords in prose ("my password is X"): both in
+  ``secret_rules``, which states their thresholds. ``secret.known_format`` is a hit of the
+  maintained detector (detect-secrets' provider plugins, ``deepscan``), only in a deep scan.
 - ``content.private_conversation``: Appendix B names the rule without a definition; an earlier
   public version of the reference's rules.ts defines it as the markers 完整私聊, 完整私人对话 and
   "full private chat/conversation", which is what is implemented.
+- Before any rule, text is folded (``textnorm.fold``): zero-width and other invisible characters
+  removed, NFKC, dashes and Latin look-alike letters folded, so ``sk-<ZWSP>…`` is a key. Token rules
+  (prefixes, provider formats, entropy) also read the markup-insensitive line-joined view
+  (``textnorm.joined``), so a key split at a line break, or at a section boundary of a rendered
+  document, or broken up by ``**``/backticks, is still one key.
 - Object members pair up: for ``{"password": "hunter2"}`` the labelled rules also run over
   ``key + ": " + start of value``, reported at the value's path (the hit must start in the key).
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import os
 import re
 from collections import namedtuple
 from collections.abc import Callable
 
+from cmrunner import secret_rules, textnorm
 from cmrunner.errors import CmError
 
 RULE_IDS: tuple[str, ...] = (
     "secret.private_key", "secret.credential", "secret.authorization_header", "secret.credential_url",
     "secret.token_prefix", "identity.government_id", "identity.email", "identity.phone", "payment.card",
-    "address.full", "content.private_conversation",
+    "address.full", "content.private_conversation", "secret.high_entropy", "secret.known_format",
 )
+SECRET_RULES = frozenset(rule for rule in RULE_IDS if rule.startswith("secret."))
 _RANK = {rule: rank for rank, rule in enumerate(RULE_IDS)}
 _FINGERPRINT_DOMAIN = b"cm.safety.fingerprint.v1\x00"
 _MESSAGE_LIMIT = 8
@@ -174,6 +194,7 @@ _DIGIT_GROUP = re.compile(
 # Values that hold no secret wherever they appear, and those that are code when unquoted.
 _NOT_A_VALUE = re.compile(
     rf"(?:{_PLACEHOLDER}|\$[A-Za-z_]\w*|\$\{{[A-Za-z_]\w*\}}|%[A-Za-z_]\w*%|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+"
+    r"|<[A-Za-z][\w.-]{0,63}>"
     r"|\*+|•+|●+|x{3,}|X{3,}|…|(?:%[sdrx]|%\(\w+\)[sdrx]|\{[\w.!:]*\}|\$?\{\{.*|[^\w])++)"
     rf"{_TRAILING}")
 _CODE_VALUE = re.compile(
@@ -187,6 +208,10 @@ _ATTRIBUTE_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 _CREDENTIAL_WORD = re.compile(r"pass|pwd|secret|token|key|cookie|cred|auth", re.I)
 _LABEL_SPACING = re.compile(r"[_ -]")
 _PEM_SPACING = re.compile(r"\s|\\[nr]")
+_JOINED_TOKEN = re.compile(r"[A-Za-z0-9+/_=.:~-]{8,}")
+_JOIN_SPAN = 3
+_MAX_PIECES = 2048
+_MIN_TOKEN = 20  # no token rule matches fewer characters
 
 _RESERVED_EMAIL_DOMAINS = ("example.com", "example.net", "example.org")
 _RESERVED_EMAIL_SUFFIXES = (".example", ".test", ".invalid", ".localhost")
@@ -219,19 +244,55 @@ class SensitiveContentError(CmError):
         self.violations = tuple(violations)
 
 
+class _Settings:
+    """The process's detector: deep scan on or off, and where the allow-list lives."""
+
+    deep = False
+    home: str | None = None
+    allowed: frozenset[str] = frozenset()
+    stamp: tuple[int, int] | None = None
+
+
+def configure(home: str | None, deep: bool = True) -> None:
+    """Set this process's detector: the maintained detector on or off, the home's allow-list."""
+    _Settings.deep, _Settings.home, _Settings.allowed, _Settings.stamp = deep, home, frozenset(), None
+
+
+def allowed() -> frozenset[str]:
+    """The configured home's allowed fingerprints, re-read when the file changes."""
+    if _Settings.home is None:
+        return frozenset()
+    from cmrunner import allowlist
+
+    try:
+        info = os.stat(allowlist.path(_Settings.home))
+        stamp = (info.st_mtime_ns, info.st_size)
+    except OSError:
+        stamp = (0, 0)
+    if stamp != _Settings.stamp:
+        _Settings.allowed = allowlist.load(_Settings.home) if stamp != (0, 0) else frozenset()
+        _Settings.stamp = stamp
+    return _Settings.allowed
+
+
+def deep_enabled() -> bool:
+    return _Settings.deep
+
+
 def fingerprint(rule_id: str, core: str) -> str:
     """First 16 hex digits of a domain-separated sha256 over the rule id and the hit's core."""
     digest = hashlib.sha256(_FINGERPRINT_DOMAIN + rule_id.encode() + b"\x00" + core.encode("utf-8", "surrogatepass"))
     return digest.hexdigest()[:16]
 
 
-def scan_text(text: str, field_path: str = "") -> list[Violation]:
-    """Every violation in ``text``, reported at ``field_path``."""
-    return _violations(_findings(text), field_path)
+def scan_text(text: str, field_path: str = "", *, deep: bool | None = None) -> list[Violation]:
+    """Every violation in ``text``, reported at ``field_path`` (``deep``: default of ``configure``)."""
+    return _violations(findings(text, _Settings.deep if deep is None else deep), field_path)
 
 
-def scan_value(obj: object, path: str = "") -> list[Violation]:
+def scan_value(obj: object, path: str = "", *, deep: bool | None = None) -> list[Violation]:
     """Every violation in a JSON-like value: string values, integers and every object key."""
+    deep = _Settings.deep if deep is None else deep
     found: list[Violation] = []
     seen: set[Violation] = set()
     # Each entry carries the violations of its own key (and key/value pairing), emitted before
@@ -244,7 +305,7 @@ def scan_value(obj: object, path: str = "") -> list[Violation]:
         if isinstance(node, dict):
             for ordinal, (key, value) in enumerate(node.items()):
                 name = key if isinstance(key, str) else str(key)
-                key_hits = _findings(name)
+                key_hits = findings(name, deep)
                 child = f"{here}/~redacted-key-{ordinal}" if key_hits else f"{here}/{_pointer_segment(name)}"
                 pair_hits = [] if key_hits else _pair_findings(name, value)
                 children.append((value, child, _violations(key_hits, child) + _violations(pair_hits, child)))
@@ -253,7 +314,7 @@ def scan_value(obj: object, path: str = "") -> list[Violation]:
         else:
             text = _scalar_text(node)
             if text:
-                new += scan_text(text, here)
+                new += scan_text(text, here, deep=deep)
         for violation in new:
             if violation not in seen:
                 seen.add(violation)
@@ -262,9 +323,9 @@ def scan_value(obj: object, path: str = "") -> list[Violation]:
     return found
 
 
-def require_clean(obj: object, path: str = "") -> None:
+def require_clean(obj: object, path: str = "", *, deep: bool | None = None) -> None:
     """Raise ``SensitiveContentError`` if ``obj`` has any violation."""
-    violations = scan_value(obj, path)
+    violations = scan_value(obj, path, deep=deep)
     if violations:
         raise SensitiveContentError(violations)
 
@@ -288,18 +349,90 @@ def _pointer_segment(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-def _violations(findings: list[Finding], field_path: str) -> list[Violation]:
+def _violations(found: list[Finding], field_path: str) -> list[Violation]:
     result: list[Violation] = []
     seen: set[tuple[str, str]] = set()
-    for _, rule_id, core in sorted(findings, key=lambda f: (f[0], _RANK[f[1]])):
+    allow = allowed()
+    for _, rule_id, core in sorted(found, key=lambda f: (f[0], _RANK[f[1]])):
         mark = fingerprint(rule_id, core)
+        if mark in allow:
+            continue
         if (rule_id, mark) not in seen:
             seen.add((rule_id, mark))
             result.append(Violation(rule_id, field_path, mark))
     return result
 
 
-def _findings(text: str) -> list[Finding]:
+def findings(text: str, deep: bool = False) -> list[Finding]:
+    """Every ``(offset, rule id, core)`` in ``text``: folded, then every rule (see the contract)."""
+    text = textnorm.fold(text)
+    found = _rule_findings(text)
+    found += secret_rules.provider_findings(text) + secret_rules.prose_findings(text)
+    found += secret_rules.entropy_findings(text)
+    if "\n" in text or "*" in text or "`" in text or "<!--" in text or "~~" in text:
+        # A joined token that contains a token the same rule already found is that token glued to
+        # the next line's first word (a key at the end of a section, then the next heading).
+        plain = [(rule, core) for _, rule, core in found if rule in SECRET_RULES]
+        found += [hit for hit in _joined_findings(text) if not any(rule == hit[1] and core in hit[2]
+                                                                   for rule, core in plain)]
+    if deep:
+        from cmrunner import deepscan
+
+        found += deepscan.findings(text)
+    return _without_overlaps(found)
+
+
+def _joined_findings(text: str) -> list[Finding]:
+    """Token hits of the line-joined view (a key split at a line break or by inline markup).
+
+    Only what the join creates is scanned: each token of the view that crosses the start of a
+    line, and each line whose inline markup was dropped; the rest was scanned as plain text. A
+    joined token may have a word of the neighbouring line glued to either end, so every run of two
+    or three whole lines inside it is tried as well (a key in up to ``_JOIN_SPAN`` pieces).
+    """
+    lines = textnorm.split_lines(text)
+    view = textnorm.joined(lines)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    pieces: list[tuple[int, str]] = []
+    for m in _JOINED_TOKEN.finditer(view.text):
+        start, end = m.span()
+        first = bisect.bisect_right(view.starts, start)
+        inner = [at for at in view.starts[first:bisect.bisect_left(view.starts, end, first)] if at > start]
+        if not inner:
+            continue
+        cuts = [start, *inner, end]
+        if len(cuts) - 1 <= _JOIN_SPAN:
+            pieces.append((start, m.group()))
+        for i in range(min(len(cuts) - 2, _MAX_PIECES)):  # bounded: thousands of tiny lines are one token
+            for j in range(i + 2, min(len(cuts), i + 1 + _JOIN_SPAN)):
+                if cuts[j] - cuts[i] >= _MIN_TOKEN and (i, j) != (0, len(cuts) - 1):
+                    pieces.append((cuts[i], view.text[cuts[i]:cuts[j]]))
+        if len(pieces) > _MAX_PIECES:
+            break
+    for index in view.marked:
+        end = view.starts[index + 1] if index + 1 < len(view.starts) else len(view.text)
+        pieces.append((view.starts[index], view.text[view.starts[index]:end]))
+    hits: list[Finding] = []
+    for at, piece in pieces:
+        found = [(m.start(), "secret.token_prefix", m.group()) for m in _TOKEN_PREFIX.finditer(piece)
+                 if _plausible_token(m)]
+        found += secret_rules.provider_findings(piece) + secret_rules.entropy_findings(piece)
+        hits += [(offsets[view.line_of(at + offset)], rule, core) for offset, rule, core in found]
+    return hits
+
+
+def _without_overlaps(found: list[Finding]) -> list[Finding]:
+    """An entropy or deep hit inside another rule's hit is that rule's (reported once, by it)."""
+    owned = [core for _, rule, core in found if rule not in ("secret.high_entropy", "secret.known_format")]
+    if not owned or len(owned) == len(found):
+        return found
+    return [f for f in found if f[1] not in ("secret.high_entropy", "secret.known_format")
+            or not any(f[2] in core or core in f[2] for core in owned)]
+
+
+def _rule_findings(text: str) -> list[Finding]:
     found = _labelled_findings(text)
     if "-----" in text:
         found += [(m.start(), "secret.private_key", _PEM_SPACING.sub("", m.group()))
@@ -419,7 +552,7 @@ def _pair_findings(key: str, value: object) -> list[Finding]:
     text = _scalar_text(value) if isinstance(value, (str, int)) else ""
     if not text:
         return []
-    line = f"{key}: {text[:_PAIR_VALUE_CHARS]}"
+    line = textnorm.fold(f"{key}: {text[:_PAIR_VALUE_CHARS]}")
     return [finding for finding in _labelled_findings(line) if finding[0] < len(key)]
 
 

@@ -5,7 +5,9 @@ Contract: the contexts are decided exactly as for a consumer: ``global`` when
 ``project:<id>`` is allowed. The body is ``consumer.read(...).text``, byte for byte what MCP
 ``memory_read`` returns as text for the same contexts. Nothing is created, repaired or locked, and
 SQLite is never opened. Notes explain contexts that are left out, so an empty result is not
-mistaken for a bug. The core never prints; the CLI decides plain or styled output.
+mistaken for a bug, and name sections withheld because they look like secrets (``withhold``;
+the deep scan runs here, nothing is written). The core never prints; the CLI decides plain or
+styled output.
 """
 
 from __future__ import annotations
@@ -42,5 +44,8 @@ def gather(home: str, workspace_path: str | None) -> ShowReport:
         else:
             notes.append(f"{project.scope} ({project.name}) is not in disclosure.allowedScopes: consumers do not "
                          "receive its document")
-    result = consumer.read(paths, contexts)
+    result = consumer.read(paths, contexts, home, deep=True)
+    for held in result.withheld:
+        where = f"section '{held.title}'" if held.title else f"section {held.unit}"
+        notes.append(f"{where} of {held.target} was withheld ({', '.join(held.rules)}): see `cm secrets list`")
     return ShowReport(paths.memory, contexts, notes, result.text, result.empty)

@@ -92,6 +92,12 @@ def gather(home: str) -> dict:
         "dataRoot": paths.root, "memory": paths.memory, "database": paths.db,
         "runtime": paths.runtime, "projects": paths.registry, "log": paths.drain_log,
     }
+    try:  # sections the read path withholds because they look like secrets (never a value)
+        from cmrunner import secretreport
+
+        report["secrets"] = secretreport.summary(home)
+    except CmError as exc:
+        report["secrets"] = {"error": {"code": exc.code, "message": exc.message}}
     report["store"] = {"exists": os.path.isfile(paths.db), "schemaVersion": None, "codeSchemaVersion": migrations.LATEST}
     report["inbox"] = {"codex": 0, "pi": 0, "candidates": 0}
     report["observations"] = {}

@@ -192,7 +192,7 @@ def handle(client_flag: str, home: str, event: dict) -> dict:
     fresh_block: tuple[str, str | None] | None = None
     if ev.name == "SessionStart" and ev.source in READING_SOURCES:
         contexts = reader.authorized_contexts(cfg.allowed_scopes, scope if scope != "global" else None)
-        fresh_block = reader.render_block(reader.read_memory(paths, contexts))
+        fresh_block = reader.render_block(reader.read_memory(paths, contexts, home))
     conn = store.open_store(paths, store.HOOK_BUSY_MS)
     try:
         with store.immediate(conn, store.HOOK_BUSY_MS):

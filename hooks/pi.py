@@ -84,7 +84,7 @@ def handle(home: str, event: dict) -> dict:
     if event["event"] in READ_ONLY or (event["event"] == "session_start" and event["payload"].get("readMemory") is True):
         scope = projects.scope_for(paths, event["cwd"])
         contexts = reader.authorized_contexts(cfg.allowed_scopes, scope if scope != "global" else None)
-        answer["context"], warning = reader.render_block(reader.read_memory(paths, contexts))
+        answer["context"], warning = reader.render_block(reader.read_memory(paths, contexts, home))
         if warning:
             answer["warning"] = warning
         if event["event"] in READ_ONLY:

@@ -63,7 +63,7 @@ def refresh(home: str, client: str, thread: str | None) -> dict:
         session_id, cwd, _thread = rows[0]
         scope = projects.scope_for(paths, cwd)
         contexts = reader.authorized_contexts(cfg.allowed_scopes, scope if scope != "global" else None)
-        block, warning = reader.render_block(reader.read_memory(paths, contexts))
+        block, warning = reader.render_block(reader.read_memory(paths, contexts, home))
         with store.immediate(conn, store.HOOK_BUSY_MS):
             conn.execute(
                 "INSERT INTO host_snapshots(session_id, body, pending, authorization, created_at) VALUES (?, ?, 1, ?, ?)"

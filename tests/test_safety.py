@@ -141,6 +141,8 @@ POSITIVE = [
     ("address.full", '{"shipping_address": "221B Baker St"}'),
     ("content.private_conversation", "Here is the full private conversation with Bob"),
     ("content.private_conversation", "完整私聊记录如下"),
+    ("secret.high_entropy", "remember " + "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiLEAKBARE22 for staging"),
+    ("secret.high_entropy", "the signing key is " + "9f86d081884c7d659a2feaa0" + "c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"),
 ]
 
 
@@ -150,7 +152,8 @@ def test_rule_trips(rule, text):
 
 
 def test_every_rule_has_positive_cases():
-    assert {rule for rule, _ in POSITIVE} == set(safety.RULE_IDS)
+    # secret.known_format needs the deep scan: tests/test_secrets_corpus.py covers it
+    assert {rule for rule, _ in POSITIVE} == set(safety.RULE_IDS) - {"secret.known_format"}
 
 
 NEGATIVE = [
@@ -336,8 +339,10 @@ def test_import_is_light():
     assert "cmrunner.safety" in added
     stdlib = {"hashlib", "_hashlib", "_blake2", "__future__", "re", "enum", "functools", "operator", "keyword",
               "reprlib", "copyreg", "collections", "collections.abc", "itertools", "types", "re._casefix",
-              "re._compiler", "re._parser", "re._constants", "_collections", "_functools", "_operator", "_sre"}
-    assert added - stdlib - {"cmrunner", "cmrunner.errors", "cmrunner.safety"} == set()
+              "re._compiler", "re._parser", "re._constants", "_collections", "_functools", "_operator", "_sre",
+              "unicodedata", "math", "bisect", "_bisect"}
+    ours = {"cmrunner", "cmrunner.errors", "cmrunner.safety", "cmrunner.secret_rules", "cmrunner.textnorm"}
+    assert added - stdlib - ours == set()
 
 
 def _prose_64k() -> str:

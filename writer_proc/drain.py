@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from cmrunner import config as config_mod, drainfailures, drainlease, identity, store
+from cmrunner import config as config_mod, drainfailures, drainlease, identity, safety, secretcache, store
 from cmrunner.errors import CmError, InputError
 from cmrunner.home import DataPaths, resolve_home
 from cmrunner.writer_proc import drainlog
@@ -291,6 +291,7 @@ def main(argv: list[str]) -> int:
                 raise InputError("INVALID_ARGUMENTS",
                                  "usage: cm session-drain [--home <absolute path>] [--recover <recovery id>]")
         home = resolve_home(home_arg)
+        safety.configure(home, deep=True)  # every scan of this drain: deep rules and the home's allow-list
         cfg = config_mod.load(home)
         if recover_id is not None:
             _request_recovery(home, cfg, recover_id)
@@ -301,7 +302,11 @@ def main(argv: list[str]) -> int:
 
         signal.signal(signal.SIGTERM, on_term)
         paths = DataPaths(cfg.data_root)
+        # The read path consults these deep-scan findings: hand edits since the last drain at
+        # start, this drain's commits at the end.
+        secretcache.refresh(paths)
         run(paths, lambda: consumers(paths, cfg), lambda: stopping["flag"], _linger_ms(), close=False)
+        secretcache.refresh(paths)
         # Exit without interpreter teardown: the lease is already released and every write is
         # committed, so the only thing teardown would add is a window with two drains alive.
         os._exit(0)

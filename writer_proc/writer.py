@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from cmrunner import config as config_mod, fsutil, projects, sections, store
+from cmrunner import config as config_mod, fsutil, observations, projects, sections, store
 from cmrunner.errors import CmError
 from cmrunner.home import DataPaths
 from cmrunner.sections import Document
@@ -105,6 +105,7 @@ class Writer:
                 "UPDATE observations SET text = NULL WHERE state = 'processed' AND text IS NOT NULL AND processed_at < ?",
                 (self.now() - PRUNE_AFTER_MS,),
             )
+            observations.prune_quarantined(self.conn, self.now() - PRUNE_AFTER_MS)  # same retention
         return replayed
 
     def run_once(self) -> Outcome | None:

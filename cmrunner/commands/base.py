@@ -26,7 +26,7 @@ import sys
 
 import click
 
-from cmrunner import textchars
+from cmrunner import safety, textchars
 from cmrunner.errors import CmError
 from cmrunner.home import resolve_home
 
@@ -83,7 +83,10 @@ class CmGroup(click.Group):
 
 
 def _home(ctx: click.Context) -> str:
-    return resolve_home(ctx.find_root().obj.get("home"))
+    home = resolve_home(ctx.find_root().obj.get("home"))
+    # Every command that works on a home scans with the deep rules and that home's allow-list.
+    safety.configure(home, deep=True)
+    return home
 
 
 def forward_home(ctx: click.Context, args: tuple[str, ...]) -> list[str]:

@@ -49,6 +49,23 @@ def status(ctx: click.Context, as_json: bool) -> None:
     echo(f"drain:       {'running (pid %s)' % drain['pid'] if drain['alive'] else 'not running'}")
     if report.get("lastDrainFailure"):
         echo(f"last drain failure: {status_mod.failure_line(report['lastDrainFailure'])}")
+    _print_secrets(report.get("secrets"))
+
+
+def _print_secrets(secrets: dict | None) -> None:
+    if not secrets or "error" in secrets:
+        return
+    from cmrunner import secretreport
+
+    held = secrets["withheld"]
+    detail = "; ".join(secretreport.describe(item) for item in held[:5]) + ("; ..." if len(held) > 5 else "")
+    echo(f"secrets:     {len(held)} section(s) withheld from agents" + (f": {detail}" if held else "")
+               + (" (see `cm secrets list`)" if held else ""))
+    if secrets["quarantinedSecrets"]:
+        echo(f"             {secrets['quarantinedSecrets']} quarantined observation(s) keep text that looked "
+                   "like a secret (`cm secrets purge-quarantine`)")
+    if secrets["allowListProblem"]:
+        echo(f"             allow-list ignored: {secrets['allowListProblem']}")
 
 
 @cli.group(invoke_without_command=True)

@@ -1,0 +1,57 @@
+"""`cm secrets`: what looks like a secret in memory, marking findings as not secret, the quarantine."""
+
+from __future__ import annotations
+
+import click
+
+from cmrunner import secretreport
+from cmrunner.commands.base import _home, cli, echo
+
+
+@cli.group()
+def secrets() -> None:
+    """Sections withheld because they look like secrets, the allow-list, quarantined secrets."""
+
+
+@secrets.command("list")
+@click.pass_context
+def list_command(ctx: click.Context) -> None:
+    """Every finding in memory (document, section, rule, fingerprint; never the value)."""
+    report = secretreport.gather(_home(ctx))
+    if not report.rows:
+        echo("no memory section looks like a secret")
+    for row in report.rows:
+        state = "allowed" if row.allowed else "withheld"
+        echo(f"{row.target}  {row.where}  {row.rule}  {state}  {row.fingerprint}")
+    if report.withheld:
+        echo("withheld sections reach no agent: remove the value from the file, or if it is not a secret run "
+                   "`cm secrets allow <fingerprint>`")
+    if report.quarantined:
+        echo(f"{report.quarantined} quarantined observation(s) keep text that looked like a secret; "
+                   "`cm secrets purge-quarantine` deletes it now (it is deleted after 7 days anyway)")
+
+
+@secrets.command("allow")
+@click.argument("fingerprint")
+@click.pass_context
+def allow_command(ctx: click.Context, fingerprint: str) -> None:
+    """Mark a finding as not secret: its sections are delivered and the Writer accepts it."""
+    added = secretreport.allow(_home(ctx), fingerprint)
+    echo(f"{fingerprint.lower()}: {'allowed' if added else 'was already allowed'}")
+
+
+@secrets.command("disallow")
+@click.argument("fingerprint")
+@click.pass_context
+def disallow_command(ctx: click.Context, fingerprint: str) -> None:
+    """Undo `cm secrets allow`."""
+    removed = secretreport.disallow(_home(ctx), fingerprint)
+    echo(f"{fingerprint.lower()}: {'no longer allowed' if removed else 'was not allowed'}")
+
+
+@secrets.command("purge-quarantine")
+@click.pass_context
+def purge_command(ctx: click.Context) -> None:
+    """Delete now the text of quarantined observations that looked like secrets."""
+    count = secretreport.purge_quarantine(_home(ctx))
+    echo(f"deleted the text of {count} quarantined observation(s)")

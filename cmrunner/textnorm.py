@@ -1,0 +1,103 @@
+"""Text views the secret scanner reads: invisible and confusable characters folded, lines joined.
+
+Contract
+- ``fold(text)`` returns the text a reader would see, for matching: format characters (Unicode
+  category Cf: zero-width space/joiners, word joiner, soft hyphen, BOM, bidi controls, invisible
+  operators) and a few other invisibles (combining grapheme joiner, Hangul fillers, variation
+  selectors) are removed; every other character is NFKC-folded (fullwidth ``ｓｋ－`` becomes
+  ``sk-``, NBSP a space), dashes become ``-``, and Cyrillic/Greek letters that look like Latin ones
+  become those Latin letters. Line breaks are kept, so line ``i`` of the result is line ``i`` of the
+  input. ASCII text is returned as is (the common case costs one ``str.isascii``).
+- ``joined(lines)`` is the markup-insensitive view used by token rules: each (folded) line loses
+  its line break, its leading Markdown markup (heading hashes, quote markers, list bullets,
+  indentation) and its trailing space, and inline emphasis/code marks (``*``, `````, ``~~``) and
+  HTML comments inside it; the lines are then concatenated with nothing between them. So a token
+  split at a line break, even at the end of one section's body and the start of the next heading,
+  reads as one token. ``line_of(view, offset)`` maps an offset of the view back to its line.
+Stdlib only (``unicodedata``, ``re``, ``bisect``): the read path uses it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import unicodedata
+
+_EXTRA_INVISIBLE = frozenset("\u034f\u115f\u1160\u3164\uffa0\u180e\u2800") | frozenset(
+    chr(c) for c in range(0xFE00, 0xFE10))
+_DASHES = dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d"), "-")
+# Letters that render like Latin ones (Unicode confusables.txt, the common Cyrillic and Greek subset).
+_CONFUSABLE = str.maketrans({
+    "а": "a", "в": "B", "е": "e", "о": "o", "р": "p", "с": "c", "у": "y", "х": "x", "і": "i", "ј": "j",
+    "ѕ": "s", "һ": "h", "ԁ": "d", "ԛ": "q", "ԝ": "w", "ӏ": "l", "А": "A", "В": "B", "Е": "E", "К": "K",
+    "М": "M", "Н": "H", "О": "O", "Р": "P", "С": "C", "Т": "T", "Х": "X", "І": "I", "Ј": "J", "Ѕ": "S",
+    "Ү": "Y", "Ԁ": "D", "Ԛ": "Q", "Ԝ": "W", "α": "a", "ο": "o", "ρ": "p", "ν": "v", "τ": "t", "ι": "i",
+    "κ": "k", "Α": "A", "Β": "B", "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I", "Κ": "K", "Μ": "M", "Ν": "N",
+    "Ο": "O", "Ρ": "P", "Τ": "T", "Υ": "Y", "Χ": "X",
+    **_DASHES,
+})
+_NON_ASCII_RUN = re.compile(r"[^\x00-\x7f]+")
+_LEADING_MARKUP = re.compile(r"[ \t]*(?:(?:#{1,6}|>|[-*+]|\d{1,9}[.)])(?=[ \t]|$)[ \t]*)*")
+_INLINE_MARKUP = re.compile(r"<!--.*?-->|~~|[*`]")
+_LINE = re.compile(r"[^\n]*\n|[^\n]+")
+
+
+def _fold_char(char: str) -> str:
+    if char in _EXTRA_INVISIBLE or unicodedata.category(char) == "Cf":
+        return ""
+    return unicodedata.normalize("NFKC", char).translate(_CONFUSABLE)
+
+
+def _fold_run(match: re.Match[str]) -> str:
+    run = match.group()
+    return "".join(_fold_char(char) for char in run)
+
+
+def fold(text: str) -> str:
+    """``text`` with invisibles removed and confusables folded (see the module contract)."""
+    if text.isascii():
+        return text
+    return _NON_ASCII_RUN.sub(_fold_run, text)
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of ``text``, each with its ``\\n`` (the last may have none)."""
+    return _LINE.findall(text)
+
+
+class Joined:
+    """A markup-insensitive, line-joined view; ``starts[i]`` is where line ``i`` begins in ``text``.
+
+    ``marked`` lists the lines that lost inline markup (their joined text differs inside the line).
+    """
+
+    __slots__ = ("text", "starts", "marked")
+
+    def __init__(self, text: str, starts: list[int], marked: list[int]) -> None:
+        self.text = text
+        self.starts = starts
+        self.marked = marked
+
+    def line_of(self, offset: int) -> int:
+        return max(0, bisect.bisect_right(self.starts, offset) - 1)
+
+
+def joined(lines: list[str]) -> Joined:
+    """The joined view of already folded lines (see the module contract)."""
+    parts: list[str] = []
+    starts: list[int] = []
+    marked: list[int] = []
+    size = 0
+    for index, line in enumerate(lines):
+        body = line.rstrip("\r\n")
+        body = body[_LEADING_MARKUP.match(body).end():]
+        if "*" in body or "`" in body or "~" in body or "<!--" in body:
+            stripped = _INLINE_MARKUP.sub("", body)
+            if stripped != body:
+                marked.append(index)
+            body = stripped
+        body = body.rstrip(" \t")
+        starts.append(size)
+        parts.append(body)
+        size += len(body)
+    return Joined("".join(parts), starts, marked)

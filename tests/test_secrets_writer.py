@@ -1,0 +1,61 @@
+"""The Writer is a guard of its own: a decision that would commit a secret is rejected, whatever
+the Memory Agent says, including a key spelled with invisible characters or split across sections."""
+
+from __future__ import annotations
+
+import pytest
+from writer_support import admit, all_evidence, configure, decision, put, read, retain, rows, writer
+
+from cmrunner import safety
+
+OPENAI = "sk-" + "proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
+AWS_ID = "AK" + "IA" + "IOSFODNN7" + "EXAMPLE"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiLEAKBARE22"
+
+
+@pytest.fixture
+def env(home):
+    return configure(home)
+
+
+@pytest.mark.parametrize("operations", [
+    # the issue's two hostile decisions
+    [("Keys", f"the key is {OPENAI[:9]}\u200b{OPENAI[9:20]}\u200b{OPENAI[20:]}\n")],
+    [("Cloud", f"access key id starts {AWS_ID[:10]}\n"), (AWS_ID[10:], "the rest of it\n")],
+    # and their relatives
+    [("Cloud " + AWS_ID[:10], f"{AWS_ID[10:]} ends it\n")],
+    [("Keys", f"**{AWS_ID[:6]}**{AWS_ID[6:]}\n")],
+    [("Secrets", f"my AWS secret is {AWS_SECRET} keep it handy\n")],
+    [("Router", "my password is Tr0ub4dor&3\n")],
+], ids=["zero-width", "split-body-heading", "split-heading-body", "emphasis", "bare-aws-secret", "prose-password"])
+def test_a_decision_that_would_commit_a_secret_is_rejected(env, operations):
+    paths, cfg = env
+    admit(paths, "note about my setup", "e1")
+    w, port = writer(paths, cfg, lambda task, reads: decision(
+        task, retain(all_evidence(reads), *[put("preferences", title, body) for title, body in operations])))
+    outcome = w.run_once()
+    assert outcome.code == "SENSITIVE_CONTENT_REJECTED"
+    assert "SENSITIVE_CONTENT_REJECTED" in port.rejections
+    assert read(paths, "preferences") is None
+    assert rows(paths, "SELECT state FROM observations") != [("processed",)]
+    w.close()
+
+
+def test_an_allowed_fingerprint_is_committed(env, home):
+    paths, cfg = env
+    body = f"deploy with {AWS_SECRET}\n"
+    found = safety.scan_text(body)
+    assert found
+    from cmrunner import allowlist
+
+    allowlist.add(home, found[0].fingerprint, found[0].rule_id)
+    safety.configure(home, deep=False)
+    try:
+        admit(paths, "note", "e1")
+        w, _ = writer(paths, cfg, lambda task, reads: decision(
+            task, retain(all_evidence(reads), put("preferences", "Deploy", body))))
+        assert w.run_once().state == "committed"
+        w.close()
+    finally:
+        safety.configure(None, deep=False)
+    assert AWS_SECRET in read(paths, "preferences")
