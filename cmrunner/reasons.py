@@ -91,6 +91,8 @@ TABLE: dict[str, Reason] = {
                                          "nothing was sent or written", "", RETRY),
     # -- the decision contract and the agent's tools -----------------------------------------
     "INVALID_DECISION": Reason(_DECISION.format(what="schema"), "nothing to do: cm asks again", AUTO),
+    "UNSAFE_CHARACTER": Reason(_DECISION.format(what="a control or bidirectional character in a title or body"),
+                               "nothing to do: cm asks again; if it keeps failing, try another model", AUTO),
     "INVALID_REQUEST_REFERENCE": Reason(_DECISION.format(what="request id"), "nothing to do: cm asks again", AUTO),
     "INVALID_EVIDENCE_REFERENCE": Reason(_DECISION.format(what="evidence"), "nothing to do: cm asks again", AUTO),
     "MISSING_EVIDENCE": Reason(_DECISION.format(what="evidence"), "nothing to do: cm asks again", AUTO),
