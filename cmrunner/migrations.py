@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 
 from cmrunner import fsutil
+from cmrunner.db import immediate
 from cmrunner.errors import StoreError
 from cmrunner.home import DataPaths
 
@@ -300,8 +301,6 @@ def _backup(conn: sqlite3.Connection, paths: DataPaths, version: int) -> str:
 
 def migrate(conn: sqlite3.Connection, paths: DataPaths, busy_ms: int) -> int:
     """Bring ``conn`` to ``LATEST``; returns the version found before migrating."""
-    from cmrunner.store import immediate
-
     found = _version(conn)
     if found == LATEST:
         return found

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 
 import click
 
@@ -67,6 +68,9 @@ def echo(text: str = "", *, err: bool = False, nl: bool = True, lead: str = "") 
 
 class CmGroup(click.Group):
     group_class = type  # subgroups (`cm config`, `cm project`) are CmGroups too, so their commands get --home
+    # What the group does when invoked with no subcommand; the module that owns that behaviour
+    # (`commands/manage.py` for `cm` alone) sets it, so this base imports no command module.
+    bare: Callable[[click.Context], None] | None = None
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         if not _passes_arguments_through(cmd) and not any(p.name == "home" for p in cmd.params):
@@ -115,7 +119,5 @@ def cli(ctx: click.Context, home: str | None) -> None:
     """
     ctx.ensure_object(dict)
     ctx.obj["home"] = home
-    if ctx.invoked_subcommand is None:
-        from cmrunner.commands import manage
-
-        manage.home_screen(ctx)
+    if ctx.invoked_subcommand is None and isinstance(ctx.command, CmGroup) and ctx.command.bare is not None:
+        ctx.command.bare(ctx)

@@ -51,6 +51,9 @@ def home_screen(ctx: click.Context) -> None:
     _run(ctx, "manage")
 
 
+cli.bare = home_screen
+
+
 def config_screen(ctx: click.Context, network: bool) -> None:
     """`cm config [--network]` alone: the model wizard or the network settings."""
     if not interactive():
