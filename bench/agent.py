@@ -25,8 +25,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _util import CM, machine, summary, write_section  # noqa: E402
 
-from cmrunner import config as config_mod, envfile, sessions, store  # noqa: E402
-from cmrunner.home import DataPaths  # noqa: E402
+from cmrunner.core import config as config_mod, envfile, store  # noqa: E402
+from cmrunner.capture import sessions
+from cmrunner.core.home import DataPaths  # noqa: E402
 from cmrunner.synthetic import fakemodel  # noqa: E402
 from cmrunner.writer_proc import netclient  # noqa: E402
 from cmrunner.writer_proc.agent import NetworkAgent  # noqa: E402

@@ -24,10 +24,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _util import CM, machine, summary, timed_run, wait_no_drain, write_section  # noqa: E402
 
-from cmrunner import config as config_mod, store  # noqa: E402
-from cmrunner.capture import sha256_text  # noqa: E402
-from cmrunner.codex_inbox import CodexInbox  # noqa: E402
-from cmrunner.home import DataPaths  # noqa: E402
+from cmrunner.core import config as config_mod, store  # noqa: E402
+from cmrunner.capture.admission import sha256_text  # noqa: E402
+from cmrunner.capture.codex_inbox import CodexInbox  # noqa: E402
+from cmrunner.core.home import DataPaths  # noqa: E402
 
 STAMP = "2026-11-30T00:00:00.000Z"
 

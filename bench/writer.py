@@ -23,8 +23,9 @@ from contextlib import contextmanager
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _util import machine, summary, write_section  # noqa: E402
 
-from cmrunner import config as config_mod, observations, store  # noqa: E402
-from cmrunner.home import DataPaths  # noqa: E402
+from cmrunner.core import config as config_mod, store  # noqa: E402
+from cmrunner.capture import observations
+from cmrunner.core.home import DataPaths  # noqa: E402
 from cmrunner.writer_proc import commit, jobs  # noqa: E402
 from cmrunner.writer_proc.port import ScriptedPort  # noqa: E402
 from cmrunner.writer_proc.writer import Writer  # noqa: E402

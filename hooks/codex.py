@@ -22,9 +22,10 @@ from __future__ import annotations
 import os
 import sqlite3
 
-from cmrunner import capture, config as config_mod, drainlease, identity, projects, reader, store
-from cmrunner.errors import CmError, InputError
-from cmrunner.home import DataPaths
+from cmrunner.capture import admission as capture
+from cmrunner.core import config as config_mod, drainlease, identity, projects, reader, store
+from cmrunner.core.errors import CmError, InputError
+from cmrunner.core.home import DataPaths
 from cmrunner.hooks import runner, stdin, transcript
 
 CLIENTS = {"codex": "codex", "work": "chatgpt-work"}
@@ -234,7 +235,7 @@ def _admit(conn: sqlite3.Connection, cfg: config_mod.Config, home: str, client: 
     if cursor is None:
         # Activation: check that this Codex writes a transcript format cm knows, then start at the
         # end — history written before cm saw this session is not admitted.
-        from cmrunner import rollout
+        from cmrunner.capture import rollout
 
         rollout.session_meta(transcript.first_line(ev.transcript, cfg.session_cache["maxSessionBytes"]))
         cursor = transcript.start_cursor(ev.transcript)

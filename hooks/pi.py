@@ -12,7 +12,7 @@ Contract:
   of the parent process (the Pi process that spawned this capture).
 - Admission is one transaction: capacity check, ``pi_inbox`` row (scope frozen from ``cwd``), drain
   reservation. The Pi event semantics (origins, deliveries, settling, sealing) belong to the drain
-  (``cmrunner.pi_inbox``).
+  (``cmrunner.capture.pi_inbox``).
 - Reads ride along: ``memory_read`` (admits nothing, never opens SQLite) and a ``session_start``
   whose payload has ``"readMemory": true`` answer with ``context``, the authorized memory rendered
   as a delimited data block — the bridge freezes it for the process.
@@ -23,9 +23,10 @@ from __future__ import annotations
 import os
 import re
 
-from cmrunner import capture, config as config_mod, drainlease, identity, projects, reader, store
-from cmrunner.errors import CmError, InputError
-from cmrunner.home import DataPaths
+from cmrunner.capture import admission as capture
+from cmrunner.core import config as config_mod, drainlease, identity, projects, reader, store
+from cmrunner.core.errors import CmError, InputError
+from cmrunner.core.home import DataPaths
 from cmrunner.hooks import runner, stdin
 
 PI_EVENTS = ("session_start", "input", "message_end", "agent_end", "session_shutdown", "memory_flush",

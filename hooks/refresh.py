@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import os
 
-from cmrunner import capture, config as config_mod, identity, projects, reader, store
-from cmrunner.errors import CmError, InputError
-from cmrunner.home import DataPaths, resolve_home
+from cmrunner.capture import admission as capture
+from cmrunner.core import config as config_mod, identity, projects, reader, store
+from cmrunner.core.errors import CmError, InputError
+from cmrunner.core.home import DataPaths, resolve_home
 from cmrunner.hooks import runner
 
 USAGE = "cm session-refresh --home <absolute path> --client codex|chatgpt-work [--thread <id>]"

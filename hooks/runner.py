@@ -18,8 +18,8 @@ import sqlite3
 import sys
 from collections.abc import Callable
 
-from cmrunner.errors import CmError, InputError
-from cmrunner.home import resolve_home
+from cmrunner.core.errors import CmError, InputError
+from cmrunner.core.home import resolve_home
 
 
 def parse_home(args: list[str], usage: str) -> str:

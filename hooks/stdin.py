@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 
-from cmrunner.errors import InputError
+from cmrunner.core.errors import InputError
 
 EVENT_LIMIT = 1 << 20
 

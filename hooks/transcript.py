@@ -17,7 +17,7 @@ import hashlib
 import os
 import stat
 
-from cmrunner.errors import CmError
+from cmrunner.core.errors import CmError
 
 _DIGEST_WINDOW = 256
 

@@ -7,8 +7,8 @@ import os
 
 from writer_support import configure
 
-from cmrunner import config as config_mod, envfile
-from cmrunner.home import DataPaths
+from cmrunner.core import config as config_mod, envfile
+from cmrunner.core.home import DataPaths
 from cmrunner.writer_proc.agent import NetworkAgent
 from cmrunner.writer_proc.netclient import NetworkInputs
 from cmrunner.writer_proc.writer import Outcome, Writer
@@ -58,7 +58,7 @@ def policy(name: str = "remember_user_turns", **extra: object) -> dict:
 
 def job_row(paths: DataPaths) -> tuple:
     """(state, issue, diagnostic dict or None, retries, model_turns, tool_calls, input_tokens, output_tokens)."""
-    from cmrunner import store
+    from cmrunner.core import store
 
     conn = store.connect(paths.db, 1000)
     try:

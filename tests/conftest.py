@@ -196,8 +196,8 @@ def table_counts(home: str) -> dict[str, int]:
 def quiet_drain(home: str) -> Iterator[None]:
     """A live stand-in process holds the drain lease, so hooks admit without a drain consuming
     their rows: tests can then inspect exactly what a hook admitted. Uses the real lease rule."""
-    from cmrunner import config as config_mod, identity, store
-    from cmrunner.home import DataPaths
+    from cmrunner.core import config as config_mod, identity, store
+    from cmrunner.core.home import DataPaths
 
     sleeper = subprocess.Popen(["sleep", "600"])
     try:

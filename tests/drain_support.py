@@ -10,7 +10,7 @@ import subprocess
 
 from conftest import CM, hook_env
 
-from cmrunner.home import DataPaths
+from cmrunner.core.home import DataPaths
 
 # Each job touches two documents (so a commit stages three files: two documents and the receipt).
 TEMPLATES = {"decisions": [[

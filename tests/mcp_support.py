@@ -17,8 +17,8 @@ from conftest import CM
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from cmrunner import config as config_mod, projects
-from cmrunner.home import DataPaths
+from cmrunner.core import config as config_mod, projects
+from cmrunner.core.home import DataPaths
 
 ALL_PROVENANCE = ["user_explicit", "agent_observation", "document_import"]
 

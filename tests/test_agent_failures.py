@@ -12,7 +12,7 @@ from agent_support import configure_remote, job_row, make_agent, policy, read_do
 from cmrunner.synthetic import fakemodel
 from writer_support import admit
 
-from cmrunner import store
+from cmrunner.core import store
 
 APIS = ["responses", "chat_completions"]
 TEXT = "I prefer tabs over spaces in Go."

@@ -11,7 +11,7 @@ from conftest import hook_env, run_cm
 from cmrunner.synthetic import fakemodel
 from writer_support import admit
 
-from cmrunner import config as config_mod, envfile
+from cmrunner.core import config as config_mod, envfile
 from cmrunner.writer_proc import drain, tools
 from cmrunner.writer_proc.agent import NetworkAgent, system_prompt
 
@@ -169,7 +169,7 @@ def test_limits_come_from_the_configuration(home):
 
 
 def test_system_prompt_and_tool_definitions_pass_the_scanner():
-    from cmrunner import safety
+    from cmrunner.core import safety
     from cmrunner.writer_proc import contract
 
     assert safety.scan_text(system_prompt()) == []

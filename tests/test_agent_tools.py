@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from cmrunner import sections
-from cmrunner.errors import CmError
+from cmrunner.core import sections
+from cmrunner.core.errors import CmError
 from cmrunner.writer_proc import contract, tools
 from cmrunner.writer_proc.reads import ReadPort, Source
 

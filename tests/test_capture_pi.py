@@ -8,8 +8,8 @@ import os
 import pytest
 from conftest import db_rows, hook_env, run_cm, table_counts
 
-from cmrunner import projects
-from cmrunner.home import DataPaths
+from cmrunner.core import projects
+from cmrunner.core.home import DataPaths
 
 pytestmark = pytest.mark.usefixtures("quiet_drain")  # inspect exactly what was admitted
 

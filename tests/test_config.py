@@ -9,8 +9,8 @@ import stat
 
 import pytest
 
-from cmrunner import config as config_mod
-from cmrunner.errors import ConfigError
+from cmrunner.core import config as config_mod
+from cmrunner.core.errors import ConfigError
 
 
 def _remote(**over: object) -> dict:

@@ -10,7 +10,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from cmrunner.errors import CmError
+from cmrunner.core.errors import CmError
 from cmrunner.writer_proc.contract import (
     DecisionContext,
     DecisionRejected,

@@ -12,7 +12,8 @@ from conftest import hook_env, run_cm
 from mcp_support import configure
 from support import hosts
 
-from cmrunner import config as config_mod, doctor, envfile
+from cmrunner.core import config as config_mod, envfile
+from cmrunner.manage import doctor
 
 KEY = "sk-doctor-test-0123456789abcdef"
 

@@ -11,8 +11,8 @@ import time
 
 from conftest import CM, Transcript, db_rows, drain_pids, event, hook_env, run_hook, wait_no_drain
 
-from cmrunner import drainlease, identity, store
-from cmrunner.home import DataPaths
+from cmrunner.core import drainlease, identity, store
+from cmrunner.core.home import DataPaths
 
 
 def _paths(home: str) -> DataPaths:

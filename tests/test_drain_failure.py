@@ -18,7 +18,7 @@ from agent_support import configure_remote, policy
 from conftest import CM, db_rows, hook_env, run_cm
 from writer_support import admit
 
-from cmrunner import config as config_mod
+from cmrunner.core import config as config_mod
 from cmrunner.synthetic import fakemodel
 
 TEXT = "I keep my dotfiles in a bare git repo, marker-user-text-5150."
@@ -116,7 +116,7 @@ def test_an_unexpected_error_outside_a_job_is_recorded_too(home, tmp_path):
     site = tmp_path / "crash-site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(textwrap.dedent(f"""
-        from cmrunner import pi_inbox
+        from cmrunner.capture import pi_inbox
 
         def runnable(self, conn):
             raise KeyError("{MARKER}")

@@ -16,7 +16,7 @@ import pytest
 from conftest import db_rows, run_cm
 from support import hosts
 
-from cmrunner import doctor
+from cmrunner.manage import doctor
 from cmrunner.synthetic import fakemodel
 
 pytestmark = pytest.mark.timeout(300)

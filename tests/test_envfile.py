@@ -7,8 +7,8 @@ import stat
 
 import pytest
 
-from cmrunner import envfile
-from cmrunner.errors import ConfigError
+from cmrunner.core import envfile
+from cmrunner.core.errors import ConfigError
 
 
 def test_key_comes_only_from_the_private_file(home, monkeypatch):

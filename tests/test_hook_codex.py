@@ -9,8 +9,8 @@ import sqlite3
 import pytest
 from conftest import Transcript, db_rows, event, hook_env, run_cm, run_hook, table_counts
 
-from cmrunner import config as config_mod, projects
-from cmrunner.home import DataPaths
+from cmrunner.core import config as config_mod, projects
+from cmrunner.core.home import DataPaths
 
 pytestmark = pytest.mark.usefixtures("quiet_drain")  # inspect exactly what was admitted
 

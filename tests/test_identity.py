@@ -10,8 +10,8 @@ import subprocess
 import pytest
 from conftest import CM, Transcript, db_rows, event, hook_env
 
-from cmrunner import identity
-from cmrunner.errors import CmError
+from cmrunner.core import identity
+from cmrunner.core.errors import CmError
 
 
 def test_current_identity_matches_proc_and_is_alive():

@@ -11,7 +11,7 @@ from conftest import hook_env, run_cm, wait_no_drain
 from mcp_support import allow, configure, register, retain_template, rows, script_file
 from writer_support import admit, all_evidence, decision, put, read, retain, writer
 
-from cmrunner import config as config_mod
+from cmrunner.core import config as config_mod
 
 NOTES = "\ufeff# Notes\r\n\r\nI write Rust.\r\n\r\n## Tools\r\n\r\n- neovim\r\n- tmux\r\n\r\n```sh\r\nmake\r\n```\r\n"
 

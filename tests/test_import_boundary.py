@@ -13,7 +13,7 @@ FORBIDDEN = ("cmrunner.writer_proc", "pydantic", "httpx", "httpx2", "openai", "m
              # not named by the issue, but each costs 20-50 ms (python-notes.md §1.3): keep them off too
              "psutil", "filelock", "dotenv", "orjson", "logging", "subprocess", "argparse",
              # the deep secret scan (detect-secrets and what it imports) runs off the hook path
-             "detect_secrets", "cmrunner.deepscan", "yaml", "requests")
+             "detect_secrets", "cmrunner.core.deepscan", "yaml", "requests")
 
 
 def _imported(args: list[str], payload: bytes) -> set[str]:

@@ -16,9 +16,9 @@ import pytest
 from support import hosts
 from tui_support import configure_model, temp_hosts
 
-from cmrunner import config as config_mod
-from cmrunner.errors import CmError
-from cmrunner.integrations import checks, manager, manifest, txn
+from cmrunner.core import config as config_mod
+from cmrunner.core.errors import CmError
+from cmrunner.manage.integrations import checks, manager, manifest, txn
 from cmrunner.synthetic import fakemodel
 
 pytestmark = pytest.mark.timeout(180)
@@ -183,7 +183,7 @@ def test_a_failing_install_leaves_the_previous_state_and_a_crash_is_rolled_back(
 import os, sys
 sys.path.insert(0, {os.path.dirname(__file__)!r})
 from tui_support import temp_hosts
-from cmrunner.integrations import manager, txn
+from cmrunner.manage.integrations import manager, txn
 original, count = txn._write, []
 def dying(path, data, mode):
     count.append(path)

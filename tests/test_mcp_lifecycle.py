@@ -11,7 +11,8 @@ import pytest
 from conftest import CM
 from mcp_support import configure, retain_template, rows, script_file, server_env, wait_for
 
-from cmrunner import observations, store
+from cmrunner.capture import observations
+from cmrunner.core import store
 
 RELAY = ["--client-id", "relay-1", "--capability", "relay", "--global", "--accept-client-reported-user-turns"]
 

@@ -10,7 +10,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import ResourceTemplateReference
 from mcp_support import allow, configure, error_code, register, server_env, session, structured, write_doc
 
-from cmrunner import projects
+from cmrunner.core import projects
 
 TEMPLATE = "common-memory://memory/{contextId}"
 

@@ -9,9 +9,9 @@ import threading
 import pytest
 from conftest import run_cm
 
-from cmrunner import projects
-from cmrunner.errors import CmError
-from cmrunner.home import DataPaths
+from cmrunner.core import projects
+from cmrunner.core.errors import CmError
+from cmrunner.core.home import DataPaths
 
 
 @pytest.fixture

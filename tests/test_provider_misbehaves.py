@@ -17,7 +17,7 @@ from agent_support import configure_remote, job_row, make_agent, policy, read_do
 from conftest import hook_env, run_cm
 from writer_support import admit
 
-from cmrunner import store
+from cmrunner.core import store
 from cmrunner.synthetic import fakemodel
 from cmrunner.writer_proc import limits
 

@@ -17,9 +17,9 @@ import pytest
 from conftest import OVERLAY
 from support import seams
 
-from cmrunner.errors import CmError
-from cmrunner.home import DataPaths
-from cmrunner.sections import MISSING_HASH
+from cmrunner.core.errors import CmError
+from cmrunner.core.home import DataPaths
+from cmrunner.core.sections import MISSING_HASH
 from cmrunner.writer_proc import publish
 from cmrunner.writer_proc.publish import FileChange, recover, stage
 from cmrunner.writer_proc.receipts import assert_receipt_safe, canonical_json
@@ -569,7 +569,7 @@ def test_recovery_never_lists_the_receipts_directory(paths: DataPaths, monkeypat
 
 CHILD = r"""
 import json, sys
-from cmrunner.home import DataPaths
+from cmrunner.core.home import DataPaths
 from cmrunner.writer_proc import publish
 
 with open(sys.argv[1]) as handle:

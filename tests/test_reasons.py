@@ -1,5 +1,5 @@
 """Every code that can be recorded on a quarantined observation, a dead or waiting job, an isolated
-session or a drain failure has a reason and a remedy in ``cmrunner.reasons``; the release policy
+session or a drain failure has a reason and a remedy in ``cmrunner.core.reasons``; the release policy
 refuses what must never go back to the model."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import os
 import re
 
 import cmrunner
-from cmrunner import codex_inbox, drainfailures, pi_inbox, reasons
+from cmrunner.capture import codex_inbox, pi_inbox
+from cmrunner.core import drainfailures, reasons
 from cmrunner.writer_proc import drain, jobs
 
 PACKAGE = os.path.dirname(cmrunner.__file__)
@@ -21,8 +22,9 @@ MULTI_WORD = re.compile(r"[A-Z][A-Z0-9]*(_[A-Z0-9]+)+")
 # an attempt (any ``CmError`` there becomes the job's outcome), and the inbox consumers and the
 # transcript reader (session isolation).
 SOURCES = [
-    "observations.py", "sessions.py", "codex_inbox.py", "pi_inbox.py", "rollout.py", "sections.py", "safety.py",
-    "fsutil.py", "store.py", "gate.py", "migrations.py", "config.py", "envfile.py", "projects.py",
+    *(f"capture/{name}" for name in ("observations.py", "sessions.py", "codex_inbox.py", "pi_inbox.py", "rollout.py")),
+    *(f"core/{name}" for name in ("sections.py", "safety.py", "fsutil.py", "db.py", "store.py", "gate.py",
+                                   "migrations.py", "config.py", "envfile.py", "projects.py")),
     "hooks/transcript.py",
     *(f"writer_proc/{name}" for name in (
         "writer.py", "shaping.py", "jobs.py", "agent.py", "wire.py", "tools.py", "reads.py", "contract.py",
@@ -85,7 +87,7 @@ def test_every_recordable_code_has_a_reason_and_a_remedy():
     assert {"SENSITIVE_INPUT", "AUTHENTICATION", "TIMEOUT", "INTERRUPTED_TURN", "CODEX_UNSAFE_TRANSCRIPT",
             "RECOVERY_BUDGET_EXHAUSTED", "DRAIN_CRASHED"} <= codes, "the scan really found the codes"
     missing = sorted(codes - set(reasons.TABLE))
-    assert missing == [], f"codes without an entry in cmrunner/reasons.py: {missing}"
+    assert missing == [], f"codes without an entry in cmrunner/core/reasons.py: {missing}"
     stale = sorted(set(reasons.TABLE) - codes)
     assert stale == [], f"entries for codes nothing records any more: {stale}"
 

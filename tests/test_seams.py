@@ -14,7 +14,7 @@ from support import seams
 from writer_support import admit, configure
 
 import cmrunner
-from cmrunner import drainlease
+from cmrunner.core import drainlease
 
 PACKAGE = os.path.dirname(os.path.abspath(cmrunner.__file__))  # the installed copy: what users run
 ROOTS = [PACKAGE]  # writer_proc, hooks and bridge are installed inside it (see pyproject.toml)

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from cmrunner import sections
-from cmrunner.errors import CmError
-from cmrunner.sections import Budgets, parse, put_section, remove_section
+from cmrunner.core import sections
+from cmrunner.core.errors import CmError
+from cmrunner.core.sections import Budgets, parse, put_section, remove_section
 
 PROFILE = "# Profile\n\n"
 

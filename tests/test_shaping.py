@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from writer_support import all_evidence, configure, decision, rows, writer
 
-from cmrunner import sessions, store
+from cmrunner.capture import sessions
+from cmrunner.core import store
 
 IGNORE = {"kind": "ignore", "applicability": "uncertain", "confidence": 1, "evidence": [], "reason": "r"}
 

@@ -9,7 +9,7 @@ import subprocess
 
 from conftest import CM, Transcript, event, hook_env, run_cm, run_cm_terminal, run_hook
 
-from cmrunner import config as config_mod, envfile
+from cmrunner.core import config as config_mod, envfile
 
 
 

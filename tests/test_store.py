@@ -8,9 +8,9 @@ import stat
 
 import pytest
 
-from cmrunner import migrations, store
-from cmrunner.errors import StoreError
-from cmrunner.home import DataPaths
+from cmrunner.core import migrations, store
+from cmrunner.core.errors import StoreError
+from cmrunner.core.home import DataPaths
 
 
 @pytest.fixture
@@ -180,7 +180,7 @@ def test_write_gate_works_from_a_worker_thread_under_contention(paths):
     """MCP tools run in worker threads, where SIGALRM cannot bound a blocking flock."""
     import threading
 
-    from cmrunner import gate
+    from cmrunner.core import gate
 
     store.open_store(paths).close()
     results: list[str] = []

@@ -13,7 +13,7 @@ import pytest
 from conftest import db_rows, run_cm
 from writer_support import admit, configure
 
-from cmrunner import config as config_mod, reasons, store
+from cmrunner.core import config as config_mod, reasons, store
 from cmrunner.writer_proc import errors_map
 from cmrunner.writer_proc.writer import Writer
 

@@ -6,7 +6,7 @@ import unicodedata
 
 import pytest
 
-from cmrunner import textchars
+from cmrunner.core import textchars
 
 
 def test_the_class_set_is_exactly_the_documented_one():

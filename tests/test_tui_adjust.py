@@ -13,8 +13,9 @@ import pytest
 from conftest import db_rows, wait_no_drain
 from tui_support import EDIT_POLICY, configure_model, drive, temp_hosts, wait_for
 
-from cmrunner import config as config_mod, setupstate
-from cmrunner.home import DataPaths
+from cmrunner.core import config as config_mod
+from cmrunner.manage import setupstate
+from cmrunner.core.home import DataPaths
 from cmrunner.synthetic import fakemodel
 from cmrunner.tui.app import CmApp
 

@@ -9,10 +9,11 @@ import sys
 import pytest
 from tui_support import configure_model, drive, temp_hosts, wait_for
 
-from cmrunner import config as config_mod, setupstate, store, uninstall
-from cmrunner.errors import CmError
-from cmrunner.home import DataPaths
-from cmrunner.integrations import manager, manifest
+from cmrunner.core import config as config_mod, store
+from cmrunner.manage import setupstate, uninstall
+from cmrunner.core.errors import CmError
+from cmrunner.core.home import DataPaths
+from cmrunner.manage.integrations import manager, manifest
 from cmrunner.tui.app import CmApp
 
 USER_CONFIG = '# mine\nmodel = "gpt"\n'

@@ -8,7 +8,8 @@ import os
 import pytest
 from writer_support import admit, all_evidence, configure, decision, put, read, retain, rows, writer
 
-from cmrunner import observations, store
+from cmrunner.capture import observations
+from cmrunner.core import store
 from cmrunner.writer_proc import jobs
 from cmrunner.writer_proc.port import AgentError
 

@@ -7,8 +7,8 @@ import os
 import pytest
 from writer_support import admit, all_evidence, configure, decision, put, read, retain, rows, writer
 
-from cmrunner import store
-from cmrunner.errors import CmError
+from cmrunner.core import store
+from cmrunner.core.errors import CmError
 from cmrunner.writer_proc import commit, jobs
 
 IGNORE = {"kind": "ignore", "applicability": "uncertain", "confidence": 1, "evidence": [], "reason": "r"}

@@ -19,8 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tui_support import EDIT_POLICY, KEY, screen_text, temp_hosts, wait_for  # noqa: E402
 
-from cmrunner import config as config_mod  # noqa: E402
-from cmrunner.home import DataPaths  # noqa: E402
+from cmrunner.core import config as config_mod  # noqa: E402
+from cmrunner.core.home import DataPaths  # noqa: E402
 from cmrunner.synthetic import fakemodel  # noqa: E402
 from cmrunner.tui.app import CmApp  # noqa: E402
 

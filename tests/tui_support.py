@@ -22,8 +22,8 @@ from collections.abc import Awaitable, Callable
 
 from rich.console import Console
 
-from cmrunner import providers
-from cmrunner.integrations import discovery
+from cmrunner.manage import providers
+from cmrunner.manage.integrations import discovery
 
 KEY = "sk-test-0000-not-a-real-key"
 EDIT_POLICY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "support", "edit_policy.py") + ":edit_policy"

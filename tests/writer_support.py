@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 
-from cmrunner import config as config_mod, observations, store
-from cmrunner.home import DataPaths
+from cmrunner.core import config as config_mod, store
+from cmrunner.capture import observations
+from cmrunner.core.home import DataPaths
 from cmrunner.writer_proc.port import ScriptedPort
 from cmrunner.writer_proc.writer import Writer
 

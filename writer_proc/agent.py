@@ -32,8 +32,8 @@ import os
 import time
 from importlib import resources
 
-from cmrunner import config as config_mod, envfile, safety
-from cmrunner.errors import CmError
+from cmrunner.core import config as config_mod, envfile, safety
+from cmrunner.core.errors import CmError
 from cmrunner.writer_proc import errors_map, tools as tools_mod, wire
 from cmrunner.writer_proc.netclient import (HEADER_TIMEOUT, IDLE_TIMEOUT, ByteBudget, ModelClient, NetworkInputs,
                                             deadline_failure)

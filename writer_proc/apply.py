@@ -21,9 +21,9 @@ from __future__ import annotations
 import datetime
 from collections.abc import Mapping
 
-from cmrunner import safety, sections
-from cmrunner.errors import CmError
-from cmrunner.sections import Document
+from cmrunner.core import safety, sections
+from cmrunner.core.errors import CmError
+from cmrunner.core.sections import Document
 from cmrunner.writer_proc import contract
 
 def iso_to_ms(value: str) -> int:

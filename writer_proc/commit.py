@@ -19,10 +19,10 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from cmrunner import fsutil, sections, store
-from cmrunner.errors import CmError
-from cmrunner.home import DataPaths
-from cmrunner.sections import Document
+from cmrunner.core import fsutil, sections, store
+from cmrunner.core.errors import CmError
+from cmrunner.core.home import DataPaths
+from cmrunner.core.sections import Document
 from cmrunner.writer_proc import jobs, publish, receipts
 
 REPO_LOCK_SECONDS = 30.0

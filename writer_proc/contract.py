@@ -25,7 +25,7 @@ Contract:
 - Promotion (usage "Maintenance"): evidence handles are only the batch's current sources, so
   retain and forget always rest on current evidence and a global ``maintain`` from a project batch
   has ``evidence: []`` or current evidence; context-only turns are never citable.
-- A ``put_section`` title or body holding a character of ``cmrunner.textchars`` (NUL, C0/C1
+- A ``put_section`` title or body holding a character of ``cmrunner.core.textchars`` (NUL, C0/C1
   controls other than tab and newline, CR, DEL, bidirectional overrides and isolates, U+2028/2029)
   is ``UNSAFE_CHARACTER``, naming the field and the character's class: such text would reach the
   user's Markdown, every later injection and the user's terminal.
@@ -51,9 +51,9 @@ from typing import Annotated, Any, Literal, Union
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from cmrunner import textchars
-from cmrunner.config import SCOPE_RE
-from cmrunner.errors import CmError
+from cmrunner.core import textchars
+from cmrunner.core.config import SCOPE_RE
+from cmrunner.core.errors import CmError
 
 PROTOCOL_VERSION = "memory_maintenance_v2"
 MAX_DECISIONS = 64

@@ -30,9 +30,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from cmrunner import config as config_mod, drainfailures, drainlease, identity, safety, secretcache, store
-from cmrunner.errors import CmError, InputError
-from cmrunner.home import DataPaths, resolve_home
+from cmrunner.core import config as config_mod, drainfailures, drainlease, identity, safety, secretcache, store
+from cmrunner.core.errors import CmError, InputError
+from cmrunner.core.home import DataPaths, resolve_home
 from cmrunner.writer_proc import drainlog
 
 if TYPE_CHECKING:
@@ -120,8 +120,8 @@ def agent_port(cfg: config_mod.Config) -> object | None:
 def consumers(paths: DataPaths, cfg: config_mod.Config, force: bool = False) -> list[Consumer]:
     """The consumers this version of cm knows, in the order they run: host inboxes first, so
     that sealed batches exist before the Writer looks for work."""
-    from cmrunner.codex_inbox import CodexInbox
-    from cmrunner.pi_inbox import PiInbox
+    from cmrunner.capture.codex_inbox import CodexInbox
+    from cmrunner.capture.pi_inbox import PiInbox
 
     work: list[Consumer] = [CodexInbox(cfg), PiInbox(cfg)]  # type: ignore[list-item]
     port = agent_port(cfg)
@@ -263,7 +263,7 @@ def _give_back(paths: DataPaths, me: identity.Identity, work: list[Consumer], ex
 
 def _request_recovery(home: str, cfg: config_mod.Config, recovery_id: str) -> None:
     """Mark an isolated session for another try, then let this (or the running) drain take it."""
-    from cmrunner.codex_inbox import request_recovery
+    from cmrunner.capture.codex_inbox import request_recovery
 
     conn = store.open_store(DataPaths(cfg.data_root))
     try:

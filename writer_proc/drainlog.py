@@ -9,7 +9,7 @@ Contract:
   process at a time writes and rotates the files.
 - Callers log stages, job ids (12 characters), codes, counts and timings — never user text,
   section bodies, keys, proxy credentials or provider bodies. Exceptions are logged as
-  ``file:line:function`` frames only (``cmrunner.drainfailures.frames``), never their message.
+  ``file:line:function`` frames only (``cmrunner.core.drainfailures.frames``), never their message.
 - ``logging`` is heavy for a hook: this module lives on the Writer side and is imported only by
   the drain and flush processes (``tests/test_import_boundary.py``).
 """
@@ -22,8 +22,8 @@ import os
 from collections.abc import Callable
 from typing import TextIO
 
-from cmrunner import fsutil
-from cmrunner.home import DataPaths
+from cmrunner.core import fsutil
+from cmrunner.core.home import DataPaths
 
 LOGGER = "cm"
 MAX_BYTES = 1024 * 1024

@@ -24,9 +24,10 @@ import sqlite3
 import time
 from collections.abc import Callable
 
-from cmrunner import config as config_mod, drainlease, observations, sessions, store
-from cmrunner.errors import CmError
-from cmrunner.home import DataPaths
+from cmrunner.core import config as config_mod, drainlease, store
+from cmrunner.capture import observations, sessions
+from cmrunner.core.errors import CmError
+from cmrunner.core.home import DataPaths
 from cmrunner.writer_proc import drain, jobs
 
 WAIT_BOUND_MS = 10_000

@@ -31,8 +31,8 @@ import json
 import os
 import sqlite3
 
-from cmrunner.errors import CmError
-from cmrunner.observations import FLUSH_KEY
+from cmrunner.core.errors import CmError
+from cmrunner.capture.observations import FLUSH_KEY
 
 MAX_RECOVERIES = 5
 MAX_BACKOFF_MS = 600_000

@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 import time
 
-from cmrunner import config as config_mod, envfile
-from cmrunner.errors import CmError
+from cmrunner.core import config as config_mod, envfile
+from cmrunner.core.errors import CmError
 from cmrunner.writer_proc import wire
 from cmrunner.writer_proc.agent import serialize
 from cmrunner.writer_proc.netclient import ModelClient, NetworkInputs

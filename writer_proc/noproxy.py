@@ -23,7 +23,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from cmrunner.errors import CmError
+from cmrunner.core.errors import CmError
 
 _SPLIT = re.compile(r"[,\s]+")
 _LABEL = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$")

@@ -19,7 +19,7 @@ import hashlib
 from collections.abc import Callable
 from typing import Protocol
 
-from cmrunner.errors import CmError
+from cmrunner.core.errors import CmError
 from cmrunner.writer_proc import contract
 from cmrunner.writer_proc.reads import ReadPort, ReadRejected
 

@@ -81,10 +81,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cmrunner import sections
-from cmrunner.errors import CmError
-from cmrunner.fsutil import ensure_private_dir, fsync_dir, fsync_fd, write_atomic
-from cmrunner.home import DataPaths
+from cmrunner.core import sections
+from cmrunner.core.errors import CmError
+from cmrunner.core.fsutil import ensure_private_dir, fsync_dir, fsync_fd, write_atomic
+from cmrunner.core.home import DataPaths
 from cmrunner.writer_proc.receipts import assert_receipt_safe, canonical_json
 
 FAULT_POINTS = ("before_stage", "after_stage_file", "after_journal", "after_marker",

@@ -21,8 +21,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 
-from cmrunner.errors import CmError
-from cmrunner.sections import Document
+from cmrunner.core.errors import CmError
+from cmrunner.core.sections import Document
 from cmrunner.writer_proc import contract
 
 MANIFEST_PAGE = 32

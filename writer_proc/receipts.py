@@ -13,7 +13,7 @@ import json
 import math
 import re
 
-from cmrunner.errors import CmError
+from cmrunner.core.errors import CmError
 
 # Long enough for "project:<128-char id>:<sha256>" (201 chars), far too short for prose.
 RECEIPT_STRING_LIMIT = 256

@@ -1,7 +1,7 @@
 """Request shaping: what one attempt may show the Memory Agent, decided before any network call.
 
 Contract (inside the caller's transaction, with the job's lease held):
-- Each current observation is scanned (``cmrunner.safety``) and measured against the disclosure
+- Each current observation is scanned (``cmrunner.core.safety``) and measured against the disclosure
   byte cap (the smallest of ``maxExcerptBytes``, ``maxCandidateBytes``, ``maxTotalBytes``). A hit
   isolates only that observation (``SENSITIVE_INPUT`` / ``OVERSIZED_COMPLETE_SOURCE``): it leaves
   the job, keeps its text, and is quarantined. The rest of the batch goes on.
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from cmrunner import safety
-from cmrunner.config import Config
+from cmrunner.core import safety
+from cmrunner.core.config import Config
 from cmrunner.writer_proc import jobs
 from cmrunner.writer_proc.reads import Source
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import re
 
-from cmrunner import safety
-from cmrunner.errors import CmError
+from cmrunner.core import safety
+from cmrunner.core.errors import CmError
 from cmrunner.writer_proc import boundedjson, contract, limits
 from cmrunner.writer_proc.reads import ReadPort
 

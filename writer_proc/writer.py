@@ -26,10 +26,11 @@ import threading
 import time
 from collections.abc import Callable
 
-from cmrunner import config as config_mod, fsutil, observations, projects, sections, store
-from cmrunner.errors import CmError
-from cmrunner.home import DataPaths
-from cmrunner.sections import Document
+from cmrunner.core import config as config_mod, fsutil, projects, sections, store
+from cmrunner.capture import observations
+from cmrunner.core.errors import CmError
+from cmrunner.core.home import DataPaths
+from cmrunner.core.sections import Document
 from cmrunner.writer_proc import apply, commit, contract, drainlog, jobs, shaping
 from cmrunner.writer_proc.port import AgentError, MemoryAgentPort, build_task
 from cmrunner.writer_proc.reads import ReadPort, Source

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from cmrunner import config as config_mod
+from cmrunner.core import config as config_mod
 from cmrunner.commands.base import _home, cli, echo
 
 
@@ -49,7 +49,7 @@ def network_test(ctx: click.Context, as_json: bool) -> None:
 def mcp_command(ctx: click.Context, client_id: str | None, capabilities: tuple[str, ...], allow_global: bool,
                 workspaces: tuple[str, ...], accept: bool) -> None:
     """Serve memory to one MCP host over stdio (stdout carries MCP only)."""
-    from cmrunner import mcp_access, mcp_server
+    from cmrunner.mcpserver import access as mcp_access, server as mcp_server
 
     launch = mcp_access.Launch(capabilities, client_id, allow_global, workspaces, accept)
     mcp_server.serve(mcp_access.Binding(_home(ctx), launch))
@@ -65,7 +65,7 @@ def mcp_command(ctx: click.Context, client_id: str | None, capabilities: tuple[s
 def import_command(ctx: click.Context, file: str, workspace: str | None, author: str, label: str | None,
                    no_wait: bool) -> None:
     """Import one Markdown file through the Writer; exit 1 unless every part was processed."""
-    from cmrunner import importer
+    from cmrunner.manage import importer
 
     def progress(outcome: object) -> None:
         code = f" ({outcome.code})" if outcome.code else ""
@@ -93,7 +93,7 @@ def import_command(ctx: click.Context, file: str, workspace: str | None, author:
 @click.pass_context
 def show_command(ctx: click.Context, plain: bool, workspace: str | None) -> None:
     """Print the memory directory and exactly what consumers receive (opens no database)."""
-    from cmrunner import show as show_mod
+    from cmrunner.views import show as show_mod
 
     report = show_mod.gather(_home(ctx), workspace)
     styled = not plain and workspace is None and sys.stdout.isatty()

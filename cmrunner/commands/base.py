@@ -27,9 +27,9 @@ from collections.abc import Callable
 
 import click
 
-from cmrunner import safety, textchars
-from cmrunner.errors import CmError
-from cmrunner.home import resolve_home
+from cmrunner.core import safety, textchars
+from cmrunner.core.errors import CmError
+from cmrunner.core.home import resolve_home
 
 HOME_HELP = "Configuration home, an absolute path (default: $COMMON_MEMORY_HOME or ~/.common-memory)."
 

@@ -7,7 +7,7 @@ import json
 import click
 
 from cmrunner.commands.base import _home, cli, echo
-from cmrunner.errors import CmError
+from cmrunner.core.errors import CmError
 
 
 def _generated(paths: list[str]) -> None:
@@ -28,7 +28,7 @@ def _generated(paths: list[str]) -> None:
 def codex_config_command(ctx: click.Context, mode: str | None, output: str | None, distro: str | None,
                          user: str | None, bridge_path: str | None, workspaces: tuple[str, ...]) -> None:
     """Print (or write as a bundle) the Codex profile: six hooks, the read MCP server, /memory-refresh."""
-    from cmrunner import bundles
+    from cmrunner.manage import bundles
 
     if output is None:
         if mode == "windows-wsl":
@@ -51,7 +51,7 @@ def codex_config_command(ctx: click.Context, mode: str | None, output: str | Non
 def work_config_command(ctx: click.Context, mode: str, output: str, distro: str | None, user: str | None,
                         bridge_path: str | None, workspaces: tuple[str, ...]) -> None:
     """Write a ChatGPT Work bundle: hooks, read and init MCP servers, /memory-refresh (and the bridge)."""
-    from cmrunner import bundles
+    from cmrunner.manage import bundles
 
     _generated(bundles.write(_home(ctx), "work", mode, output, list(workspaces), distro, user, bridge_path))
 
@@ -65,7 +65,7 @@ def work_config_command(ctx: click.Context, mode: str, output: str, distro: str 
 def mcp_config_command(ctx: click.Context, wsl: bool, distro: str | None, user: str | None,
                        workspaces: tuple[str, ...]) -> None:
     """Print the init and read [mcp_servers.*] blocks with this runtime's pinned paths."""
-    from cmrunner import mcp_config
+    from cmrunner.manage import mcp_config
 
     if (distro or user) and not wsl:
         raise CmError("WSL_OPTIONS_WITHOUT_WSL", "--distro and --user go with --wsl")
@@ -79,7 +79,7 @@ def mcp_config_command(ctx: click.Context, wsl: bool, distro: str | None, user: 
 @click.pass_context
 def doctor_command(ctx: click.Context, codex_home: str | None, profile_name: str, as_json: bool) -> None:
     """Check the installation for Codex (files, hooks and their trust, the read MCP server); changes nothing."""
-    from cmrunner import bundles, doctor
+    from cmrunner.manage import bundles, doctor
 
     checks = doctor.run(_home(ctx), codex_home or bundles.codex_home(), profile_name)
     if as_json:

@@ -17,7 +17,7 @@ import sys
 import click
 
 from cmrunner.commands.base import _home, cli, echo
-from cmrunner.errors import CmError
+from cmrunner.core.errors import CmError
 
 GUIDANCE = """cm keeps durable, user-owned memory for your coding agents.
 

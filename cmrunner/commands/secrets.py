@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cmrunner import secretreport
+from cmrunner.views import secretreport
 from cmrunner.commands.base import _home, cli, echo
 
 

@@ -7,10 +7,11 @@ import sys
 
 import click
 
-from cmrunner import config as config_mod, envfile, projects, status as status_mod
+from cmrunner.core import config as config_mod, envfile, projects
+from cmrunner.views import status as status_mod
 from cmrunner.commands.base import _home, cli, echo
-from cmrunner.errors import CmError
-from cmrunner.home import DataPaths
+from cmrunner.core.errors import CmError
+from cmrunner.core.home import DataPaths
 
 
 @cli.command()
@@ -55,7 +56,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
 def _print_secrets(secrets: dict | None) -> None:
     if not secrets or "error" in secrets:
         return
-    from cmrunner import secretreport
+    from cmrunner.views import secretreport
 
     held = secrets["withheld"]
     detail = "; ".join(secretreport.describe(item) for item in held[:5]) + ("; ..." if len(held) > 5 else "")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import click
 
-from cmrunner import config as config_mod
+from cmrunner.core import config as config_mod
 from cmrunner.commands.base import _home, cli, echo
-from cmrunner.home import DataPaths
+from cmrunner.core.home import DataPaths
 
 
 @cli.command()
@@ -23,7 +23,7 @@ def flush(ctx: click.Context) -> None:
         echo(f"job {outcome.job_id[:12]}: {outcome.state}{code}")
 
     report = flush_mod.flush(DataPaths(cfg.data_root), cfg, progress)
-    from cmrunner import secretcache
+    from cmrunner.core import secretcache
 
     secretcache.refresh(DataPaths(cfg.data_root))  # the read path's findings for what was just committed
     if report.followed:
@@ -46,7 +46,7 @@ def retry(ctx: click.Context, job_id: str) -> None:
 
     JOB_ID may be any unique prefix of at least 8 characters, such as the 12 that `cm status` lists.
     """
-    from cmrunner import adjust
+    from cmrunner.manage import adjust
 
     full = adjust.retry(_home(ctx), job_id)
     echo(f"job {full[:12]} queued for another attempt")
@@ -58,7 +58,7 @@ def retry(ctx: click.Context, job_id: str) -> None:
 @click.pass_context
 def release(ctx: click.Context, observation_id: int | None, code: str | None) -> None:
     """Send quarantined observations back to the queue where their reason allows it."""
-    from cmrunner import release as release_mod
+    from cmrunner.manage import release as release_mod
 
     count, released = release_mod.release(_home(ctx), observation_id, code)
     echo(f"released {count} observation(s) ({released}) back to the queue; a drain is on its way")
@@ -68,7 +68,7 @@ def release(ctx: click.Context, observation_id: int | None, code: str | None) ->
 @click.option("--keep", is_flag=True, help="Keep the temporary home and print its path.")
 def demo(keep: bool) -> None:
     """A capture round trip on a fresh temporary home: print what was captured."""
-    from cmrunner import demo as demo_mod
+    from cmrunner.views import demo as demo_mod
 
     for line in demo_mod.run(keep=keep):
         echo(line)

@@ -16,9 +16,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import OptionList
 
-from cmrunner import config as config_mod, setupstate
-from cmrunner.errors import CmError
-from cmrunner.integrations import checks, discovery, manager
+from cmrunner.core import config as config_mod
+from cmrunner.manage import setupstate
+from cmrunner.core.errors import CmError
+from cmrunner.manage.integrations import checks, discovery, manager
 from cmrunner.tui.widgets import CheckList, CmScreen, Menu, Text
 
 

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 
-from cmrunner import setupstate
-from cmrunner.errors import CmError
-from cmrunner.integrations import discovery, txn
+from cmrunner.manage import setupstate
+from cmrunner.core.errors import CmError
+from cmrunner.manage.integrations import discovery, txn
 from cmrunner.tui.widgets import CmScreen, Text
 
 CSS = """
@@ -171,7 +171,7 @@ class CheckScreen(CmScreen):
         self.run_worker(self._check, thread=True, exclusive=True)
 
     def _check(self) -> None:
-        from cmrunner.integrations import checks
+        from cmrunner.manage.integrations import checks
 
         lines = checks.summary_lines(self.app.home)  # type: ignore[attr-defined]
         self.app.call_from_thread(self.query_one("#checks", Text).set, "\n".join(lines))

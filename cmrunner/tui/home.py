@@ -13,9 +13,10 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import OptionList
 
-from cmrunner import config as config_mod, providers, setupstate
-from cmrunner.errors import CmError
-from cmrunner.integrations import discovery, manager
+from cmrunner.core import config as config_mod
+from cmrunner.manage import providers, setupstate
+from cmrunner.core.errors import CmError
+from cmrunner.manage.integrations import discovery, manager
 from cmrunner.tui.widgets import CmScreen, Menu, Text
 
 COLUMNS = (

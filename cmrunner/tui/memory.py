@@ -19,8 +19,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Input, OptionList
 
-from cmrunner import adjust, browse, config as config_mod
-from cmrunner.errors import CmError
+from cmrunner.manage import adjust
+from cmrunner.views import browse
+from cmrunner.core import config as config_mod
+from cmrunner.core.errors import CmError
 from cmrunner.tui.widgets import CmScreen, Menu, Text, option
 
 
@@ -308,7 +310,7 @@ def job_line(job: adjust.JobRow) -> str:
 
 def problem_lines(view: adjust.Overview) -> list[str]:
     """The grouped reasons and remedies of ``cm status``, for the screen."""
-    from cmrunner import status
+    from cmrunner.views import status
 
     lines: list[str] = []
     problems = view.problems or {}

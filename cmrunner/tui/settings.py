@@ -18,9 +18,10 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Input, OptionList
 
-from cmrunner import confview, netsettings, uninstall
-from cmrunner.errors import CmError
-from cmrunner.integrations import discovery
+from cmrunner.views import confview
+from cmrunner.manage import netsettings, uninstall
+from cmrunner.core.errors import CmError
+from cmrunner.manage.integrations import discovery
 from cmrunner.tui.widgets import CmScreen, Menu, Text, option
 
 
@@ -132,7 +133,7 @@ class TestScreen(CmScreen):
         self.run_worker(self._test, thread=True, exclusive=True)
 
     def _test(self) -> None:
-        from cmrunner import config as config_mod
+        from cmrunner.core import config as config_mod
         from cmrunner.writer_proc import nettest
 
         try:

@@ -15,8 +15,9 @@ from collections.abc import Callable
 from textual.app import ComposeResult
 from textual.widgets import Input, OptionList
 
-from cmrunner import config as config_mod, envfile, providers
-from cmrunner.errors import CmError
+from cmrunner.core import config as config_mod, envfile
+from cmrunner.manage import providers
+from cmrunner.core.errors import CmError
 from cmrunner.tui.widgets import CmScreen, Menu, Text, option
 
 

@@ -20,7 +20,7 @@ from textual.screen import Screen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from cmrunner import textchars
+from cmrunner.core import textchars
 
 
 def plain(text: str) -> Content:

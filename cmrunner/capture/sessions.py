@@ -1,0 +1,253 @@
+"""The session cache: turns, messages and sealed batches of Codex, Work and Pi sessions.
+
+Contract (the specification's session rules; every function runs inside the caller's
+``BEGIN IMMEDIATE`` transaction):
+- A delivered user message becomes one ``buffered`` observation (namespace = session key,
+  identity = message id); assistant and tool text is kept only as context (never evidence), and
+  is dropped (``unavailable = 'sensitive_context'``) when the scanner flags it.
+- Message identity is the message id: the same id with the same content is a no-op; with other
+  content it is ``SESSION_MESSAGE_CONFLICT``. Messages go only into an open turn
+  (``SESSION_TURN_CLOSED``).
+- A turn counts once, when it settles with at least one delivered user message. An interrupted
+  turn is not evidence: its user observations are quarantined (``INTERRUPTED_TURN``). A turn whose
+  user messages mix scope or provenance class is quarantined (``MIXED_SESSION_TURN``).
+- The tenth counted turn seals a batch at once: its turns get the batch id and their observations
+  move ``buffered → pending``. A real session end marks open turns ``incomplete`` and seals the
+  tail (so 21 turns make 10 + 10 + 1). Nothing else seals: not reload, resume, compact, fork,
+  ``/new`` or a flush (Pi's consumer seals a turn that settles after the end itself: ``cmrunner.capture.pi_inbox``).
+- ``sessionCache.maxSessionBytes`` bounds a session's cached bodies; exceeding it raises
+  ``SESSION_CAPACITY_EXCEEDED`` and the caller's transaction rolls back, keeping what was held.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Callable
+
+from cmrunner.capture import observations
+from cmrunner.core import safety, store
+from cmrunner.core.errors import CmError
+
+BATCH_TURNS = 10
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+def _digest(parts: list[object]) -> str:
+    return hashlib.sha256(json.dumps(parts, ensure_ascii=False, separators=(",", ":")).encode("utf-8")).hexdigest()
+
+
+def _turn(conn: sqlite3.Connection, session_id: str, turn_id: str) -> tuple[int, str] | None:
+    row = conn.execute("SELECT id, state FROM session_turns WHERE session_id = ? AND turn_id = ?",
+                       (session_id, turn_id)).fetchone()
+    return None if row is None else (int(row[0]), row[1])
+
+
+def open_turn(conn: sqlite3.Connection, session_id: str, turn_id: str) -> int:
+    """The row id of ``turn_id``, opening it if new."""
+    found = _turn(conn, session_id, turn_id)
+    if found is not None:
+        return found[0]
+    cursor = conn.execute("INSERT INTO session_turns(session_id, turn_id, state) VALUES (?, ?, 'open')",
+                          (session_id, turn_id))
+    return int(cursor.lastrowid)
+
+
+def _existing_message(conn: sqlite3.Connection, session_id: str, message_id: str, digest: str) -> bool:
+    row = conn.execute("SELECT digest FROM session_messages WHERE session_id = ? AND message_id = ?",
+                       (session_id, message_id)).fetchone()
+    if row is None:
+        return False
+    if row[0] != digest:
+        raise CmError("SESSION_MESSAGE_CONFLICT", "a session message was delivered again with different content; "
+                      "the session is isolated, see `cm status`")
+    return True
+
+
+def _open_turn_row(conn: sqlite3.Connection, session_id: str, turn_id: str) -> int:
+    found = _turn(conn, session_id, turn_id)
+    if found is None:
+        return open_turn(conn, session_id, turn_id)
+    if found[1] != "open":
+        raise CmError("SESSION_TURN_CLOSED", "a message arrived for a turn that already ended; the session is isolated")
+    return found[0]
+
+
+def _check_capacity(conn: sqlite3.Connection, session_id: str, adding: int, limit: int) -> None:
+    held = conn.execute(
+        "SELECT COALESCE(SUM(LENGTH(CAST(m.text AS BLOB))), 0) + COALESCE(SUM(LENGTH(CAST(o.text AS BLOB))), 0)"
+        " FROM session_messages m LEFT JOIN observations o ON o.id = m.observation_id WHERE m.session_id = ?",
+        (session_id,),
+    ).fetchone()[0]
+    if held + adding > limit:
+        raise CmError("SESSION_CAPACITY_EXCEEDED", f"this session's cache would exceed {limit} bytes; "
+                      "raise sessionCache.maxSessionBytes or start a new session")
+
+
+def capture_user(conn: sqlite3.Connection, session_id: str, turn_id: str, message_id: str, text: str, scope: str,
+                 source: str, observed_at: str, limit: int) -> int | None:
+    """Record a delivered user message as a buffered observation; returns its id (None if a replay)."""
+    digest = _digest(["user", turn_id, text, scope, source])
+    if _existing_message(conn, session_id, message_id, digest):
+        return None
+    turn_row = _open_turn_row(conn, session_id, turn_id)
+    _check_capacity(conn, session_id, len(text.encode("utf-8")), limit)
+    admitted = observations.admit(conn, namespace=session_id, entry_id=message_id, text=text, scope=scope,
+                                  source=source, observed_at=observed_at, state="buffered")
+    sequence = conn.execute("SELECT COUNT(*) FROM session_messages WHERE session_id = ?", (session_id,)).fetchone()[0]
+    conn.execute(
+        "INSERT INTO session_messages(session_id, message_id, turn, role, digest, scope, source, observed_at,"
+        " observation_id, sequence) VALUES (?, ?, ?, 'user', ?, ?, ?, ?, ?, ?)",
+        (session_id, message_id, turn_row, digest, scope, source, observed_at, admitted.id, sequence),
+    )
+    conn.execute("UPDATE session_turns SET has_user = 1 WHERE id = ?", (turn_row,))
+    return admitted.id
+
+
+def capture_context(conn: sqlite3.Connection, session_id: str, turn_id: str, message_id: str, role: str, text: str,
+                    scope: str, observed_at: str, limit: int) -> None:
+    """Keep assistant or tool text as context only (dropped when the scanner flags it)."""
+    digest = _digest([role, turn_id, text])
+    if _existing_message(conn, session_id, message_id, digest):
+        return
+    turn_row = _open_turn_row(conn, session_id, turn_id)
+    unavailable = "sensitive_context" if safety.scan_text(text) else None
+    kept = None if unavailable else text
+    _check_capacity(conn, session_id, len(kept.encode("utf-8")) if kept else 0, limit)
+    sequence = conn.execute("SELECT COUNT(*) FROM session_messages WHERE session_id = ?", (session_id,)).fetchone()[0]
+    conn.execute(
+        "INSERT INTO session_messages(session_id, message_id, turn, role, digest, scope, source, observed_at, text,"
+        " unavailable, sequence) VALUES (?, ?, ?, ?, ?, ?, 'conversation_context', ?, ?, ?, ?)",
+        (session_id, message_id, turn_row, role, digest, scope, observed_at, kept, unavailable, sequence),
+    )
+
+
+def _quarantine_turn(conn: sqlite3.Connection, turn_row: int, issue: str) -> None:
+    conn.execute(
+        "UPDATE observations SET state = 'quarantined', issue = ? WHERE state = 'buffered' AND id IN"
+        " (SELECT observation_id FROM session_messages WHERE turn = ? AND role = 'user')",
+        (issue, turn_row),
+    )
+
+
+def settle(conn: sqlite3.Connection, session_id: str, turn_id: str, outcome: str) -> str | None:
+    """End a turn as ``settled`` or ``interrupted``; returns the id of a batch it sealed, if any."""
+    turn_row = open_turn(conn, session_id, turn_id)
+    state = conn.execute("SELECT state FROM session_turns WHERE id = ?", (turn_row,)).fetchone()[0]
+    if state != "open":
+        if state == outcome:
+            return None
+        raise CmError("SESSION_SETTLE_CONFLICT", "a turn ended twice with different outcomes; the session is isolated")
+    conn.execute("UPDATE session_turns SET state = ?, settled_at = ? WHERE id = ?", (outcome, _now(), turn_row))
+    if outcome != "settled":
+        _quarantine_turn(conn, turn_row, "INTERRUPTED_TURN")
+        return None
+    mixed = conn.execute(
+        "SELECT COUNT(DISTINCT o.scope), COUNT(DISTINCT COALESCE(o.provenance, '')) FROM session_messages m"
+        " JOIN observations o ON o.id = m.observation_id WHERE m.turn = ? AND m.role = 'user'", (turn_row,),
+    ).fetchone()
+    if mixed[0] > 1 or mixed[1] > 1:
+        _quarantine_turn(conn, turn_row, "MIXED_SESSION_TURN")
+        return None
+    if _countable(conn, session_id) >= BATCH_TURNS:
+        return seal(conn, session_id, "ten_interactions")
+    return None
+
+
+def _countable(conn: sqlite3.Connection, session_id: str) -> int:
+    return conn.execute(
+        "SELECT COUNT(*) FROM session_turns t WHERE t.session_id = ? AND t.state = 'settled' AND t.batch_id IS NULL"
+        " AND EXISTS (SELECT 1 FROM session_messages m JOIN observations o ON o.id = m.observation_id"
+        " WHERE m.turn = t.id AND m.role = 'user' AND o.state = 'buffered')", (session_id,),
+    ).fetchone()[0]
+
+
+def seal(conn: sqlite3.Connection, session_id: str, reason: str) -> str | None:
+    """Seal every counted, unsealed turn of the session into one batch (None when there is none)."""
+    turns = [r[0] for r in conn.execute(
+        "SELECT t.id FROM session_turns t WHERE t.session_id = ? AND t.state = 'settled' AND t.batch_id IS NULL"
+        " AND EXISTS (SELECT 1 FROM session_messages m JOIN observations o ON o.id = m.observation_id"
+        " WHERE m.turn = t.id AND m.role = 'user' AND o.state = 'buffered') ORDER BY t.id", (session_id,))]
+    if not turns:
+        return None
+    batch_id = "batch-" + os.urandom(12).hex()
+    conn.execute("INSERT INTO session_batches(id, session_id, sealed_at, reason) VALUES (?, ?, ?, ?)",
+                 (batch_id, session_id, _now(), reason))
+    for turn_row in turns:
+        conn.execute("UPDATE session_turns SET batch_id = ? WHERE id = ?", (batch_id, turn_row))
+        conn.execute(
+            "UPDATE observations SET state = 'pending', batch_id = ? WHERE state = 'buffered' AND id IN"
+            " (SELECT observation_id FROM session_messages WHERE turn = ? AND role = 'user')",
+            (batch_id, turn_row),
+        )
+    return batch_id
+
+
+def end(conn: sqlite3.Connection, session_id: str) -> str | None:
+    """A real session end: open turns become incomplete, the tail is sealed, the session closes."""
+    for (turn_row,) in conn.execute("SELECT id FROM session_turns WHERE session_id = ? AND state = 'open'",
+                                    (session_id,)).fetchall():
+        conn.execute("UPDATE session_turns SET state = 'incomplete' WHERE id = ?", (turn_row,))
+        _quarantine_turn(conn, turn_row, "INCOMPLETE_TURN")
+    conn.execute("UPDATE sessions SET closing = 1 WHERE id = ?", (session_id,))
+    # Context of turns with no user message will never be needed as evidence context.
+    conn.execute(
+        "UPDATE session_messages SET text = NULL, unavailable = 'undelivered_turn' WHERE session_id = ?"
+        " AND role != 'user' AND turn IN (SELECT id FROM session_turns WHERE session_id = ? AND has_user = 0)",
+        (session_id, session_id),
+    )
+    return seal(conn, session_id, "session_end")
+
+
+def open_backlog(conn: sqlite3.Connection) -> tuple[int, int]:
+    """Unsealed turns of live sessions and their buffered user observations, as ``(turns, observations)``.
+
+    Live: not ended and not isolated. Such turns wait for the tenth settled interaction or the
+    session's end by design; no flush can process them, so they are not queued work."""
+    row = conn.execute(
+        "SELECT COUNT(DISTINCT t.id), COUNT(DISTINCT o.id) FROM session_turns t"
+        " JOIN session_messages m ON m.turn = t.id AND m.role = 'user'"
+        " JOIN observations o ON o.id = m.observation_id"
+        " WHERE o.state = 'buffered' AND t.batch_id IS NULL"
+        " AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id = t.session_id AND s.closing = 1)"
+        " AND NOT EXISTS (SELECT 1 FROM codex_failures f WHERE f.session_id = t.session_id)"
+    ).fetchone()
+    return int(row[0]), int(row[1])
+
+
+def ended(conn: sqlite3.Connection, session_id: str) -> bool:
+    """True once a real session end (``end``) closed the session."""
+    row = conn.execute("SELECT closing FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    return row is not None and bool(row[0])
+
+
+def isolate(conn: sqlite3.Connection, session_id: str, inbox_id: int | None, code: str) -> None:
+    """Record a session-level failure (any host): the session's inbox is skipped until
+    ``cm session-drain --recover <id>`` asks for another try; nothing admitted is dropped.
+    (The table keeps its first name, ``codex_failures``; it holds Pi sessions too.)"""
+    conn.execute(
+        "INSERT OR REPLACE INTO codex_failures(session_id, inbox_id, recovery_id, issue, failed_at, retry_requested)"
+        " VALUES (?, ?, ?, ?, ?, 0)", (session_id, inbox_id, os.urandom(16).hex(), code, _now()),
+    )
+
+
+def consume_or_isolate(conn: sqlite3.Connection, consume: Callable[[], None], isolating: frozenset[str],
+                       isolate_with: Callable[[str], None]) -> None:
+    """One inbox row in its own transaction. A session-level failure (a code in ``isolating``)
+    rolls the row's work back and records the isolation in a second transaction instead; any other
+    error propagates, so the drain stops rather than guessing."""
+    try:
+        with store.immediate(conn):
+            consume()
+    except CmError as exc:
+        if exc.code not in isolating:
+            raise
+        with store.immediate(conn):
+            isolate_with(exc.code)
+

@@ -1,0 +1,111 @@
+"""The SQLite connection layer: durability pragmas and the one way to write (``immediate``).
+
+Contract:
+- ``connect`` opens a database file in WAL mode with ``synchronous=FULL`` (plus ``fullfsync`` on
+  macOS), so a returned COMMIT is on the medium; it does no schema work.
+- Every mutation happens inside ``immediate(conn)`` (``BEGIN IMMEDIATE``): the write lock is taken
+  up front, so a transaction never fails half-way with a lock upgrade error; a connection that
+  knows its data root's write gate queues on it first (``cmrunner.core.gate``).
+- A lock held past the busy budget becomes ``STORE_BUSY``; nothing is half-written.
+This module is below the schema (``migrations`` uses it, ``store`` opens and migrates through it),
+so the store and its migrations never import each other. Stdlib only (hook path).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from cmrunner.core import gate
+from cmrunner.core.errors import StoreError
+
+# Codex kills a hook after 3 s; leave room for start-up and the commit itself.
+HOOK_BUSY_MS = 2000
+DRAIN_BUSY_MS = 5000
+
+
+def _busy(busy_ms: int) -> StoreError:
+    return StoreError(
+        "STORE_BUSY",
+        f"the runtime database stayed locked for more than {busy_ms} ms; retry, "
+        "or run `cm status` to see which process holds it",
+    )
+
+
+class StoreConnection(sqlite3.Connection):
+    """A connection that knows its data root's write gate (``None``: no gate, e.g. read-only use)."""
+
+    gate_path: str | None = None
+
+
+def connect(db_path: str, busy_ms: int, gate_path: str | None = None) -> sqlite3.Connection:
+    """Open ``db_path`` with the durability pragmas; no schema work."""
+    try:
+        conn = sqlite3.connect(db_path, timeout=busy_ms / 1000, isolation_level=None, factory=StoreConnection)
+        conn.gate_path = gate_path
+    except sqlite3.Error as exc:
+        raise StoreError("STORE_UNAVAILABLE", f"cannot open {db_path} ({exc}); check the data root's permissions") from None
+    try:
+        conn.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise StoreError("STORE_UNAVAILABLE", f"{db_path} cannot use WAL journaling (got {mode}); use a local disk")
+        conn.execute("PRAGMA synchronous=FULL")
+        if sys.platform == "darwin":  # pragma: no cover - macOS only
+            conn.execute("PRAGMA fullfsync=ON")
+            conn.execute("PRAGMA checkpoint_fullfsync=ON")
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise _busy(busy_ms) from None
+        raise StoreError("STORE_UNAVAILABLE", f"cannot prepare {db_path}; check the data root's permissions") from None
+    return conn
+
+
+@contextmanager
+def immediate(conn: sqlite3.Connection, busy_ms: int = DRAIN_BUSY_MS) -> Iterator[sqlite3.Connection]:
+    """``BEGIN IMMEDIATE`` … ``COMMIT``; any exception rolls the whole transaction back.
+
+    A connection from ``open_store`` first queues on the data root's write gate
+    (``cmrunner.core.gate``), and gate and SQLite lock share the one ``busy_ms`` budget. Every writer —
+    hook, capture, drain, CLI — queues the same way, so a busy drain cannot starve a hook with
+    SQLite's back-off sleeps, nor the other way round.
+    """
+    gate_path = getattr(conn, "gate_path", None)
+    if gate_path is None:
+        with _transaction(conn, busy_ms):
+            yield conn
+        return
+    started = time.monotonic()
+    with gate.held(gate_path, busy_ms / 1000):
+        left_ms = max(50, busy_ms - int((time.monotonic() - started) * 1000))
+        conn.execute(f"PRAGMA busy_timeout={left_ms}")
+        with _transaction(conn, busy_ms):
+            yield conn
+
+
+@contextmanager
+def _transaction(conn: sqlite3.Connection, busy_ms: int) -> Iterator[sqlite3.Connection]:
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise _busy(busy_ms) from None
+        raise
+    try:
+        yield conn
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    try:
+        conn.execute("COMMIT")
+    except sqlite3.OperationalError as exc:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise _busy(busy_ms) from None
+        raise StoreError("STORE_WRITE_FAILED", "the runtime database refused a commit; check free disk space") from None

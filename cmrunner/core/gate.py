@@ -1,0 +1,79 @@
+"""A fair queue in front of the store's write lock for processes that run under host timeouts.
+
+Why: SQLite's busy handler sleeps with a growing back-off (up to 100 ms between attempts), so
+when dozens of hook processes wait at once some of them keep losing and time out while the lock
+is mostly free. Hooks and captures therefore first queue on an ``flock`` of
+``runtime/write.gate``: the kernel wakes a waiter the moment the holder releases, so waiting time
+is the sum of real hold times, not of back-off sleeps. The drain does not take the gate; its rare
+short transactions still meet the hooks at SQLite's own lock.
+
+Contract: ``held(path, seconds)`` acquires the gate or raises ``STORE_BUSY`` after ``seconds``
+(a blocking ``flock`` bounded by ``SIGALRM`` in the main thread; short polling in other threads,
+where Python allows no signal handlers);
+the lock is released when the block ends or the process dies (the kernel drops it). Stdlib only.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from cmrunner.core.errors import StoreError
+
+
+class _Expired(Exception):
+    pass
+
+
+def _expire(_signum: int, _frame: object) -> None:
+    raise _Expired
+
+
+def _busy(seconds: float) -> StoreError:
+    return StoreError(
+        "STORE_BUSY",
+        f"other cm processes kept the store busy for more than {int(seconds * 1000)} ms; "
+        "retry, or run `cm status` to see what is running",
+    )
+
+
+def _poll(fd: int, seconds: float) -> None:
+    """The gate for a thread that cannot use SIGALRM: short non-blocking tries until the deadline."""
+    deadline = time.monotonic() + seconds
+    while True:
+        time.sleep(0.002)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise _busy(seconds) from None
+
+
+@contextmanager
+def held(path: str, seconds: float) -> Iterator[None]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                previous = signal.signal(signal.SIGALRM, _expire)
+            except ValueError:  # not the main thread (e.g. an MCP tool's worker): no signals there
+                _poll(fd, seconds)
+            else:
+                signal.setitimer(signal.ITIMER_REAL, seconds)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                except _Expired:
+                    raise _busy(seconds) from None
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                    signal.signal(signal.SIGALRM, previous)
+        yield
+    finally:
+        os.close(fd)

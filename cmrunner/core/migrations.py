@@ -1,0 +1,335 @@
+"""Forward-only, named schema migrations of ``runtime.sqlite``.
+
+Contract:
+- ``MIGRATIONS`` is an ordered list of named functions; each runs with its bookkeeping row in
+  the same ``BEGIN IMMEDIATE`` transaction, so a crash leaves the schema wholly before or after.
+- ``schema_migrations(name, applied_at)`` records what ran; ``PRAGMA user_version`` mirrors the
+  count so a hook can tell "current" with one pragma read.
+- An existing database that needs migrating is first copied with ``VACUUM INTO`` to
+  ``runtime/upgrade-backups/v<from>-to-v<to>-<random>/runtime.sqlite`` (fsynced). The copy is
+  consistent: if another connection committed between the copy and the migration transaction
+  (``PRAGMA data_version`` moved), the copy is taken again.
+- A database whose ``user_version`` is newer than this code refuses with
+  ``UNSUPPORTED_RUNTIME_VERSION``. Names are never renumbered or reused.
+Stdlib only (the first hook on a fresh data root creates the schema).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Callable
+
+from cmrunner.core import fsutil
+from cmrunner.core.db import immediate
+from cmrunner.core.errors import StoreError
+from cmrunner.core.home import DataPaths
+
+Migration = Callable[[sqlite3.Connection], None]
+
+
+def _run_script(conn: sqlite3.Connection, script: str) -> None:
+    """Run several statements inside the caller's transaction.
+
+    ``executescript`` would COMMIT the open transaction first, breaking the all-or-nothing
+    migration, so statements are split with ``sqlite3.complete_statement`` and run one by one.
+    """
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            conn.execute(pending)
+            pending = ""
+    if pending.strip():
+        raise StoreError("MIGRATION_INVALID", "a migration script ended mid-statement; this is a cm bug")
+
+
+def m001_write_path(conn: sqlite3.Connection) -> None:
+    """Every table the write path needs: admission, sessions, the Codex inbox, jobs, commits."""
+    _run_script(
+        conn,
+        """
+        -- Admission: every input becomes one observation with an idempotent identity.
+        CREATE TABLE observations (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            namespace TEXT NOT NULL,          -- session key or channel namespace
+            entry_id TEXT NOT NULL,           -- identity inside the namespace
+            text TEXT,                        -- the only persistent body; NULL once pruned or forgotten
+            digest TEXT NOT NULL,             -- sha256 of the admitted material
+            content_digest TEXT,              -- sha256 of the decoded text (forget tombstones)
+            scope TEXT NOT NULL,              -- 'global' or 'project:<id>', frozen at capture
+            source TEXT NOT NULL,             -- channel-level source name
+            provenance TEXT,                  -- class derived from source; NULL = not authorisable
+            task_kind TEXT NOT NULL DEFAULT 'observation',
+            state TEXT NOT NULL,              -- buffered|pending|claimed|processed|quarantined|dead|paused
+            observed_at TEXT NOT NULL,
+            enqueued_at INTEGER NOT NULL,     -- ms since epoch
+            processed_at INTEGER,
+            job_id TEXT,
+            batch_id TEXT,
+            issue TEXT,
+            UNIQUE (namespace, entry_id)
+        );
+        CREATE INDEX observations_state_id ON observations(state, id);
+        CREATE INDEX observations_job_id ON observations(job_id, id) WHERE job_id IS NOT NULL;
+
+        -- Jobs carry the fenced lease: a write must match id, token and generation.
+        CREATE TABLE jobs (
+            id TEXT PRIMARY KEY,
+            token TEXT NOT NULL,
+            generation INTEGER NOT NULL,
+            state TEXT NOT NULL,              -- running|retry|done|dead|paused|quarantined
+            scope TEXT NOT NULL,
+            provenance TEXT NOT NULL,
+            task_kind TEXT NOT NULL DEFAULT 'observation',
+            expires INTEGER NOT NULL DEFAULT 0,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            retries INTEGER NOT NULL DEFAULT 0,
+            available INTEGER NOT NULL DEFAULT 0,
+            issue TEXT,
+            diagnostic TEXT,
+            edit_result TEXT,
+            model_turns INTEGER NOT NULL DEFAULT 0,
+            tool_calls INTEGER NOT NULL DEFAULT 0,
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL
+        );
+        CREATE INDEX jobs_active ON jobs(state) WHERE state IN ('running', 'retry');
+
+        -- Commit bookkeeping: receipts hold ids and hashes only.
+        CREATE TABLE receipts (id TEXT PRIMARY KEY, job_id TEXT NOT NULL, committed_at INTEGER NOT NULL);
+        CREATE TABLE document_versions (target TEXT PRIMARY KEY, hash TEXT NOT NULL);
+        CREATE TABLE associations (
+            target TEXT NOT NULL, section_key TEXT NOT NULL, source_id INTEGER NOT NULL,
+            PRIMARY KEY (target, section_key, source_id)
+        );
+        CREATE TABLE forgotten_sources (scope TEXT NOT NULL, digest TEXT NOT NULL, PRIMARY KEY (scope, digest));
+        CREATE TABLE correction_watermarks (target TEXT PRIMARY KEY, at INTEGER NOT NULL, source_id INTEGER);
+        CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+
+        -- Session cache (Codex, ChatGPT Work, Pi).
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY, client TEXT NOT NULL, host_instance TEXT NOT NULL, thread TEXT NOT NULL,
+            closing INTEGER NOT NULL DEFAULT 0, created_at INTEGER NOT NULL
+        );
+        CREATE TABLE session_turns (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, turn_id TEXT NOT NULL,
+            state TEXT NOT NULL DEFAULT 'open', batch_id TEXT, settled_at INTEGER,
+            UNIQUE (session_id, turn_id)
+        );
+        CREATE INDEX session_turns_batch ON session_turns(batch_id, id);
+        CREATE TABLE session_batches (
+            id TEXT PRIMARY KEY, session_id TEXT NOT NULL, sealed_at INTEGER NOT NULL, reason TEXT NOT NULL
+        );
+        CREATE TABLE session_messages (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, message_id TEXT NOT NULL,
+            turn INTEGER NOT NULL, role TEXT NOT NULL, digest TEXT NOT NULL, scope TEXT NOT NULL,
+            source TEXT NOT NULL, observed_at TEXT NOT NULL, observation_id INTEGER, text TEXT,
+            unavailable TEXT, sequence INTEGER NOT NULL DEFAULT 0,
+            UNIQUE (session_id, message_id)
+        );
+        CREATE INDEX session_messages_turn ON session_messages(turn, id);
+        CREATE INDEX session_messages_observation ON session_messages(observation_id);
+
+        -- Host activations and frozen injection snapshots.
+        CREATE TABLE host_activations (
+            base TEXT PRIMARY KEY,            -- client + host instance + thread
+            session_id TEXT NOT NULL,         -- the active session key
+            client TEXT NOT NULL, host_instance TEXT NOT NULL, thread TEXT NOT NULL, cwd TEXT NOT NULL,
+            active INTEGER NOT NULL DEFAULT 1, started_at INTEGER NOT NULL
+        );
+        CREATE TABLE host_snapshots (
+            session_id TEXT PRIMARY KEY, body TEXT NOT NULL, pending INTEGER NOT NULL DEFAULT 0,
+            authorization TEXT NOT NULL DEFAULT '[]', created_at INTEGER NOT NULL
+        );
+
+        -- The Codex / ChatGPT Work durable inbox and its companions.
+        CREATE TABLE codex_cursors (
+            session_id TEXT PRIMARY KEY, path TEXT NOT NULL, device INTEGER NOT NULL, inode INTEGER NOT NULL,
+            offset INTEGER NOT NULL, tail_digest TEXT NOT NULL, turn_id TEXT
+        );
+        CREATE TABLE codex_inbox (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, event TEXT NOT NULL,
+            turn_id TEXT, start INTEGER NOT NULL, "end" INTEGER NOT NULL, body BLOB NOT NULL,
+            envelope TEXT NOT NULL, scope TEXT NOT NULL, received_at INTEGER NOT NULL
+        );
+        CREATE INDEX codex_inbox_session ON codex_inbox(session_id, id);
+        CREATE TABLE codex_candidates (
+            session_id TEXT NOT NULL, turn_id TEXT NOT NULL, digest TEXT NOT NULL, text TEXT,
+            scope TEXT NOT NULL, created_at INTEGER NOT NULL,
+            PRIMARY KEY (session_id, turn_id, digest)
+        );
+        CREATE TABLE codex_watches (
+            session_id TEXT NOT NULL, turn_id TEXT NOT NULL, created_at INTEGER NOT NULL,
+            PRIMARY KEY (session_id, turn_id)
+        );
+        CREATE TABLE codex_failures (
+            session_id TEXT PRIMARY KEY, inbox_id INTEGER, recovery_id TEXT NOT NULL UNIQUE,
+            issue TEXT NOT NULL, failed_at INTEGER NOT NULL, retry_requested INTEGER NOT NULL DEFAULT 0
+        );
+
+        -- Pi capture inbox: one row per bridge event, idempotent on (session, event id).
+        CREATE TABLE pi_inbox (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, event_id TEXT NOT NULL,
+            event TEXT NOT NULL, digest TEXT NOT NULL, body TEXT NOT NULL, scope TEXT NOT NULL,
+            received_at INTEGER NOT NULL,
+            UNIQUE (session_id, event_id)
+        );
+
+        -- Exactly-once hook admission: the digest of every admitted host event.
+        CREATE TABLE admitted_events (
+            session_id TEXT NOT NULL, digest TEXT NOT NULL, received_at INTEGER NOT NULL,
+            PRIMARY KEY (session_id, digest)
+        );
+
+        -- The single drain lease of this data root: holder identity (boot id, pid, start ticks).
+        CREATE TABLE drain_lease (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            boot_id TEXT NOT NULL, pid INTEGER NOT NULL, starttime INTEGER NOT NULL,
+            state TEXT NOT NULL,              -- 'spawned' (reserved by its spawner) | 'held'
+            acquired_at INTEGER NOT NULL
+        );
+        """
+    )
+
+
+def m002_claim_and_prune_indexes(conn: sqlite3.Connection) -> None:
+    """Claiming a sealed batch and pruning old bodies must not scan the whole queue."""
+    _run_script(
+        conn,
+        """
+        CREATE INDEX observations_batch ON observations(batch_id, state, id) WHERE batch_id IS NOT NULL;
+        CREATE INDEX observations_prunable ON observations(processed_at) WHERE state = 'processed' AND text IS NOT NULL;
+        """,
+    )
+
+
+def m003_codex_progress(conn: sqlite3.Connection) -> None:
+    """Where the inbox consumer stands in each Codex transcript, apart from the hook's cursor."""
+    _run_script(
+        conn,
+        """
+        CREATE TABLE codex_progress (
+            session_id TEXT PRIMARY KEY, offset INTEGER NOT NULL, open_turn TEXT
+        );
+        ALTER TABLE session_turns ADD COLUMN has_user INTEGER NOT NULL DEFAULT 0;
+        """,
+    )
+
+
+def m004_pi_inputs(conn: sqlite3.Connection) -> None:
+    """Pi input origins staged until Pi reports the delivered user message."""
+    _run_script(
+        conn,
+        """
+        CREATE TABLE pi_inputs (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, digest TEXT NOT NULL,
+            source TEXT NOT NULL, has_images INTEGER NOT NULL, used INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX pi_inputs_session ON pi_inputs(session_id, used, id);
+        """,
+    )
+
+
+def m005_drain_failures(conn: sqlite3.Connection) -> None:
+    """Why a drain or flush stopped unexpectedly, so ``cm status`` can say so (owner: ``drainfailures``)."""
+    _run_script(
+        conn,
+        """
+        CREATE TABLE drain_failures (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            at INTEGER NOT NULL,              -- ms since epoch
+            process TEXT NOT NULL,            -- 'drain' | 'flush'
+            code TEXT NOT NULL,               -- the CmError code, or DRAIN_CRASHED
+            exception TEXT NOT NULL,          -- the exception's class name
+            message TEXT,                     -- a CmError's message only (never another exception's)
+            frames TEXT NOT NULL,             -- JSON list of "file:line:function", innermost last
+            job_id TEXT,                      -- the job the process held, given back to retry
+            resolved_at INTEGER               -- when a later drain finished cleanly
+        );
+        """,
+    )
+
+
+MIGRATIONS: list[Migration] = [m001_write_path, m002_claim_and_prune_indexes, m003_codex_progress, m004_pi_inputs,
+                               m005_drain_failures]
+LATEST = len(MIGRATIONS)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _refuse_newer(version: int) -> None:
+    if version > LATEST:
+        raise StoreError(
+            "UNSUPPORTED_RUNTIME_VERSION",
+            f"runtime.sqlite has schema version {version}, newer than this cm knows ({LATEST}); "
+            "upgrade cm or stop the newer version's processes",
+        )
+
+
+def check_readable(conn: sqlite3.Connection) -> int:
+    """The schema version of an opened store; refuses one newer than this code."""
+    version = _version(conn)
+    _refuse_newer(version)
+    return version
+
+
+def _backup(conn: sqlite3.Connection, paths: DataPaths, version: int) -> str:
+    fsutil.ensure_private_dir(paths.backups, "backup directory")
+    folder = os.path.join(paths.backups, f"v{version}-to-v{LATEST}-{os.urandom(6).hex()}")
+    os.mkdir(folder, 0o700)
+    target = os.path.join(folder, "runtime.sqlite")
+    conn.execute("VACUUM INTO ?", (target,))
+    fd = os.open(target, os.O_RDONLY)
+    try:
+        fsutil.fsync_fd(fd)
+    finally:
+        os.close(fd)
+    fsutil.fsync_dir(folder)
+    fsutil.fsync_dir(paths.backups)
+    return folder
+
+
+def migrate(conn: sqlite3.Connection, paths: DataPaths, busy_ms: int) -> int:
+    """Bring ``conn`` to ``LATEST``; returns the version found before migrating."""
+    found = _version(conn)
+    if found == LATEST:
+        return found
+    _refuse_newer(found)
+    for _ in range(5):
+        marker = None
+        if found > 0:
+            marker = conn.execute("PRAGMA data_version").fetchone()[0]
+            _backup(conn, paths, found)
+        with immediate(conn, busy_ms):
+            current = _version(conn)
+            if current != found or (marker is not None and conn.execute("PRAGMA data_version").fetchone()[0] != marker):
+                found = current  # another process moved first: re-evaluate (maybe nothing to do)
+                if current == LATEST:
+                    return current
+                _refuse_newer(current)
+                continue
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)"
+            )
+            applied = {row[0] for row in conn.execute("SELECT name FROM schema_migrations")}
+            for migration in MIGRATIONS:
+                if migration.__name__ in applied:
+                    continue
+                migration(conn)
+                conn.execute(
+                    "INSERT INTO schema_migrations(name, applied_at) VALUES (?, ?)",
+                    (migration.__name__, _now_ms()),
+                )
+            conn.execute(f"PRAGMA user_version={LATEST}")
+            return found
+    raise StoreError("STORE_BUSY", "the runtime database kept changing during an upgrade; stop other cm processes and retry")

@@ -1,0 +1,244 @@
+"""``cm doctor``: check an installation for Codex without changing anything.
+
+Contract: every check reports ``ok``, ``warn`` or ``fail`` with a one-line detail and never writes
+a file; a ``fail`` detail starts with a stable ``CODE:`` and says the fix, and any ``fail`` makes
+``cm doctor`` exit 1. It checks the configuration; the model (``remote`` with base URL and model,
+and its key present in the private ``.env`` — the key itself is never read into a message); the
+data root (a real directory — no symlinked component — of mode 0700 that this user can write, or
+one that can be created: its nearest existing ancestor is a writable real directory); the Codex
+profile file that ``cm codex-config`` generates
+(``$CODEX_HOME/<profile>.config.toml``): the six hooks with ``timeout = 3`` pinned to an existing
+interpreter and to this home; their trust; and that the profile's read MCP server starts and lists
+exactly ``memory_read`` and ``memory_status`` (the SDK client, the real command line).
+
+Trust: ``codex app-server hooks/list`` does not see profile layers, so trust is computed the way
+Codex 0.169 does (hosts.md §1.6, route 3; checked against ``hooks/list`` ``currentHash`` by the
+tests): sha256 of the compact, key-sorted JSON ``{event_name, matcher?, hooks: [{type, command,
+timeout, async, statusMessage?, additionalContextLimit?}]}``, compared with
+``hooks.state."<profile path>:<event_snake>:0:0".trusted_hash`` in the base ``config.toml`` or the
+profile file. It proves what the files say, not that a running Codex loaded them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import stat
+import tomllib
+
+from cmrunner.core import config as config_mod, envfile
+from cmrunner.manage import hostconfig
+from cmrunner.core.errors import CmError
+
+STATES = ("ok", "warn", "fail")
+
+
+class Check:
+    __slots__ = ("name", "state", "detail")
+
+    def __init__(self, name: str, state: str, detail: str) -> None:
+        self.name = name
+        self.state = state
+        self.detail = detail
+
+    def as_json(self) -> dict:
+        return {"name": self.name, "state": self.state, "detail": self.detail}
+
+
+def event_snake(event: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", event).lower()
+
+
+def trust_hash(event: str, group: dict, handler: dict) -> str:
+    """The hash Codex 0.169 trusts a command hook by (see module contract)."""
+    normal: dict = {"type": "command", "command": handler.get("command"), "timeout": handler.get("timeout", 600),
+                    "async": bool(handler.get("async", False))}
+    for key in ("statusMessage", "additionalContextLimit"):
+        if handler.get(key) is not None:
+            normal[key] = handler[key]
+    body: dict = {"event_name": event_snake(event), "hooks": [normal]}
+    if group.get("matcher") is not None:
+        body["matcher"] = group["matcher"]
+    return "sha256:" + hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _load_toml(path: str) -> dict | None:
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        return None
+    except (OSError, tomllib.TOMLDecodeError):
+        raise CmError("CONFIG_INVALID", f"{path} is not valid TOML; fix it or regenerate it") from None
+
+
+def _check_hooks(home: str, profile: dict) -> tuple[Check, list[tuple[str, dict, dict]]]:
+    hooks = profile.get("hooks", {})
+    found, problems = [], []
+    for event in hostconfig.HOOK_EVENTS:
+        groups = hooks.get(event)
+        if not isinstance(groups, list) or len(groups) != 1 or len(groups[0].get("hooks", [])) != 1:
+            problems.append(f"{event} missing")
+            continue
+        group, handler = groups[0], groups[0]["hooks"][0]
+        found.append((event, group, handler))
+        try:
+            argv = shlex.split(handler.get("command", ""))
+        except ValueError:
+            argv = []
+        if handler.get("timeout") != hostconfig.HOOK_TIMEOUT:
+            problems.append(f"{event} timeout is not 3")
+        if not argv or not os.path.isabs(argv[0]) or not os.access(argv[0], os.X_OK):
+            problems.append(f"{event} interpreter missing")
+        elif "--home" not in argv or argv[argv.index("--home") + 1:][:1] != [home]:
+            problems.append(f"{event} pinned to another home")
+    if problems:
+        return Check("hooks", "fail", "; ".join(problems) + "; regenerate with `cm codex-config`"), found
+    return Check("hooks", "ok", "six hooks, timeout 3, pinned to an existing interpreter and this home"), found
+
+
+def _check_trust(path: str, found: list[tuple[str, dict, dict]], layers: list[dict]) -> Check:
+    states: dict[str, str] = {}
+    for event, group, handler in found:
+        key = f"{path}:{event_snake(event)}:0:0"
+        entry: dict = {}
+        for layer in layers:
+            entry.update(layer.get("hooks", {}).get("state", {}).get(key, {}))
+        if entry.get("enabled") is False:
+            states[event] = "disabled"
+        elif "trusted_hash" not in entry:
+            states[event] = "untrusted"
+        else:
+            states[event] = "trusted" if entry["trusted_hash"] == trust_hash(event, group, handler) else "modified"
+    if found and all(s == "trusted" for s in states.values()):
+        return Check("hook trust", "ok", "all six hooks trusted (computed as Codex 0.169 does)")
+    pending = ", ".join(f"{e} {s}" for e, s in states.items() if s != "trusted") or "no hooks"
+    return Check("hook trust", "warn", f"{pending}: review and trust them with /hooks in `codex --profile`")
+
+
+def _check_mcp(profile: dict) -> Check:
+    server = profile.get("mcp_servers", {}).get("common_memory")
+    if not isinstance(server, dict) or "command" not in server:
+        return Check("read MCP", "fail", "mcp_servers.common_memory is missing; regenerate with `cm codex-config`")
+    import anyio
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")}
+    env.update(server.get("env", {}))
+    params = StdioServerParameters(command=server["command"], args=list(server.get("args", [])), env=env)
+
+    async def listed() -> set[str]:
+        with anyio.fail_after(20):
+            async with Client(params, mode="legacy") as client:
+                return {t.name for t in (await client.list_tools()).tools}
+
+    try:
+        names = anyio.run(listed)
+    except Exception as exc:  # any start-up failure of the configured command is the finding
+        return Check("read MCP", "fail", f"the configured server did not start or answer ({type(exc).__name__})")
+    if names != {"memory_read", "memory_status"}:
+        return Check("read MCP", "fail", "the server lists " + ", ".join(sorted(names)) + " instead of the read tools")
+    return Check("read MCP", "ok", "started and listed memory_read, memory_status")
+
+
+def _failed(name: str, code: str, message: str) -> Check:
+    return Check(name, "fail", f"{code}: {message}")
+
+
+def _check_model(cfg: config_mod.Config) -> Check:
+    remote = cfg.remote
+    if remote is None:
+        return _failed("model", "UNCONFIGURED", "no model is configured, so captured turns are never written to "
+                       "memory; run `cm config` (or `cm config init --force --base-url URL --model NAME "
+                       "--api-key-stdin`)")
+    try:
+        present = envfile.get_secret(cfg.home, remote["apiKeyEnv"]) is not None
+    except CmError as exc:
+        return _failed("model", exc.code, exc.message)
+    if not present:
+        return _failed("model", "API_KEY_MISSING", f"{remote['apiKeyEnv']} is not set in the private "
+                       f"{cfg.home}/.env; run `cm config` or pipe the key into `cm config init … --api-key-stdin`")
+    return Check("model", "ok", f"{remote['model']} at {remote['baseUrl']}; key {remote['apiKeyEnv']} present in .env")
+
+
+def _check_data_root(root: str) -> Check:
+    name = "data root"
+    existing = root
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if os.path.realpath(existing) != existing:
+        return _failed(name, "UNSAFE_PATH", f"{root} passes through a symbolic link at or above {existing}; "
+                       "set dataRoot to the real path (`cm config init --force --data-root …`)")
+    if existing != root:
+        if not os.path.isdir(existing):
+            return _failed(name, "DATA_ROOT_UNWRITABLE", f"{root} cannot be created: {existing} is not a directory; "
+                           "set dataRoot to a creatable path")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            return _failed(name, "DATA_ROOT_UNWRITABLE", f"{root} cannot be created: {existing} is not writable "
+                           "by this user; fix its permissions or set dataRoot elsewhere")
+        return Check(name, "ok", f"{root} (not created yet; cm creates it with mode 0700)")
+    info = os.stat(root)
+    if not stat.S_ISDIR(info.st_mode):
+        return _failed(name, "UNSAFE_PATH", f"{root} is not a directory; remove it or set dataRoot elsewhere")
+    mode = stat.S_IMODE(info.st_mode)
+    if mode != 0o700:
+        # group/other access exposes the memory; missing owner bits stop cm writing it
+        code = "DATA_ROOT_NOT_PRIVATE" if mode & 0o077 else "DATA_ROOT_UNWRITABLE"
+        return _failed(name, code, f"{root} has mode {mode:04o}, not 0700; run `chmod 700 {root}`")
+    if not os.access(root, os.W_OK | os.X_OK):
+        return _failed(name, "DATA_ROOT_UNWRITABLE", f"{root} is not writable by this user; fix its owner or "
+                       "permissions")
+    return Check(name, "ok", f"{root} (0700, writable)")
+
+
+def _check_secrets(home: str) -> list[Check]:
+    """The deep scanner is installed, the allow-list is usable, and which sections are withheld."""
+    from cmrunner.views import secretreport
+
+    info = secretreport.summary(home)
+    checks = [Check("secret scanner", "ok", f"detect-secrets {info['deepScanner']} for deep scans")
+              if info["deepScanner"] else
+              Check("secret scanner", "warn", "detect-secrets is not installed: only the built-in rules scan; "
+                                              "reinstall cm")]
+    if info["allowListProblem"]:
+        checks.append(Check("secrets allow-list", "warn", info["allowListProblem"]))
+    held = info["withheld"]
+    if held:
+        checks.append(Check("secrets in memory", "warn", f"{len(held)} section(s) withheld from agents: "
+                            + "; ".join(secretreport.describe(item) for item in held[:5])
+                            + "; fix with `cm secrets list`"))
+    else:
+        checks.append(Check("secrets in memory", "ok", "no memory section looks like a secret"))
+    return checks
+
+
+def run(home: str, codex_home: str, profile_name: str = "common-memory") -> list[Check]:
+    checks: list[Check] = []
+    try:
+        cfg = config_mod.load(home)
+        found = "valid" if cfg.exists else "absent (defaults)"
+        checks.append(Check("configuration", "ok", f"{home}/config.json {found}"))
+        checks.append(_check_model(cfg))
+        checks.append(_check_data_root(cfg.data_root))
+        checks += _check_secrets(home)
+    except CmError as exc:
+        checks.append(_failed("configuration", exc.code, exc.message))
+    path = os.path.join(codex_home, f"{profile_name}.config.toml")
+    try:
+        profile = _load_toml(path)
+        base = _load_toml(os.path.join(codex_home, "config.toml")) or {}
+    except CmError as exc:
+        return checks + [Check("codex profile", "fail", exc.message)]
+    if profile is None:
+        return checks + [Check("codex profile", "fail",
+                               f"{path} does not exist; save `cm codex-config` output there")]
+    checks.append(Check("codex profile", "ok", path))
+    hooks, found = _check_hooks(home, profile)
+    checks.append(hooks)
+    checks.append(_check_trust(path, found, [base, profile]))
+    checks.append(_check_mcp(profile))
+    return checks

@@ -1,0 +1,254 @@
+"""``cm import <file.md>``: one trusted local Markdown file in, through the same Writer as user turns.
+
+Contract (specification "Importing a Markdown file", reference-facts §3.3 and §7.2):
+- The file is a regular ``.md``/``.markdown`` file, not a symbolic link, strict UTF-8 (a leading
+  BOM is dropped) without NUL bytes, non-empty after trimming; CRLF becomes LF. Anything else is
+  refused before queuing with ``FILE_NOT_FOUND``, ``UNSUPPORTED_FILE_TYPE``, ``INVALID_ENCODING``
+  or ``EMPTY_DOCUMENT``. Nothing is truncated and there is no file-size cap of cm's own; an
+  explicit disclosure byte cap that the file exceeds is ``IMPORT_CHUNK_TOO_LARGE``.
+- The whole file is one ``document_import`` observation (part 1 of 1): a JSON envelope with a fixed
+  key order holding the label, the declared author, the file name, the content digest, the
+  structural block index (headings, paragraphs, lists, quotes, tables, code, rules and HTML as
+  1-based line ranges from markdown-it-py, each with its heading path) and the complete text.
+  The blocks are structure, not facts; ``--author user`` is still a document import.
+- Identity is the content digest within the target context: ``md-<sha256(text)>`` in namespace
+  ``import:["markdown","v2",importId,contextId]``. The same text under another name, label or
+  author is a duplicate: nothing new is queued and the first metadata stays.
+- Refusals before anything is written: ``IMPORT_DISABLED`` unless ``document_import`` is in
+  ``disclosure.allowedProvenance``; a workspace that is not a registered, allowed project; an
+  author or label outside its set; the sensitive scan (``SENSITIVE_CONTENT_REJECTED part 1/1: …``).
+- Admission and a flush request share one transaction. Then either the foreground Writer loop of
+  ``cm flush`` runs, or (``--no-wait``) a detached drain is reserved in that same transaction.
+  ``complete`` is true only when every part is ``processed``; re-importing the same bytes resumes
+  pending or retrying parts.
+- The Writer's import guard (enforced at commit) lets an import append attributed Sections but
+  never forget, remove or replace Sections that user turns produced.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import stat
+from collections.abc import Callable
+
+from cmrunner.core import config as config_mod, safety, workspace
+from cmrunner.core.errors import CmError
+from cmrunner.core.home import DataPaths
+
+AUTHORS = ("user", "agent", "third_party", "mixed", "unknown")
+SUFFIXES = (".md", ".markdown")
+PART_ENTRY = "part-1"
+LABEL_LIMIT = 64
+
+_BLOCK_KINDS = {
+    "heading_open": "heading", "paragraph_open": "paragraph", "bullet_list_open": "list",
+    "ordered_list_open": "list", "blockquote_open": "quote", "table_open": "table", "fence": "code",
+    "code_block": "code", "hr": "thematic_break", "html_block": "html",
+}
+
+
+def read_markdown(path: str) -> tuple[str, str]:
+    """The normalised text and the file name of an importable Markdown file (see contract)."""
+    name = os.path.basename(path)
+    if not name.lower().endswith(SUFFIXES):
+        raise CmError("UNSUPPORTED_FILE_TYPE", "only .md and .markdown files can be imported")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise CmError("FILE_NOT_FOUND", f"{path} does not exist; check the path") from None
+    except OSError:
+        if os.path.islink(path):
+            raise CmError("UNSUPPORTED_FILE_TYPE", f"{path} is a symbolic link; import the file it points to") from None
+        raise CmError("FILE_NOT_FOUND", f"{path} cannot be opened; check the path and its permissions") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CmError("UNSUPPORTED_FILE_TYPE", f"{path} is not a regular file")
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    raw = b"".join(chunks)
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    if b"\x00" in raw:
+        raise CmError("INVALID_ENCODING", f"{name} contains NUL bytes; it is not a text file")
+    try:
+        text = raw.decode("utf-8", errors="strict")
+    except UnicodeDecodeError:
+        raise CmError("INVALID_ENCODING", f"{name} is not valid UTF-8; convert it to UTF-8 first") from None
+    text = text.replace("\r\n", "\n")
+    if not text.strip():
+        raise CmError("EMPTY_DOCUMENT", f"{name} is empty; nothing to import")
+    return text, name
+
+
+def blocks_of(text: str) -> list[dict]:
+    """The top-level structural blocks with 1-based inclusive line ranges and heading paths."""
+    from markdown_it import MarkdownIt
+
+    tokens = MarkdownIt("commonmark").enable("table").parse(text)
+    blocks: list[dict] = []
+    headings: list[tuple[int, str]] = []
+    for index, token in enumerate(tokens):
+        kind = _BLOCK_KINDS.get(token.type)
+        if kind is None or token.level != 0 or token.map is None:
+            continue
+        start, end = token.map
+        block: dict = {"kind": kind, "lines": [start + 1, max(start + 1, end)]}
+        if kind == "heading":
+            level = int(token.tag[1:])
+            title = tokens[index + 1].content if index + 1 < len(tokens) else ""
+            headings = [h for h in headings if h[0] < level]
+            block["level"] = level
+            block["headingPath"] = [h[1] for h in headings]
+            headings.append((level, title))
+        else:
+            block["headingPath"] = [h[1] for h in headings]
+        blocks.append(block)
+    return blocks
+
+
+def check_label(label: str | None, file_name: str) -> str:
+    """The display label: ``label`` if given (printable, at most 64 characters), else the file name."""
+    if label is None:
+        return "".join(c if c.isprintable() else "?" for c in file_name)[:LABEL_LIMIT]
+    if not label.strip() or len(label) > LABEL_LIMIT or not label.isprintable():
+        raise CmError("INVALID_IMPORT_LABEL", f"--label must be 1-{LABEL_LIMIT} printable characters")
+    return label
+
+
+def check_author(author: str) -> str:
+    if author not in AUTHORS:
+        raise CmError("INVALID_IMPORT_AUTHOR", "--author must be one of " + ", ".join(AUTHORS))
+    return author
+
+
+class Prepared:
+    """A validated import, ready to queue."""
+
+    __slots__ = ("scope", "import_id", "envelope", "namespace")
+
+    def __init__(self, scope: str, import_id: str, envelope: str) -> None:
+        self.scope = scope
+        self.import_id = import_id
+        self.envelope = envelope
+        self.namespace = "import:" + json.dumps(["markdown", "v2", import_id, scope], separators=(",", ":"))
+
+
+def import_scope(cfg: config_mod.Config, paths: DataPaths, workspace_path: str | None) -> str:
+    scope = workspace.resolve(paths, workspace_path).scope if workspace_path is not None else "global"
+    if scope not in cfg.allowed_scopes:
+        raise CmError("UNAUTHORIZED_SCOPE",
+                      f"{scope} is not in disclosure.allowedScopes; add it to config.json to import into it")
+    return scope
+
+
+def prepare(cfg: config_mod.Config, paths: DataPaths, path: str, workspace_path: str | None, author: str,
+            label: str | None) -> Prepared:
+    """Every check before queuing, in the order the user can fix them."""
+    author = check_author(author)
+    if "document_import" not in cfg.data["disclosure"]["allowedProvenance"]:
+        raise CmError("IMPORT_DISABLED",
+                      "imports are disabled: add document_import to disclosure.allowedProvenance in config.json")
+    scope = import_scope(cfg, paths, workspace_path)
+    text, file_name = read_markdown(path)
+    label = check_label(label, file_name)
+    violations = safety.scan_value({"sourceLabel": label, "fileName": file_name, "text": text})
+    if violations:
+        rules = ", ".join(sorted({v.rule_id for v in violations}))
+        raise CmError("SENSITIVE_CONTENT_REJECTED", f"part 1/1: {rules}; remove or redact it, then import again")
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    import_id = f"md-{digest}"
+    envelope = json.dumps({
+        "kind": "document_import", "importId": import_id, "sourceLabel": label, "declaredAuthor": author,
+        "fileName": file_name, "contentDigest": f"sha256:{digest}", "part": {"index": 1, "count": 1},
+        "headingPath": [], "blocks": blocks_of(text), "text": text,
+    }, ensure_ascii=False)
+    disclosure = cfg.data["disclosure"]
+    caps = [disclosure.get(k) for k in ("maxExcerptBytes", "maxCandidateBytes", "maxTotalBytes")]
+    cap = min((c for c in caps if c), default=None)
+    # The Writer refuses a source over an explicit cap (plus its framing); refusing here keeps it unqueued.
+    if cap is not None and len(envelope.encode("utf-8")) + 32 > cap:
+        raise CmError("IMPORT_CHUNK_TOO_LARGE",
+                      f"the import needs more than the explicit disclosure cap of {cap} bytes; raise the cap in "
+                      "config.json or import a smaller file (nothing is truncated)")
+    return Prepared(scope, import_id, envelope)
+
+
+def queue(home: str, paths: DataPaths, prepared: Prepared, spawn_drain: bool) -> bool:
+    """Admit the part and request a flush in one transaction; ``True`` if it was already there."""
+    from cmrunner.core import drainlease, store
+    from cmrunner.capture import observations
+    conn = store.open_store(paths)
+    try:
+        with store.immediate(conn):
+            duplicate = conn.execute("SELECT 1 FROM observations WHERE namespace = ? AND entry_id = ?",
+                                     (prepared.namespace, PART_ENTRY)).fetchone() is not None
+            if not duplicate:
+                now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+                observations.admit(conn, namespace=prepared.namespace, entry_id=PART_ENTRY, text=prepared.envelope,
+                                   scope=prepared.scope, source="document_import",
+                                   observed_at=now.replace("+00:00", "Z"))
+            observations.request_flush(conn)
+            if spawn_drain:
+                drainlease.ensure_drain(conn, home)
+    finally:
+        conn.close()
+    return duplicate
+
+
+def part_states(paths: DataPaths, prepared: Prepared) -> list[dict]:
+    """Each part's outcome (``mcp_items.outcome`` shape) plus its index and count."""
+    from cmrunner.mcpserver import items as mcp_items
+    from cmrunner.core import store
+
+    conn = store.open_store(paths)
+    try:
+        found = mcp_items.outcome(conn, prepared.namespace, PART_ENTRY)
+    finally:
+        conn.close()
+    if found is None:  # pragma: no cover - queued above in this process
+        raise CmError("IMPORT_IDENTITY_CONFLICT", "the queued import disappeared; run `cm status`")
+    return [{"index": 1, "count": 1, **found[0]}]
+
+
+class ImportReport:
+    __slots__ = ("import_id", "scope", "duplicate", "parts", "waited", "note")
+
+    def __init__(self, import_id: str, scope: str, duplicate: bool, parts: list[dict], waited: bool,
+                 note: str | None) -> None:
+        self.import_id = import_id
+        self.scope = scope
+        self.duplicate = duplicate
+        self.parts = parts
+        self.waited = waited
+        self.note = note
+
+    @property
+    def complete(self) -> bool:
+        return all(p["state"] == "processed" for p in self.parts)
+
+
+def run(home: str, path: str, workspace_path: str | None, author: str, label: str | None, wait: bool,
+        progress: Callable[[object], None]) -> ImportReport:
+    """Validate, queue, optionally run the Writer loop, and report each part's state."""
+    cfg = config_mod.load(home)
+    paths = DataPaths(cfg.data_root)
+    prepared = prepare(cfg, paths, path, workspace_path, author, label)
+    duplicate = queue(home, paths, prepared, spawn_drain=not wait)
+    note = None
+    if wait:
+        from cmrunner.writer_proc import flush as flush_mod
+
+        try:
+            if flush_mod.flush(paths, cfg, progress).followed:
+                note = "a running drain held the queue; this import followed it to its end"
+        except CmError as exc:
+            if exc.code != "UNCONFIGURED":
+                raise
+            note = "no model is configured, so the import stays queued; configure one and run `cm flush`"
+    return ImportReport(prepared.import_id, prepared.scope, duplicate, part_states(paths, prepared), wait, note)

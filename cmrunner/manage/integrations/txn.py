@@ -1,0 +1,161 @@
+"""All-or-nothing file changes across host folders, with a journal that survives a crash.
+
+Contract:
+- A ``Change`` replaces, creates or deletes one file, guarded by the digest the planner saw
+  (``before``: the sha256 of the current bytes, or ``None`` for "must not exist"). Every guard is
+  checked before anything is written; a mismatch is ``HOST_FILE_MODIFIED`` and nothing changes.
+- ``apply`` first writes a journal under ``<home>/integrations.txn/`` (a copy of every file it
+  will touch, fsynced), then changes the files one by one (temp file + rename, existing mode
+  kept), then marks the journal committed and removes it. An exception rolls back at once from
+  the journal; a crash leaves the journal, and ``recover`` (called before every transaction and at
+  start-up of the management UI) restores every file to its state before the transaction and
+  removes the folders it created. A committed journal is only cleaned up.
+- Symbolic links are never written through: a link in a changed file's place is ``UNSAFE_PATH``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+
+from cmrunner.core import fsutil
+from cmrunner.core.errors import CmError
+
+JOURNAL_DIR = "integrations.txn"
+FILE_LIMIT = 4 << 20
+NEW_FILE_MODE = 0o644
+
+
+def digest(data: bytes | None) -> str | None:
+    return None if data is None else hashlib.sha256(data).hexdigest()
+
+
+def read_bytes(path: str) -> bytes | None:
+    """The file's bytes, ``None`` if it does not exist; links and non-files are ``UNSAFE_PATH``."""
+    if os.path.islink(path):
+        raise CmError("UNSAFE_PATH", f"{path} is a symbolic link; cm does not write through links, replace it with "
+                                     "a regular file or leave this integration out")
+    return fsutil.read_regular_file(path, FILE_LIMIT, "host file")
+
+
+@dataclass
+class Change:
+    path: str
+    before: str | None
+    after: bytes | None
+    mode: int | None = None
+    prune: list[str] = field(default_factory=list)  # cm's own folders, removed when a deletion empties them
+    created_dirs: list[str] = field(default_factory=list)
+
+
+def _journal(home: str) -> str:
+    return os.path.join(home, JOURNAL_DIR)
+
+
+def _check(changes: list[Change]) -> None:
+    for change in changes:
+        if not os.path.isabs(change.path):
+            raise CmError("PATH_NOT_ABSOLUTE", f"{change.path} is not absolute")
+        current = digest(read_bytes(change.path))
+        if current != change.before:
+            raise CmError("HOST_FILE_MODIFIED", f"{change.path} changed while cm was preparing the change; nothing "
+                                                "was written, try again")
+
+
+def missing_dirs(path: str) -> list[str]:
+    missing = []
+    current = os.path.dirname(path)
+    while not os.path.exists(current):
+        missing.append(current)
+        current = os.path.dirname(current)
+    return list(reversed(missing))
+
+
+def _write(path: str, data: bytes, mode: int) -> None:
+    for directory in missing_dirs(path):
+        os.mkdir(directory, 0o755)
+    fsutil.write_atomic(path, data, mode)
+
+
+def _restore(home: str) -> None:
+    journal = _journal(home)
+    with open(os.path.join(journal, "journal.json"), encoding="utf-8") as handle:
+        entries = json.load(handle)["files"]
+    for entry in reversed(entries):
+        path = entry["path"]
+        if entry["backup"] is None:
+            if os.path.lexists(path) and not os.path.islink(path):
+                os.unlink(path)
+        else:
+            with open(os.path.join(journal, entry["backup"]), "rb") as handle:
+                _write(path, handle.read(), entry["mode"])
+        for directory in reversed(entry["createdDirs"]):
+            try:
+                os.rmdir(directory)
+            except OSError:
+                pass
+
+
+def recover(home: str) -> bool:
+    """Finish or roll back a transaction a crash interrupted; ``True`` if one was found."""
+    journal = _journal(home)
+    if not os.path.isdir(journal):
+        return False
+    if not os.path.exists(os.path.join(journal, "COMMITTED")) and os.path.exists(os.path.join(journal, "journal.json")):
+        _restore(home)
+    shutil.rmtree(journal)
+    fsutil.fsync_dir(home)
+    return True
+
+
+def apply(home: str, changes: list[Change]) -> None:
+    """Apply every change or none (see module contract)."""
+    recover(home)
+    _check(changes)
+    if not changes:
+        return
+    journal = _journal(home)
+    fsutil.ensure_private_dir(home, "configuration home")
+    os.mkdir(journal, 0o700)
+    entries = []
+    for index, change in enumerate(changes):
+        current = read_bytes(change.path)
+        mode = change.mode
+        backup = None
+        if current is not None:
+            mode = mode or (os.stat(change.path).st_mode & 0o777)
+            backup = f"b{index}"
+            fsutil.write_atomic(os.path.join(journal, backup), current)
+        change.created_dirs = missing_dirs(change.path) if change.after is not None else []
+        entries.append({"path": change.path, "backup": backup, "mode": mode or NEW_FILE_MODE,
+                        "createdDirs": change.created_dirs})
+    fsutil.write_atomic(os.path.join(journal, "journal.json"), json.dumps({"files": entries}).encode("utf-8"))
+    fsutil.fsync_dir(journal)
+    try:
+        for change, entry in zip(changes, entries):
+            if change.after is None:
+                if os.path.lexists(change.path):
+                    os.unlink(change.path)
+                    fsutil.fsync_dir(os.path.dirname(change.path))
+                _prune_empty_dirs(change.prune)
+            else:
+                _write(change.path, change.after, change.mode or entry["mode"])
+    except BaseException:
+        _restore(home)
+        shutil.rmtree(journal, ignore_errors=True)
+        raise
+    fsutil.write_atomic(os.path.join(journal, "COMMITTED"), b"")
+    shutil.rmtree(journal)
+    fsutil.fsync_dir(home)
+
+
+def _prune_empty_dirs(directories: list[str]) -> None:
+    """Remove cm's own folders that are now empty, deepest first (a non-empty one stays)."""
+    for directory in sorted(directories, key=len, reverse=True):
+        try:
+            os.rmdir(directory)
+        except OSError:
+            pass

@@ -1,0 +1,132 @@
+"""What the user sees and does about secrets: findings in memory, the allow-list, the quarantine.
+
+Contract
+- ``gather(home)`` refreshes the findings cache (``secretcache.refresh``, the deep scan) and
+  returns every ``secret.*`` finding of the current memory documents as ``Row(target, unit,
+  where, rule, fingerprint, allowed)``: ``where`` is the section's heading, or its position when
+  the heading takes part in the finding; never a value. It also counts quarantined observations
+  whose kept text failed the scan (SQLite, only if the database exists; never created here).
+- ``allow(home, fingerprint)`` adds a fingerprint to the allow-list (``allowlist``), recording the
+  rule when a current finding has it; ``disallow`` removes one.
+- ``purge_quarantine(home)`` drops now the text of every quarantined observation that failed the
+  sensitive-content scan (the rows and their issue codes stay); the 7-day retention does the same
+  on its own (``observations.prune_quarantined``).
+The core never prints: ``cm secrets``, ``cm status``, ``cm doctor`` and the terminal UI do.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from typing import NamedTuple
+
+from cmrunner.core import allowlist, config as config_mod, secretcache, withhold
+from cmrunner.core.home import DataPaths
+
+
+class Row(NamedTuple):
+    target: str
+    unit: int
+    where: str
+    rule: str
+    fingerprint: str
+    allowed: bool
+
+
+class Report(NamedTuple):
+    rows: list[Row]
+    quarantined: int | None   # None when there is no database yet
+
+    @property
+    def withheld(self) -> list[Row]:
+        return [row for row in self.rows if not row.allowed]
+
+
+def _paths(home: str) -> DataPaths:
+    return DataPaths(config_mod.load(home).data_root)
+
+
+def rows_of(target: str, markdown: str, found: list[withhold.UnitFinding], allowed: frozenset[str]) -> list[Row]:
+    parts = withhold.units(markdown)
+    rows = []
+    for finding in found:
+        if finding.unit == 0:
+            where = "text before the first section"
+        elif finding.title_shown and finding.unit < len(parts):
+            where = f"section '{parts[finding.unit].partition(chr(10))[0][3:].strip()}'"
+        else:
+            where = f"section {finding.unit} (heading withheld)"
+        rows.append(Row(target, finding.unit, where, finding.rule, finding.fingerprint,
+                        finding.fingerprint in allowed))
+    return rows
+
+
+def gather(home: str, write: bool = True) -> Report:
+    paths = _paths(home)
+    allowed = allowlist.load(home)
+    rows: list[Row] = []
+    for target, markdown, found in secretcache.refresh(paths, write):
+        rows += rows_of(target, markdown, found, allowed)
+    return Report(rows, _quarantined(paths))
+
+
+def summary(home: str) -> dict:
+    """For ``cm status --json`` and ``cm doctor``: withheld sections (no value), allow-list, scanner."""
+    from cmrunner.core import deepscan
+
+    report = gather(home, write=False)
+    return {"withheld": [{"target": r.target, "section": r.where, "rule": r.rule, "fingerprint": r.fingerprint}
+                         for r in report.withheld],
+            "allowed": len([r for r in report.rows if r.allowed]), "quarantinedSecrets": report.quarantined,
+            "allowListProblem": allowlist.problem(home), "deepScanner": deepscan.version()}
+
+
+def describe(item: dict) -> str:
+    return f"{item['target']} {item['section']} ({item['rule']})"
+
+
+def _quarantined(paths: DataPaths) -> int | None:
+    from cmrunner.capture import observations
+    from cmrunner.core import store
+
+    conn = store.open_existing(paths)  # read-only use; never creates the database
+    if conn is None:
+        return None
+    try:
+        from cmrunner.core import migrations
+
+        if migrations.check_readable(conn) < 1:
+            return None
+        return observations.count_sensitive_quarantined(conn)
+    except sqlite3.Error:  # a drain is creating the database right now: nothing to count yet
+        return None
+    finally:
+        conn.close()
+
+
+def allow(home: str, fingerprint: str) -> bool:
+    fingerprint = allowlist.check_fingerprint(fingerprint)
+    paths = _paths(home)
+    rule = None
+    for target, markdown, found in secretcache.refresh(paths):
+        rule = next((f.rule for f in found if f.fingerprint == fingerprint), rule)
+    return allowlist.add(home, fingerprint, rule)
+
+
+def disallow(home: str, fingerprint: str) -> bool:
+    return allowlist.remove(home, fingerprint)
+
+
+def purge_quarantine(home: str) -> int:
+    paths = _paths(home)
+    if not os.path.exists(paths.db):
+        return 0
+    from cmrunner.capture import observations
+    from cmrunner.core import store
+
+    conn = store.open_store(paths)
+    try:
+        with store.immediate(conn):
+            return observations.purge_sensitive_quarantined(conn)
+    finally:
+        conn.close()

@@ -1,0 +1,205 @@
+"""What ``cm status`` reports, gathered without creating or repairing anything.
+
+Contract: resolves the configuration and storage paths, opens ``runtime.sqlite`` read-only only
+if it exists, and never writes. Counts are of durable rows: inbox rows, observations and jobs by
+state, isolated sessions; the drain is "alive" only if the lease holder's identity still matches a
+running process. Secrets are reported as present/absent, never shown.
+
+Everything stuck explains itself (``problems``): quarantined observations and dead jobs grouped by
+code, each group with its reason and remedy from ``cmrunner.core.reasons``; isolated sessions likewise;
+the unfinished jobs with their 12-character ids, state and next attempt time; and the last
+failure of a drain or flush (``cmrunner.core.drainfailures``) with the drain log's path. The
+Processing Status screen shows the same ``problems``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import sqlite3
+import time
+
+from cmrunner.core import config as config_mod, drainfailures, drainlease, envfile, migrations, reasons, store
+from cmrunner.capture import observations
+from cmrunner.core.errors import CmError
+from cmrunner.core.home import DataPaths, config_path, env_path
+
+
+SHORT_ID = 12
+JOB_LIST_LIMIT = 20
+
+
+def _counts(conn, sql: str) -> dict[str, int]:
+    return {row[0]: int(row[1]) for row in conn.execute(sql)}
+
+
+def problems(conn: sqlite3.Connection) -> dict:
+    """Quarantined observations and dead jobs grouped by code, with reason and remedy."""
+    from cmrunner.writer_proc import jobs
+
+    quarantined = []
+    for issue, count, ids, job_ids in observations.quarantined_by_issue(conn):
+        entry = reasons.explain(issue)
+        short = [j[:SHORT_ID] for j in job_ids]
+        quarantined.append({"code": issue, "count": count, "reason": entry.reason,
+                            "remedy": reasons.remedy(issue, "quarantined", short),
+                            "releasable": reasons.releasable(issue), "observationIds": ids, "jobIds": short})
+    dead = []
+    for issue, job_ids, held in jobs.dead_by_issue(conn):
+        entry = reasons.explain(issue)
+        short = [j[:SHORT_ID] for j in job_ids]
+        dead.append({"code": issue, "count": len(job_ids), "observations": held, "reason": entry.reason,
+                     "remedy": reasons.remedy(issue, "dead", short), "jobIds": short})
+    return {"quarantined": quarantined, "dead": dead}
+
+
+def job_list(conn: sqlite3.Connection) -> dict:
+    """The unfinished jobs (short ids), at most ``JOB_LIST_LIMIT``, and their total."""
+    from cmrunner.writer_proc import jobs
+
+    listed, total = jobs.unfinished(conn, JOB_LIST_LIMIT)
+    for job in listed:
+        job["id"] = job["id"][:SHORT_ID]
+        job["reason"] = reasons.explain(job["issue"]).reason if job["issue"] else None
+    return {"jobs": listed, "total": total}
+
+
+def gather(home: str) -> dict:
+    report: dict = {
+        "home": home,
+        "config": {"path": config_path(home), "exists": os.path.isfile(config_path(home))},
+        "env": {"path": env_path(home), "exists": os.path.isfile(env_path(home))},
+    }
+    try:
+        cfg = config_mod.load(home)
+    except CmError as exc:
+        report["config"]["error"] = {"code": exc.code, "message": exc.message}
+        return report
+    remote = cfg.remote
+    report["config"]["schemaVersion"] = cfg.data["schemaVersion"]
+    report["model"] = None
+    if remote is not None:
+        try:
+            key_present = envfile.get_secret(home, remote["apiKeyEnv"]) is not None
+        except CmError:
+            key_present = False
+        report["model"] = {
+            "baseUrl": remote["baseUrl"], "model": remote["model"], "api": remote.get("api", "responses"),
+            "apiKeyEnv": remote["apiKeyEnv"], "apiKeyConfigured": key_present,
+            "proxy": remote.get("proxy", {}).get("mode", "legacy"),
+        }
+    paths = DataPaths(cfg.data_root)
+    report["paths"] = {
+        "dataRoot": paths.root, "memory": paths.memory, "database": paths.db,
+        "runtime": paths.runtime, "projects": paths.registry, "log": paths.drain_log,
+    }
+    try:  # sections the read path withholds because they look like secrets (never a value)
+        from cmrunner.views import secretreport
+
+        report["secrets"] = secretreport.summary(home)
+    except CmError as exc:
+        report["secrets"] = {"error": {"code": exc.code, "message": exc.message}}
+    report["store"] = {"exists": os.path.isfile(paths.db), "schemaVersion": None, "codeSchemaVersion": migrations.LATEST}
+    report["inbox"] = {"codex": 0, "pi": 0, "candidates": 0}
+    report["observations"] = {}
+    report["jobs"] = {}
+    report["isolatedSessions"] = []
+    report["problems"] = {"quarantined": [], "dead": []}
+    report["jobList"] = {"jobs": [], "total": 0}
+    report["lastDrainFailure"] = None
+    report["drain"] = {"alive": False}
+    conn = store.open_existing(paths)
+    if conn is None:
+        return report
+    try:
+        version = migrations.check_readable(conn)
+        report["store"]["schemaVersion"] = version
+        if version < 1:
+            return report
+        report["inbox"] = {
+            "codex": conn.execute("SELECT COUNT(*) FROM codex_inbox").fetchone()[0],
+            "pi": conn.execute("SELECT COUNT(*) FROM pi_inbox").fetchone()[0],
+            "candidates": conn.execute("SELECT COUNT(*) FROM codex_candidates WHERE text IS NOT NULL").fetchone()[0],
+        }
+        report["observations"] = _counts(conn, "SELECT state, COUNT(*) FROM observations GROUP BY state ORDER BY state")
+        report["jobs"] = _counts(conn, "SELECT state, COUNT(*) FROM jobs GROUP BY state ORDER BY state")
+        report["isolatedSessions"] = [
+            {"recoveryId": row[0], "issue": row[1], "failedAt": row[2], "reason": reasons.explain(row[1]).reason,
+             "remedy": reasons.remedy(row[1], "isolated", [row[0]])}
+            for row in conn.execute("SELECT recovery_id, issue, failed_at FROM codex_failures ORDER BY failed_at")
+        ]
+        report["problems"] = problems(conn)
+        report["jobList"] = job_list(conn)
+        report["lastDrainFailure"] = drainfailures.latest(conn)
+        holder = drainlease.live_holder(conn)
+        report["drain"] = {"alive": holder is not None, "pid": holder.pid if holder else None}
+    finally:
+        conn.close()
+    return report
+
+
+# -- text rendering (cm status and the Processing Status screen) -----------------------------
+
+def _clock(ms: int) -> str:
+    return datetime.datetime.fromtimestamp(ms / 1000).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _in(ms: int, now: int) -> str:
+    seconds = max(0, (ms - now) // 1000)
+    return f"in {seconds} s" if seconds < 120 else f"in {seconds // 60} min"
+
+
+def _ids(ids: list, count: int) -> str:
+    shown = ", ".join(str(i) for i in ids)
+    return shown + (f", … ({count - len(ids)} more)" if count > len(ids) else "")
+
+
+def job_line(job: dict, now: int) -> str:
+    """One unfinished job: short id, state, code and when it runs next."""
+    text = f"{job['id']} {job['state']}"
+    if job["issue"]:
+        text += f" ({job['issue']})"
+    if job["state"] == "retry" and job["nextAttemptAt"] is not None:
+        text += f", next attempt {_clock(job['nextAttemptAt'])} ({_in(job['nextAttemptAt'], now)})"
+    elif job["state"] == "running" and job["leaseExpiresAt"] is not None:
+        text += ", in progress" if job["leaseExpiresAt"] > now else ", lease expired: resumed by the next drain"
+    elif job["state"] in ("dead", "paused"):
+        text += f", `cm retry {job['id']}` after fixing the cause"
+    elif job["state"] == "quarantined":
+        text += f", {reasons.remedy(job['issue'], 'quarantined', [job['id']])}"
+    return text + f", {job['attempts']} attempt(s)"
+
+
+def failure_line(failure: dict) -> str:
+    """The last drain failure in one line: when, what, where, and whether it is behind us."""
+    where = failure["frames"][-1] if failure["frames"] else "?"
+    text = f"{_clock(failure['at'])} in {failure['process']}: {failure['code']} ({failure['exception']}) at {where}"
+    if failure["message"]:
+        text += f": {failure['message']}"
+    if failure["jobId"]:
+        text += f"; job {failure['jobId'][:SHORT_ID]} went back to retry"
+    if failure["resolvedAt"]:
+        text += f"; a later drain finished cleanly at {_clock(failure['resolvedAt'])}"
+    return text
+
+
+def problem_lines(report: dict) -> list[str]:
+    """The grouped explanations ``cm status`` prints (the JSON holds the same fields)."""
+    lines: list[str] = []
+    now = int(time.time() * 1000)
+    for group in report.get("problems", {}).get("quarantined", []):
+        lines.append(f"quarantined: {group['count']} × {group['code']}: {group['reason']}")
+        lines.append(f"             remedy: {group['remedy']} (observation ids {_ids(group['observationIds'], group['count'])})")
+    for group in report.get("problems", {}).get("dead", []):
+        lines.append(f"dead:        {group['count']} job(s) × {group['code']} ({group['observations']} observation(s)): "
+                     f"{group['reason']}")
+        lines.append(f"             remedy: {group['remedy']}")
+    for failure in report.get("isolatedSessions", []):
+        lines.append(f"isolated:    {failure['issue']}: {failure.get('reason') or ''}")
+        lines.append(f"             remedy: {failure.get('remedy') or ''}")
+    listing = report.get("jobList", {"jobs": [], "total": 0})
+    for index, job in enumerate(listing["jobs"]):
+        lines.append(f"{'job ids:' if index == 0 else '':<13}{job_line(job, now)}")
+    if listing["total"] > len(listing["jobs"]):
+        lines.append(f"{'':<13}… and {listing['total'] - len(listing['jobs'])} more (oldest listed first)")
+    return lines
