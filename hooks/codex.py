@@ -26,7 +26,8 @@ from cmrunner.capture import admission as capture
 from cmrunner.core import config as config_mod, drainlease, identity, projects, reader, store
 from cmrunner.core.errors import CmError, InputError
 from cmrunner.core.home import DataPaths
-from cmrunner.hooks import runner, stdin, transcript
+from cmrunner.capture import transcript
+from cmrunner.hooks import runner, stdin
 
 CLIENTS = {"codex": "codex", "work": "chatgpt-work"}
 USED_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "Interrupt", "SessionEnd")

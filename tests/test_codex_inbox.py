@@ -58,6 +58,9 @@ def replay(name: str, home: str, tmp_path, env: dict | None = None, version: str
 
 
 def drain(home: str) -> None:
+    # A drain a hook spawned may still hold the lease; the foreground drain would then exit at once
+    # and leave the last transcript lines (written after the final hook, as Codex does) to nobody.
+    wait_no_drain(home)
     proc = subprocess.run([CM, "session-drain", "--home", home], env=hook_env(), capture_output=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     wait_no_drain(home)

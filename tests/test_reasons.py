@@ -25,7 +25,7 @@ SOURCES = [
     *(f"capture/{name}" for name in ("observations.py", "sessions.py", "codex_inbox.py", "pi_inbox.py", "rollout.py")),
     *(f"core/{name}" for name in ("sections.py", "safety.py", "fsutil.py", "db.py", "store.py", "gate.py",
                                    "migrations.py", "config.py", "envfile.py", "projects.py")),
-    "hooks/transcript.py",
+    "capture/transcript.py",
     *(f"writer_proc/{name}" for name in (
         "writer.py", "shaping.py", "jobs.py", "agent.py", "wire.py", "tools.py", "reads.py", "contract.py",
         "apply.py", "commit.py", "publish.py", "receipts.py", "errors_map.py", "port.py", "netclient.py",

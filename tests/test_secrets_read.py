@@ -16,7 +16,7 @@ from conftest import CM, Transcript, event, hook_env, run_cm, run_hook
 from mcp_support import configure, session, write_doc
 from writer_support import admit
 
-from cmrunner.core import secretcache
+from cmrunner.core import secretcache, withhold
 from cmrunner.synthetic import fakemodel
 
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiLEAKBARE22"
@@ -71,7 +71,7 @@ def test_the_hook_uses_the_deep_findings_cache_and_stays_light(home, tmp_path, w
     os.makedirs(paths.runtime, mode=0o700, exist_ok=True)
     # "artifactory" style value: only the maintained detector (deep scan) knows it
     write_doc(paths, "profile", "# Profile\n\n## Repo\nartifactory password AP6" + "Lx9qZk2mW\n\n## Name\nAda\n")
-    report = secretcache.refresh(paths)
+    report = withhold.refresh(paths)
     assert {t for t, _, found in report if found} == {"profile", "preferences"}
     cache = open(secretcache.path(paths), encoding="utf-8").read()
     assert "Lx9qZk2mW" not in cache and "Repo" not in cache and AWS_SECRET not in cache

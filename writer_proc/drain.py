@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from cmrunner.core import config as config_mod, drainfailures, drainlease, identity, safety, secretcache, store
+from cmrunner.core import config as config_mod, drainfailures, drainlease, identity, safety, store, withhold
 from cmrunner.core.errors import CmError, InputError
 from cmrunner.core.home import DataPaths, resolve_home
 from cmrunner.writer_proc import drainlog
@@ -304,9 +304,9 @@ def main(argv: list[str]) -> int:
         paths = DataPaths(cfg.data_root)
         # The read path consults these deep-scan findings: hand edits since the last drain at
         # start, this drain's commits at the end.
-        secretcache.refresh(paths)
+        withhold.refresh(paths)
         run(paths, lambda: consumers(paths, cfg), lambda: stopping["flag"], _linger_ms(), close=False)
-        secretcache.refresh(paths)
+        withhold.refresh(paths)
         # Exit without interpreter teardown: the lease is already released and every write is
         # committed, so the only thing teardown would add is a window with two drains alive.
         os._exit(0)

@@ -164,7 +164,7 @@ class CodexInbox:
     # -- watches ----------------------------------------------------------------------------
     def _reconcile(self, conn: sqlite3.Connection) -> bool:
         """Inside the caller's transaction: append newer transcript lines of watched sessions."""
-        from cmrunner.hooks import transcript
+        from cmrunner.capture import transcript
 
         appended = False
         for session_id, turn_id in self._due_watches(conn):

@@ -23,9 +23,9 @@ def flush(ctx: click.Context) -> None:
         echo(f"job {outcome.job_id[:12]}: {outcome.state}{code}")
 
     report = flush_mod.flush(DataPaths(cfg.data_root), cfg, progress)
-    from cmrunner.core import secretcache
+    from cmrunner.core import withhold
 
-    secretcache.refresh(DataPaths(cfg.data_root))  # the read path's findings for what was just committed
+    withhold.refresh(DataPaths(cfg.data_root))  # the read path's findings for what was just committed
     if report.followed:
         echo("a running drain held the queue; followed it to the end")
     left = ", ".join(f"{k} {v}" for k, v in report.remaining.items() if v)

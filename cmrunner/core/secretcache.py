@@ -8,11 +8,9 @@ Contract
 - ``lookup(paths, sha256)`` (light, the read path) returns the entry for exactly those bytes, or
   None when there is none, the file is missing or unreadable, or it was written by another
   detector version. A hit can never be stale: a changed document has another sha256.
-- ``refresh(paths)`` (heavy: it runs the deep scan) scans every current memory document that has no
-  entry and rewrites the file with entries for the current documents only, so it never grows.
-  It is called off the hot path: by the drain (at start and end), ``cm flush`` and
-  ``cm secrets list``; ``cm status`` and ``cm doctor`` run it with ``write=False``. It returns ``(target, markdown, findings)`` for every
-  current document, for those reports.
+- ``load``/``entry``/``save`` are the storage half of ``withhold.refresh`` (which runs the deep
+  scan): this module only stores verdicts and never scans, so the scanner and its cache do not
+  import each other.
 - A document larger than the reader's 1 MiB limit, or not UTF-8, is left out (the reader refuses
   it anyway). Concurrent refreshes are harmless: entries are deterministic, last writer wins.
 Stdlib only.
@@ -20,7 +18,6 @@ Stdlib only.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 
@@ -93,27 +90,22 @@ def current_documents(paths: DataPaths) -> list[tuple[str, str]]:
     return out
 
 
-def refresh(paths: DataPaths, write: bool = True) -> list[tuple[str, str, list]]:
-    """Scan (deep) every document without an entry, rewrite the cache; every document's findings.
+def load(paths: DataPaths) -> dict[str, list]:
+    """Every entry of the cache file (empty when missing, unreadable or of another detector)."""
+    return _load(paths)
 
-    ``write=False`` computes the same report and leaves the file alone (``cm status`` and
-    ``cm doctor`` promise to write nothing)."""
-    from cmrunner.core import withhold
 
-    known = _load(paths)
-    fresh: dict[str, list] = {}
-    report = []
-    for target, markdown in current_documents(paths):
-        digest = hashlib.sha256(markdown.encode("utf-8")).hexdigest()
-        entry = _entry(known, digest)
-        if entry is None:
-            entry = [tuple(f) for f in withhold.scan_units(markdown, deep=True)]
-        fresh[digest] = [list(item) for item in entry]
-        report.append((target, markdown, [withhold.UnitFinding(*item) for item in entry]))
-    if write and fresh != known and os.path.isdir(paths.runtime):
-        body = {"version": 1, "detector": _detector(), "documents": fresh}
-        try:
-            fsutil.write_atomic(path(paths), (json.dumps(body, sort_keys=True) + "\n").encode("utf-8"))
-        except (CmError, OSError):
-            pass  # the cache only saves work: the read path scans by itself without it
-    return report
+def entry(documents: dict[str, list], digest: str) -> list[tuple[int, str, str, bool]] | None:
+    return _entry(documents, digest)
+
+
+def save(paths: DataPaths, documents: dict[str, list]) -> None:
+    """Rewrite the cache with exactly ``documents``; a failure is ignored (the cache only saves
+    work: the read path scans by itself without it)."""
+    if not os.path.isdir(paths.runtime):
+        return
+    body = {"version": 1, "detector": _detector(), "documents": documents}
+    try:
+        fsutil.write_atomic(path(paths), (json.dumps(body, sort_keys=True) + "\n").encode("utf-8"))
+    except (CmError, OSError):
+        pass

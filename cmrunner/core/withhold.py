@@ -171,3 +171,26 @@ def document(markdown: str, target: str, home: str | None, paths: DataPaths | No
     if not found:
         return markdown, []
     return apply(markdown, target, found, allowlist.load(home) if home else frozenset())
+
+
+def refresh(paths: DataPaths, write: bool = True) -> list[tuple[str, str, list[UnitFinding]]]:
+    """Deep-scan every current memory document the findings cache has no entry for, rewrite the
+    cache with entries for the current documents only (so it never grows), and return
+    ``(target, markdown, findings)`` for every current document.
+
+    Heavy (the deep scan): called off the hot path, by the drain (at start and end), ``cm flush``
+    and ``cm secrets list``; ``cm status`` and ``cm doctor`` pass ``write=False`` because they
+    promise to create nothing. Concurrent refreshes are harmless: entries are deterministic."""
+    known = secretcache.load(paths)
+    fresh: dict[str, list] = {}
+    report = []
+    for target, markdown in secretcache.current_documents(paths):
+        digest = hashlib.sha256(markdown.encode("utf-8")).hexdigest()
+        entry = secretcache.entry(known, digest)
+        if entry is None:
+            entry = [tuple(f) for f in scan_units(markdown, deep=True)]
+        fresh[digest] = [list(item) for item in entry]
+        report.append((target, markdown, [UnitFinding(*item) for item in entry]))
+    if write and fresh != known:
+        secretcache.save(paths, fresh)
+    return report

@@ -18,7 +18,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Input, OptionList
 
-from cmrunner.views import confview
+from cmrunner.manage import confview
 from cmrunner.manage import netsettings, uninstall
 from cmrunner.core.errors import CmError
 from cmrunner.manage.integrations import discovery

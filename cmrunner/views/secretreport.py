@@ -1,7 +1,7 @@
 """What the user sees and does about secrets: findings in memory, the allow-list, the quarantine.
 
 Contract
-- ``gather(home)`` refreshes the findings cache (``secretcache.refresh``, the deep scan) and
+- ``gather(home)`` refreshes the findings cache (``withhold.refresh``, the deep scan) and
   returns every ``secret.*`` finding of the current memory documents as ``Row(target, unit,
   where, rule, fingerprint, allowed)``: ``where`` is the section's heading, or its position when
   the heading takes part in the finding; never a value. It also counts quarantined observations
@@ -20,7 +20,7 @@ import os
 import sqlite3
 from typing import NamedTuple
 
-from cmrunner.core import allowlist, config as config_mod, secretcache, withhold
+from cmrunner.core import allowlist, config as config_mod, withhold
 from cmrunner.core.home import DataPaths
 
 
@@ -65,7 +65,7 @@ def gather(home: str, write: bool = True) -> Report:
     paths = _paths(home)
     allowed = allowlist.load(home)
     rows: list[Row] = []
-    for target, markdown, found in secretcache.refresh(paths, write):
+    for target, markdown, found in withhold.refresh(paths, write):
         rows += rows_of(target, markdown, found, allowed)
     return Report(rows, _quarantined(paths))
 
@@ -108,7 +108,7 @@ def allow(home: str, fingerprint: str) -> bool:
     fingerprint = allowlist.check_fingerprint(fingerprint)
     paths = _paths(home)
     rule = None
-    for target, markdown, found in secretcache.refresh(paths):
+    for target, markdown, found in withhold.refresh(paths):
         rule = next((f.rule for f in found if f.fingerprint == fingerprint), rule)
     return allowlist.add(home, fingerprint, rule)
 
