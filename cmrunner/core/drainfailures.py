@@ -20,12 +20,14 @@ import time
 import traceback
 from types import TracebackType
 
+import cmrunner
 from cmrunner.core.errors import CmError
 
 CRASH_CODE = "DRAIN_CRASHED"
 KEEP = 20
 MAX_FRAMES = 16
-_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The folder holding the installed ``cmrunner`` package: frames are shown relative to it.
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(cmrunner.__file__)))
 
 
 def _where(filename: str) -> str:
