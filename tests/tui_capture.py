@@ -18,6 +18,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tui_support import EDIT_POLICY, KEY, screen_text, temp_hosts, wait_for  # noqa: E402
+from writer_support import admit  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
+from secrets_corpus import SECRETS  # noqa: E402
 
 from cmrunner.core import config as config_mod  # noqa: E402
 from cmrunner.core.home import DataPaths  # noqa: E402
@@ -144,6 +148,24 @@ async def management(pilot: object, shots: Shots, home: str) -> None:
     await pilot.press("enter", "escape", "escape", "escape")  # type: ignore[attr-defined]
 
 
+async def secrets_screen(pilot: object, shots: Shots) -> None:
+    await open_action(1, 3)(pilot)
+    await wait_for(pilot, "1 quarantined observation(s)")
+    await shots.save(pilot, "secrets")
+    await pilot.press("escape", "escape")  # type: ignore[attr-defined]
+
+
+def plant_secrets(home: str) -> None:
+    """A hand-edited section holding a (fake, generated) token, and a user turn that held one."""
+    token = next(text for fmt, text in SECRETS if fmt == "github").split()[-1]
+    paths = DataPaths(config_mod.load(home).data_root)
+    with open(paths.document("preferences"), "a", encoding="utf-8") as handle:
+        handle.write(f"\n## Deploy\nThe CI uses {token} to publish.\n")
+    admit(paths, f"my deploy token is {token}", "capture-secret")
+    cm = os.path.join(os.path.dirname(sys.executable), "cm")
+    subprocess.run([cm, "flush"], capture_output=True, stdin=subprocess.DEVNULL, env=dict(os.environ), timeout=60)
+
+
 def main(out: str) -> None:
     shutil.rmtree(ROOT, ignore_errors=True)
     os.makedirs(out, exist_ok=True)
@@ -170,6 +192,9 @@ def main(out: str) -> None:
                               stdin=subprocess.DEVNULL, env=dict(os.environ), timeout=30).stdout
     with open(os.path.join(out, f"{shots.count + 1:02d}-not-a-terminal.txt"), "w", encoding="utf-8") as handle:
         handle.write("$ cm < /dev/null | cat\n" + guidance)
+    shots.count += 1
+    plant_secrets(home)  # after the other captures, which show memory without secrets
+    asyncio.run(run(CmApp(home, discover=hosts), lambda p: secrets_screen(p, shots)))
 
 
 if __name__ == "__main__":

@@ -21,8 +21,7 @@ def list_command(ctx: click.Context) -> None:
     if not report.rows:
         echo("no memory section looks like a secret")
     for row in report.rows:
-        state = "allowed" if row.allowed else "withheld"
-        echo(f"{row.target}  {row.where}  {row.rule}  {state}  {row.fingerprint}")
+        echo(secretreport.line(row))
     if report.withheld:
         echo("withheld sections reach no agent: remove the value from the file, or if it is not a secret run "
                    "`cm secrets allow <fingerprint>`")

@@ -21,6 +21,12 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from cmrunner.core import textchars
+from cmrunner.core.errors import CmError
+
+
+def error_text(exc: CmError, consequence: str = "") -> str:
+    """A controlled failure as a screen shows it: code, message, and what did not happen."""
+    return f"{exc.code}: {exc.message}" + (f" ({consequence})" if consequence else "")
 
 
 def plain(text: str) -> Content:

@@ -11,6 +11,7 @@ Contract
 - ``purge_quarantine(home)`` drops now the text of every quarantined observation that failed the
   sensitive-content scan (the rows and their issue codes stay); the 7-day retention does the same
   on its own (``observations.prune_quarantined``).
+- ``line(row)`` is a finding's one-line form, shared by ``cm secrets list`` and the terminal UI.
 The core never prints: ``cm secrets``, ``cm status``, ``cm doctor`` and the terminal UI do.
 """
 
@@ -79,6 +80,11 @@ def summary(home: str) -> dict:
                          for r in report.withheld],
             "allowed": len([r for r in report.rows if r.allowed]), "quarantinedSecrets": report.quarantined,
             "allowListProblem": allowlist.problem(home), "deepScanner": deepscan.version()}
+
+
+def line(row: Row) -> str:
+    """One finding as ``cm secrets list`` and the terminal UI show it (never the value)."""
+    return f"{row.target}  {row.where}  {row.rule}  {'allowed' if row.allowed else 'withheld'}  {row.fingerprint}"
 
 
 def describe(item: dict) -> str:
