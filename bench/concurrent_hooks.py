@@ -21,7 +21,18 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import CM, FAILURES, drain_pids, rollout_line, session_meta, machine, summary, timed_run, wait_no_drain, write_section  # noqa: E402
+from _util import (
+    CM,
+    FAILURES,
+    drain_pids,
+    machine,
+    rollout_line,
+    session_meta,
+    summary,
+    timed_run,
+    wait_no_drain,
+    write_section,
+)
 
 SESSIONS = 8
 EVENTS = 8

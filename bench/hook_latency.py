@@ -21,7 +21,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import CM, machine, rollout_line, session_meta, summary, timed_run, wait_no_drain, write_section  # noqa: E402
+from _util import CM, machine, rollout_line, session_meta, summary, timed_run, wait_no_drain, write_section
 
 FLOOR = """
 import os, sqlite3, sys

@@ -13,7 +13,6 @@ Usage: `python bench/provider.py [--write]`.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -23,12 +22,12 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import CM, machine, write_section  # noqa: E402
+from _util import CM, machine, write_section
 
-from cmrunner.core import config as config_mod, envfile, store  # noqa: E402
 from cmrunner.capture import observations
-from cmrunner.core.home import DataPaths  # noqa: E402
-from cmrunner.synthetic import fakemodel  # noqa: E402
+from cmrunner.core import config as config_mod, envfile, store
+from cmrunner.core.home import DataPaths
+from cmrunner.synthetic import fakemodel
 
 KEY = "COMMON_MEMORY_API_KEY"
 FLOOD = 80 * 1024 * 1024

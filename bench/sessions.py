@@ -22,12 +22,12 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import CM, machine, summary, timed_run, wait_no_drain, write_section  # noqa: E402
+from _util import CM, machine, summary, timed_run, wait_no_drain, write_section
 
-from cmrunner.core import config as config_mod, store  # noqa: E402
-from cmrunner.capture.admission import sha256_text  # noqa: E402
-from cmrunner.capture.codex_inbox import CodexInbox  # noqa: E402
-from cmrunner.core.home import DataPaths  # noqa: E402
+from cmrunner.capture.admission import sha256_text
+from cmrunner.capture.codex_inbox import CodexInbox
+from cmrunner.core import config as config_mod, store
+from cmrunner.core.home import DataPaths
 
 STAMP = "2026-11-30T00:00:00.000Z"
 

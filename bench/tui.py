@@ -21,7 +21,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import CM, machine, summary, write_section  # noqa: E402
+from _util import CM, machine, summary, write_section
 
 HOME_TITLE = "cm · Common Memory"
 SETUP_TITLE = "1/4 Provider"

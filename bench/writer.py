@@ -13,6 +13,7 @@ Usage: `python bench/writer.py [--batches 200] [--write]`.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -21,14 +22,14 @@ import time
 from contextlib import contextmanager
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import machine, summary, write_section  # noqa: E402
+from _util import machine, summary, write_section
 
-from cmrunner.core import config as config_mod, store  # noqa: E402
 from cmrunner.capture import observations
-from cmrunner.core.home import DataPaths  # noqa: E402
-from cmrunner.writer_proc import commit, jobs  # noqa: E402
-from cmrunner.writer_proc.port import ScriptedPort  # noqa: E402
-from cmrunner.writer_proc.writer import Writer  # noqa: E402
+from cmrunner.core import config as config_mod, store
+from cmrunner.core.home import DataPaths
+from cmrunner.writer_proc import commit, jobs
+from cmrunner.writer_proc.port import ScriptedPort
+from cmrunner.writer_proc.writer import Writer
 
 
 def _setup(root: str) -> tuple[DataPaths, config_mod.Config]:
@@ -131,7 +132,7 @@ def recovery_time(receipts: int = 5_000, samples: int = 50) -> dict:
                              " VALUES (?, 't', 1, 'done', 'global', 'user_explicit', ?, ?)", (job_id, now, now))
                 conn.execute("INSERT INTO receipts(id, job_id, committed_at) VALUES (?, ?, ?)", (job_id, job_id, now))
                 with open(os.path.join(paths.receipts, f"{job_id}.json"), "w") as handle:
-                    handle.write('{"id":"%s"}\n' % job_id)
+                    handle.write(json.dumps({"id": job_id}, separators=(",", ":")) + "\n")
         conn.close()
         writer = Writer(paths, cfg, ScriptedPort(_retain))
         times = []

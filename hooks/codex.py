@@ -22,11 +22,10 @@ from __future__ import annotations
 import os
 import sqlite3
 
-from cmrunner.capture import admission as capture
+from cmrunner.capture import admission as capture, transcript
 from cmrunner.core import config as config_mod, drainlease, identity, projects, reader, store
 from cmrunner.core.errors import CmError, InputError
 from cmrunner.core.home import DataPaths
-from cmrunner.capture import transcript
 from cmrunner.hooks import runner, stdin
 
 CLIENTS = {"codex": "codex", "work": "chatgpt-work"}
@@ -87,9 +86,7 @@ class HookEvent:
             if source not in START_SOURCES:
                 raise _bad("source", "one of " + ", ".join(START_SOURCES))
             self.source = source
-        if name in TURN_EVENTS:
-            self.turn_id = _text(event, "turn_id")
-        elif event.get("turn_id") is not None:
+        if name in TURN_EVENTS or event.get("turn_id") is not None:
             self.turn_id = _text(event, "turn_id")
         if name == "UserPromptSubmit":
             prompt = event.get("prompt")

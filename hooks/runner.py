@@ -55,7 +55,7 @@ def run(body: Callable[[], dict]) -> int:
         message = "cm: STORE_UNAVAILABLE: the runtime database failed; run `cm status` to check it"
     except MemoryError:
         message = "cm: INTERNAL_ERROR: out of memory while handling the event"
-    except Exception as exc:  # noqa: BLE001 - the boundary: nothing may escape uncontrolled
+    except Exception as exc:
         message = f"cm: INTERNAL_ERROR: unexpected {type(exc).__name__}; please report it"
     try:
         sys.stderr.write(message + "\n")

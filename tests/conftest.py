@@ -14,16 +14,15 @@ from __future__ import annotations
 import json
 import os
 import pty
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-
-import shutil
-import tempfile
 
 import pytest
 from support import overlay, seams

@@ -9,10 +9,10 @@ import time
 
 import pytest
 from agent_support import configure_remote, job_row, make_agent, policy, read_doc, run_once
-from cmrunner.synthetic import fakemodel
 from writer_support import admit
 
 from cmrunner.core import store
+from cmrunner.synthetic import fakemodel
 
 APIS = ["responses", "chat_completions"]
 TEXT = "I prefer tabs over spaces in Go."

@@ -7,8 +7,9 @@ import json
 
 import pytest
 from agent_support import configure_remote, make_agent, policy, read_doc, run_once
-from cmrunner.synthetic import fakemodel, fakepolicy
 from writer_support import admit
+
+from cmrunner.synthetic import fakemodel, fakepolicy
 
 TASK = {"version": "memory_task_v1", "request_id": "job-1",
         "bundles": [{"ingest_id": "ingest_1"}, {"ingest_id": "ingest_2"}], "snapshot": {"handle": "snap"}}

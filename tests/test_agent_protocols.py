@@ -8,10 +8,10 @@ import json
 import pytest
 from agent_support import KEY_NAME, TEST_KEY, configure_remote, job_row, make_agent, policy, read_doc, run_once
 from conftest import hook_env, run_cm
-from cmrunner.synthetic import fakemodel
 from writer_support import admit
 
 from cmrunner.core import config as config_mod, envfile
+from cmrunner.synthetic import fakemodel
 from cmrunner.writer_proc import drain, tools
 from cmrunner.writer_proc.agent import NetworkAgent, system_prompt
 

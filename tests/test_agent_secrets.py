@@ -7,9 +7,10 @@ import hashlib
 
 from agent_support import TEST_KEY, configure_remote, job_row, make_agent, make_test_ca, policy, run_once
 from conftest import hook_env, run_cm
-from cmrunner.synthetic import fakemodel
 from support import fakeproxy
 from writer_support import admit
+
+from cmrunner.synthetic import fakemodel
 
 PLANTED = "ghp_Pl4ntedT0kenThatMustNeverLeave0123456"
 PROXY_USER = "carol-proxy-user"

@@ -77,7 +77,7 @@ def test_a_crashing_drain_is_visible_and_strands_nothing(home, tmp_path):
     [job] = report["jobList"]["jobs"]
     assert (job["id"], job["state"], job["issue"]) == (job_id[:12], "retry", "DRAIN_CRASHED")
     text = run_cm(["status"]).stdout.decode()
-    assert f"last drain failure: " in text and "in drain: DRAIN_CRASHED (RuntimeError) at sitecustomize.py:" in text
+    assert "last drain failure: " in text and "in drain: DRAIN_CRASHED (RuntimeError) at sitecustomize.py:" in text
     assert f"job {job_id[:12]} went back to retry" in text
     assert "marker-" not in text + json.dumps(report)
 

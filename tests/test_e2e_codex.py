@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 from conftest import CM, db_rows, hook_env, wait_no_drain
-from cmrunner.synthetic import fakemodel
 from support import hosts
+
+from cmrunner.synthetic import fakemodel
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 from conftest import CM, db_rows, hook_env, run_cm, wait_no_drain
-from cmrunner.synthetic import fakemodel
 from support import hosts
 
 import cmrunner.bridge
+from cmrunner.synthetic import fakemodel
 
 pytestmark = pytest.mark.timeout(300)
 BRIDGE = os.path.join(os.path.dirname(cmrunner.bridge.__file__), "pi-extension", "index.ts")

@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+
 from cmrunner.synthetic import fakemodel
 
 

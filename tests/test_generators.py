@@ -17,8 +17,8 @@ from mcp.client.stdio import StdioServerParameters
 from mcp_support import allow, configure, register, write_doc
 from support import hosts
 
-from cmrunner.manage import hostconfig, winbridge
 from cmrunner.core.errors import CmError
+from cmrunner.manage import hostconfig, winbridge
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "Interrupt", "SessionEnd")
 PYTHON = os.path.abspath(sys.executable)

@@ -7,8 +7,6 @@ and the database passes ``PRAGMA integrity_check``.
 
 from __future__ import annotations
 
-import pytest
-
 import json
 import os
 import random
@@ -17,6 +15,7 @@ import sqlite3
 import subprocess
 import time
 
+import pytest
 from conftest import CM, Transcript, db_rows, event, hook_env, run_hook
 
 pytestmark = pytest.mark.usefixtures("quiet_drain")  # inspect exactly what was admitted

@@ -6,11 +6,10 @@ with one JSON line or one ``cm: CODE: message`` line, and must write no row for 
 
 from __future__ import annotations
 
-import pytest
-
 import json
 import re
 
+import pytest
 from conftest import Transcript, event, run_hook, table_counts
 from hypothesis import HealthCheck, given, settings, strategies as st
 

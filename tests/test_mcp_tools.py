@@ -8,8 +8,20 @@ from importlib.metadata import version
 
 import anyio
 from conftest import run_cm
-from mcp_support import (allow, configure, error_code, register, retain_template, rows, script_file, server_env,
-                         session, structured, wait_for, write_doc)
+from mcp_support import (
+    allow,
+    configure,
+    error_code,
+    register,
+    retain_template,
+    rows,
+    script_file,
+    server_env,
+    session,
+    structured,
+    wait_for,
+    write_doc,
+)
 
 READ = ["--client-id", "codex-cli", "--capability", "read", "--global"]
 RELAY = ["--client-id", "relay-1", "--capability", "relay", "--global", "--accept-client-reported-user-turns"]

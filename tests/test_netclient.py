@@ -9,10 +9,10 @@ import socket
 import pytest
 from agent_support import configure_remote, job_row, make_agent, make_test_ca, policy, read_doc, run_once
 from conftest import hook_env, run_cm
-from cmrunner.synthetic import fakemodel
 from support import fakeproxy
 from writer_support import admit
 
+from cmrunner.synthetic import fakemodel
 from cmrunner.writer_proc.netclient import ModelClient, NetworkInputs, resolve_route
 from cmrunner.writer_proc.port import AgentError
 

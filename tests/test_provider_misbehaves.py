@@ -13,7 +13,7 @@ import json
 import time
 
 import pytest
-from agent_support import configure_remote, job_row, make_agent, policy, read_doc, run_once
+from agent_support import configure_remote, make_agent, policy, read_doc, run_once
 from conftest import hook_env, run_cm
 from writer_support import admit
 

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from cmrunner.capture import rollout
-from cmrunner.core.errors import CmError
 from cmrunner.capture.rollout import AssistantText, SessionMeta, ToolOutput, TurnSettled, TurnStarted, UserDelivery
+from cmrunner.core.errors import CmError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "codex"
 NAMES = sorted(p.name[:-len(".jsonl")] for p in FIXTURES.glob("*.jsonl") if not p.name.endswith(".hooks.jsonl"))

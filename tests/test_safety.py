@@ -346,9 +346,7 @@ def test_import_is_light():
 
 
 def _prose_64k() -> str:
-    words = ("the a of and to in we met on Tuesday discussed password policy api key rotation token card phone "
-             "home address Bearer basic secret cookie session private chat full stack 2024 10 3.5 version "
-             "run tests build deploy user said prefers concise answers in English and 中文 回复").split()
+    words = ["the", "a", "of", "and", "to", "in", "we", "met", "on", "Tuesday", "discussed", "password", "policy", "api", "key", "rotation", "token", "card", "phone", "home", "address", "Bearer", "basic", "secret", "cookie", "session", "private", "chat", "full", "stack", "2024", "10", "3.5", "version", "run", "tests", "build", "deploy", "user", "said", "prefers", "concise", "answers", "in", "English", "and", "中文", "回复"]
     out, size, index = [], 0, 0
     while size < 65536:
         word = words[(index * 7919) % len(words)] + ("." if index % 13 == 12 else "")

@@ -8,7 +8,7 @@ import os
 import re
 import subprocess
 
-from conftest import CM, REAL_CM, Transcript, db_rows, event, hook_env, run_hook, wait_no_drain
+from conftest import REAL_CM, Transcript, db_rows, event, hook_env, run_hook, wait_no_drain
 from drain_support import TEMPLATES, write_script
 from support import seams
 from writer_support import admit, configure

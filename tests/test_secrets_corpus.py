@@ -16,9 +16,9 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "fixtures"))
-from secrets_corpus import LOOKALIKES, SECRETS  # noqa: E402
+from secrets_corpus import LOOKALIKES, SECRETS
 
-from cmrunner.core import allowlist, deepscan, safety  # noqa: E402
+from cmrunner.core import allowlist, deepscan, safety
 
 OPENAI = "sk-" + "proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
 AWS_ID = "AK" + "IA" + "IOSFODNN7" + "EXAMPLE"

@@ -6,8 +6,7 @@ import hashlib
 from collections.abc import Callable
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from cmrunner.core import sections
 from cmrunner.core.errors import CmError
@@ -66,7 +65,7 @@ def test_missing_document_reads_as_its_h1_and_hashes_as_missing() -> None:
 
 
 def test_document_hash_is_sha256_of_the_bytes() -> None:
-    data = "# Profile\n\n## A\nx\n".encode()
+    data = b"# Profile\n\n## A\nx\n"
     assert parse("profile", data).hash == hashlib.sha256(data).hexdigest() == sections.document_hash(data)
     # an existing file with the missing-file text is not "missing"
     assert parse("profile", PROFILE).hash == sha(PROFILE)
@@ -221,7 +220,7 @@ def test_error_messages_never_echo_document_text() -> None:
 
 
 def test_default_budgets() -> None:
-    assert sections.DEFAULT_BUDGETS == Budgets(8192, 16384)
+    assert Budgets(8192, 16384) == sections.DEFAULT_BUDGETS
     assert parse("profile", None).budgets.soft == 8192
     with pytest.raises(AttributeError):
         sections.DEFAULT_BUDGETS.hard = 64  # type: ignore[misc]

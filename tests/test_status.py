@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import json
 import os
 import subprocess
@@ -10,7 +9,6 @@ import subprocess
 from conftest import CM, Transcript, event, hook_env, run_cm, run_cm_terminal, run_hook
 
 from cmrunner.core import config as config_mod, envfile
-
 
 
 def test_status_on_a_fresh_home_creates_nothing(home):

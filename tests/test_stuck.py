@@ -78,7 +78,7 @@ def test_status_groups_quarantine_and_dead_jobs_by_code_with_reason_and_remedy(h
     text = run_cm(["status"]).stdout.decode()
     assert "quarantined: 1 × SENSITIVE_INPUT: " + reasons.TABLE["SENSITIVE_INPUT"].reason in text
     assert "remedy: " + quarantined["OVERSIZED_COMPLETE_SOURCE"]["remedy"] in text
-    assert f"dead:        1 job(s) × AUTHENTICATION (1 observation(s)): the provider rejected the API key" in text
+    assert "dead:        1 job(s) × AUTHENTICATION (1 observation(s)): the provider rejected the API key" in text
     assert f"job ids:     {short} dead (AUTHENTICATION)" in text
     assert "marker-" not in text and "marker-" not in json.dumps(report), "status never prints user text"
 

@@ -14,8 +14,8 @@ from conftest import db_rows, wait_no_drain
 from tui_support import EDIT_POLICY, configure_model, drive, temp_hosts, wait_for
 
 from cmrunner.core import config as config_mod
-from cmrunner.manage import setupstate
 from cmrunner.core.home import DataPaths
+from cmrunner.manage import setupstate
 from cmrunner.synthetic import fakemodel
 from cmrunner.tui.app import CmApp
 

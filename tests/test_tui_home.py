@@ -9,8 +9,8 @@ import os
 from tui_support import KEY, configure_model, drive, screen_text, temp_hosts, wait_for
 
 from cmrunner.core import config as config_mod, envfile, projects
-from cmrunner.manage import setupstate
 from cmrunner.core.home import DataPaths
+from cmrunner.manage import setupstate
 from cmrunner.manage.integrations import manager
 from cmrunner.synthetic import fakemodel
 from cmrunner.tui.app import CmApp

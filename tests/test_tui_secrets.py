@@ -16,7 +16,7 @@ from cmrunner.manage import setupstate
 from cmrunner.tui.app import CmApp
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "fixtures"))
-from secrets_corpus import SECRETS  # noqa: E402
+from secrets_corpus import SECRETS
 
 GITHUB = next(text for fmt, text in SECRETS if fmt == "github").split()[-1]
 STRIPE = next(text for fmt, text in SECRETS if fmt == "stripe").split()[-1]

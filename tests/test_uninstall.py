@@ -10,9 +10,9 @@ import pytest
 from tui_support import configure_model, drive, temp_hosts, wait_for
 
 from cmrunner.core import config as config_mod, store
-from cmrunner.manage import setupstate, uninstall
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
+from cmrunner.manage import setupstate, uninstall
 from cmrunner.manage.integrations import manager, manifest
 from cmrunner.tui.app import CmApp
 

@@ -13,8 +13,16 @@ import sqlite3
 import time
 
 import pytest
-from drain_support import (MIXED, TEMPLATES, check_crash_state, check_end_state, drain_env, start_drain,
-                           transaction_dirs, write_script)
+from drain_support import (
+    MIXED,
+    TEMPLATES,
+    check_crash_state,
+    check_end_state,
+    drain_env,
+    start_drain,
+    transaction_dirs,
+    write_script,
+)
 from writer_support import admit, configure, rows
 
 FAULTS = ["before_stage", "after_stage_file:1", "after_stage_file:2", "after_stage_file:3", "after_journal",

@@ -17,16 +17,16 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tui_support import EDIT_POLICY, KEY, screen_text, temp_hosts, wait_for  # noqa: E402
-from writer_support import admit  # noqa: E402
+from tui_support import EDIT_POLICY, KEY, screen_text, temp_hosts, wait_for
+from writer_support import admit
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
-from secrets_corpus import SECRETS  # noqa: E402
+from secrets_corpus import SECRETS
 
-from cmrunner.core import config as config_mod  # noqa: E402
-from cmrunner.core.home import DataPaths  # noqa: E402
-from cmrunner.synthetic import fakemodel  # noqa: E402
-from cmrunner.tui.app import CmApp  # noqa: E402
+from cmrunner.core import config as config_mod
+from cmrunner.core.home import DataPaths
+from cmrunner.synthetic import fakemodel
+from cmrunner.tui.app import CmApp
 
 ROOT = "/tmp/cm-screens"
 SIZE = (100, 34)

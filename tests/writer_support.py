@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from cmrunner.core import config as config_mod, store
 from cmrunner.capture import observations
+from cmrunner.core import config as config_mod, store
 from cmrunner.core.home import DataPaths
 from cmrunner.writer_proc.port import ScriptedPort
 from cmrunner.writer_proc.writer import Writer

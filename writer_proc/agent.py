@@ -35,8 +35,14 @@ from importlib import resources
 from cmrunner.core import config as config_mod, envfile, safety
 from cmrunner.core.errors import CmError
 from cmrunner.writer_proc import errors_map, tools as tools_mod, wire
-from cmrunner.writer_proc.netclient import (HEADER_TIMEOUT, IDLE_TIMEOUT, ByteBudget, ModelClient, NetworkInputs,
-                                            deadline_failure)
+from cmrunner.writer_proc.netclient import (
+    HEADER_TIMEOUT,
+    IDLE_TIMEOUT,
+    ByteBudget,
+    ModelClient,
+    NetworkInputs,
+    deadline_failure,
+)
 from cmrunner.writer_proc.port import AgentError, AgentResult
 from cmrunner.writer_proc.reads import ReadPort
 

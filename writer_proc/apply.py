@@ -26,11 +26,12 @@ from cmrunner.core.errors import CmError
 from cmrunner.core.sections import Document
 from cmrunner.writer_proc import contract
 
+
 def iso_to_ms(value: str) -> int:
     """Milliseconds since the epoch of an ISO-8601 timestamp (naive values are UTC)."""
     parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=datetime.timezone.utc)
+        parsed = parsed.replace(tzinfo=datetime.UTC)
     return int(parsed.timestamp() * 1000)
 
 

@@ -39,7 +39,7 @@ def nesting(text: str, max_depth: int) -> str:
     if text.count("[") + text.count("{") <= max_depth:
         return "ok"
     brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
-    if re.search(r"[\[{]{%d}" % (max_depth + 1), brackets):
+    if re.search(r"[\[{]{" + str(max_depth + 1) + "}", brackets):
         return "too_deep"  # the usual attack, a long run of openers, needs no passes
     for _ in range(max_depth):
         if not brackets:

@@ -46,7 +46,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -104,7 +104,7 @@ class RemoveSection(_Strict):
     section: str
 
 
-SectionOperation = Annotated[Union[PutSection, RemoveSection], Field(discriminator="op")]
+SectionOperation = Annotated[PutSection | RemoveSection, Field(discriminator="op")]
 Operations = Annotated[list[SectionOperation], Field(min_length=1, max_length=MAX_OPERATIONS)]
 Confidence = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 Evidence = Annotated[list[str], Field(max_length=MAX_EVIDENCE)]
@@ -144,7 +144,7 @@ class IgnoreDecision(_DecisionBase):
         return []
 
 
-AnyDecision = Union[RetainDecision, ForgetDecision, MaintainDecision, IgnoreDecision]
+AnyDecision = RetainDecision | ForgetDecision | MaintainDecision | IgnoreDecision
 DecisionItem = Annotated[AnyDecision, Field(discriminator="kind")]
 
 

@@ -69,7 +69,7 @@ class WriterConsumer(Consumer):
 
     name = "writer"
 
-    def __init__(self, writer: "Writer") -> None:
+    def __init__(self, writer: Writer) -> None:
         self.writer = writer
         self.on_outcome: Callable[[object], object] = lambda _outcome: None
 
@@ -250,7 +250,7 @@ def _give_back(paths: DataPaths, me: identity.Identity, work: list[Consumer], ex
         for give_back in (True, False):  # if giving the job back fails, still record and release
             try:
                 job_id = settle(give_back)
-            except Exception as inner:  # noqa: BLE001 - the original failure is what matters
+            except Exception as inner:
                 log.error("could not record the failure: %s (%s) at %s", drainfailures.describe(inner)[0],
                           type(inner).__name__, " < ".join(reversed(drainfailures.frames(inner.__traceback__))) or "?")
                 continue
@@ -313,7 +313,7 @@ def main(argv: list[str]) -> int:
     except CmError as exc:
         sys.stderr.write(exc.line() + "\n")
         return 1
-    except Exception as exc:  # noqa: BLE001 - before the loop (nothing held yet): one line, no traceback
+    except Exception as exc:
         sys.stderr.write(f"cm: {drainfailures.CRASH_CODE}: the drain stopped on an unexpected internal error "
                          f"({type(exc).__name__}) before it started; run `cm flush` to see it in the foreground\n")
         return 1

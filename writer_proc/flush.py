@@ -24,8 +24,8 @@ import sqlite3
 import time
 from collections.abc import Callable
 
-from cmrunner.core import config as config_mod, drainlease, store
 from cmrunner.capture import observations, sessions
+from cmrunner.core import config as config_mod, drainlease, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.writer_proc import drain, jobs

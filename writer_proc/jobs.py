@@ -31,8 +31,8 @@ import json
 import os
 import sqlite3
 
-from cmrunner.core.errors import CmError
 from cmrunner.capture.observations import FLUSH_KEY
+from cmrunner.core.errors import CmError
 
 MAX_RECOVERIES = 5
 MAX_BACKOFF_MS = 600_000
@@ -306,10 +306,9 @@ def has_pending(conn: sqlite3.Connection) -> bool:
 def runnable(conn: sqlite3.Connection, scheduler: dict, now: int, force: bool = False) -> bool:
     """Whether ``claim`` would return a job now (without claiming anything)."""
     active = _active(conn)
-    for _job_id, state, expires, available, _retries in active:
-        if (state == "running" and expires > now) or (state == "retry" and available > now):
-            return False
-        return True
+    if active:  # jobs are serialised: only the oldest active job can run next
+        _job_id, state, expires, available, _retries = active[0]
+        return not ((state == "running" and expires > now) or (state == "retry" and available > now))
     head = conn.execute(
         "SELECT task_kind, batch_id FROM observations WHERE state = 'pending' ORDER BY id LIMIT 1"
     ).fetchone()

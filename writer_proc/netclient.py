@@ -303,7 +303,7 @@ class ModelClient:
                 data += chunk
                 if len(data) >= ERROR_BODY_LIMIT or time.monotonic() - started > ERROR_BODY_SECONDS:
                     break
-        except Exception:  # noqa: BLE001 - the body is only a hint; the status decides
+        except Exception:
             pass
         return data[:ERROR_BODY_LIMIT]
 

@@ -54,7 +54,7 @@ def build_task(job_id: str, task_kind: str, reads: ReadPort) -> dict:
         "version": "memory_task_v1",
         "task_kind": task_kind,
         "request_id": job_id,
-        "now": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "now": datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "bundles": [
             {"ingest_id": s.handle, "source": s.source, "provenance": s.provenance, "scope": s.scope,
              "block_count": 1, "bytes": len(s.data), "state": "context" if s.context_only else "current",

@@ -99,7 +99,7 @@ class ReadPort:
     """The read tools of one attempt (see module contract)."""
 
     def __init__(self, job_id: str, sources: list[Source], snapshot: Mapping[str, Document],
-                 writable: frozenset[str], accept: Callable[[object, "ReadPort"], object],
+                 writable: frozenset[str], accept: Callable[[object, ReadPort], object],
                  check_lease: Callable[[], None]) -> None:
         self.job_id = job_id
         self.sources = {s.handle: s for s in sources}

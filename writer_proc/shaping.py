@@ -69,7 +69,7 @@ def _context(conn: sqlite3.Connection, cfg: Config, evidence: list[Source]) -> l
         (session_id, current[0], scope, tail))] if tail else []
     for turn_row in sorted(earlier) + current:
         required = turn_row in turns
-        for mid, role, text, observed, obs_text in conn.execute(
+        for _mid, role, text, observed, obs_text in conn.execute(
             "SELECT m.message_id, m.role, m.text, m.observed_at, o.text FROM session_messages m"
             " LEFT JOIN observations o ON o.id = m.observation_id WHERE m.turn = ? ORDER BY m.sequence", (turn_row,)
         ):

@@ -26,8 +26,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from cmrunner.core import config as config_mod, fsutil, projects, sections, store
 from cmrunner.capture import observations
+from cmrunner.core import config as config_mod, fsutil, projects, sections, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.core.sections import Document

@@ -26,8 +26,8 @@ import sqlite3
 import time
 
 from cmrunner.capture import rollout, sessions
-from cmrunner.core import store
 from cmrunner.capture.admission import sha256_text
+from cmrunner.core import store
 from cmrunner.core.config import Config
 from cmrunner.core.errors import CmError
 

@@ -207,7 +207,7 @@ def parse_version(value: object) -> tuple[int, int, int] | None:
 
 def supported(version: tuple[int, int, int]) -> bool:
     """Whether cm admits transcripts of this Codex version: the minimum and anything newer."""
-    return SUPPORTED_MIN_VERSION <= version
+    return version >= SUPPORTED_MIN_VERSION
 
 
 def _valid_clock(value: str) -> bool:

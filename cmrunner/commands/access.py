@@ -7,8 +7,8 @@ import sys
 
 import click
 
-from cmrunner.core import config as config_mod
 from cmrunner.commands.base import _home, cli, echo
+from cmrunner.core import config as config_mod
 
 
 @cli.command("network-test")

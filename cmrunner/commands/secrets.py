@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from cmrunner.views import secretreport
 from cmrunner.commands.base import _home, cli, echo
+from cmrunner.views import secretreport
 
 
 @cli.group()

@@ -7,11 +7,11 @@ import sys
 
 import click
 
-from cmrunner.core import config as config_mod, envfile, projects
-from cmrunner.views import status as status_mod
 from cmrunner.commands.base import _home, cli, echo
+from cmrunner.core import config as config_mod, envfile, projects
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
+from cmrunner.views import status as status_mod
 
 
 @cli.command()
@@ -37,7 +37,8 @@ def status(ctx: click.Context, as_json: bool) -> None:
     for name, path in report["paths"].items():
         echo(f"{name + ':':<13}{path}")
     st = report["store"]
-    echo(f"store:       {'schema v%s' % st['schemaVersion'] if st['exists'] else 'not created yet'}")
+    schema = f"schema v{st['schemaVersion']}" if st["exists"] else "not created yet"
+    echo(f"store:       {schema}")
     inbox = report["inbox"]
     echo(f"inbox:       codex {inbox['codex']}, pi {inbox['pi']}, prompt candidates {inbox['candidates']}")
     obs = ", ".join(f"{k} {v}" for k, v in report["observations"].items()) or "none"
@@ -47,7 +48,8 @@ def status(ctx: click.Context, as_json: bool) -> None:
     for line in status_mod.problem_lines(report):
         echo(line)
     drain = report["drain"]
-    echo(f"drain:       {'running (pid %s)' % drain['pid'] if drain['alive'] else 'not running'}")
+    running = f"running (pid {drain['pid']})" if drain["alive"] else "not running"
+    echo(f"drain:       {running}")
     if report.get("lastDrainFailure"):
         echo(f"last drain failure: {status_mod.failure_line(report['lastDrainFailure'])}")
     _print_secrets(report.get("secrets"))

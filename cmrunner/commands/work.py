@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-
 import click
 
-from cmrunner.core import config as config_mod
 from cmrunner.commands.base import _home, cli, echo
+from cmrunner.core import config as config_mod
 from cmrunner.core.home import DataPaths
 
 

@@ -62,7 +62,7 @@ def version() -> str | None:
         from importlib.metadata import version as dist_version
 
         return dist_version("detect-secrets")
-    except Exception:  # noqa: BLE001 - metadata is informational only
+    except Exception:
         return "unknown"
 
 

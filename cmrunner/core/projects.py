@@ -135,9 +135,9 @@ def match(projects: list[Project], cwd: str) -> Project | None:
     real = os.path.realpath(cwd)
     best: Project | None = None
     for project in projects:
-        if real == project.path or real.startswith(project.path.rstrip("/") + "/"):
-            if best is None or len(project.path) > len(best.path):
-                best = project
+        inside = real == project.path or real.startswith(project.path.rstrip("/") + "/")
+        if inside and (best is None or len(project.path) > len(best.path)):
+            best = project
     return best
 
 

@@ -106,10 +106,7 @@ _PROSE = re.compile(
 _VALUE_TRAILING = ".,;:!?)]}"
 _PASSWORD_SYMBOL = re.compile(r"[0-9@#$%^&*+=~|]")
 _PROSE_STOPWORDS = frozenset(
-    "a an the not no required needed optional mandatory stored saved kept in on at of for my your our his her "
-    "their its this that same different wrong correct incorrect invalid valid empty missing set unset expired "
-    "changed reset hidden masked redacted secret private public weak strong long short too very still being "
-    "managed rotated encrypted hashed sent shown visible there here what which where when how".split())
+    ["a", "an", "the", "not", "no", "required", "needed", "optional", "mandatory", "stored", "saved", "kept", "in", "on", "at", "of", "for", "my", "your", "our", "his", "her", "their", "its", "this", "that", "same", "different", "wrong", "correct", "incorrect", "invalid", "valid", "empty", "missing", "set", "unset", "expired", "changed", "reset", "hidden", "masked", "redacted", "secret", "private", "public", "weak", "strong", "long", "short", "too", "very", "still", "being", "managed", "rotated", "encrypted", "hashed", "sent", "shown", "visible", "there", "here", "what", "which", "where", "when", "how"])
 
 
 def _entropy(token: str) -> float:
@@ -181,10 +178,10 @@ def entropy_findings(text: str) -> list[Finding]:
             continue
         line_start = text.rfind("\n", 0, m.start()) + 1
         before = text[max(line_start, m.start() - 60):m.start()]
-        if _CREDENTIAL_WORD.search(before) and not _DIGEST_WORD.search(before) \
-                and not _UUID.search(text[max(0, m.start() - 1):m.end() + 1]):
-            if not (token.islower() and not _is_hex(token) and _wordlike(token) > MAX_WORDLIKE):
-                found.append((m.start(), "secret.high_entropy", token))
+        labelled = _CREDENTIAL_WORD.search(before) and not _DIGEST_WORD.search(before) \
+            and not _UUID.search(text[max(0, m.start() - 1):m.end() + 1])
+        if labelled and not (token.islower() and not _is_hex(token) and _wordlike(token) > MAX_WORDLIKE):
+            found.append((m.start(), "secret.high_entropy", token))
     return found
 
 

@@ -19,9 +19,14 @@ import os
 import sqlite3
 
 from cmrunner.core import fsutil, migrations
+
 # Re-exported: callers name the store for every database operation.
-from cmrunner.core.db import DRAIN_BUSY_MS as DRAIN_BUSY_MS, HOOK_BUSY_MS as HOOK_BUSY_MS, connect as connect
-from cmrunner.core.db import immediate as immediate
+from cmrunner.core.db import (
+    DRAIN_BUSY_MS as DRAIN_BUSY_MS,
+    HOOK_BUSY_MS as HOOK_BUSY_MS,
+    connect as connect,
+    immediate as immediate,
+)
 from cmrunner.core.errors import StoreError
 from cmrunner.core.home import DataPaths
 

@@ -27,12 +27,12 @@ import os
 import time
 from dataclasses import dataclass
 
-from cmrunner.core import config as config_mod, drainfailures, drainlease, projects, safety, store
-from cmrunner.mcpserver import items as mcp_items
 from cmrunner.capture import observations
-from cmrunner.views import status
+from cmrunner.core import config as config_mod, drainfailures, drainlease, projects, safety, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
+from cmrunner.mcpserver import items as mcp_items
+from cmrunner.views import status
 
 NAMESPACE = "interactive:cm"
 MAX_REQUEST_BYTES = 16 * 1024
@@ -66,7 +66,7 @@ class Submitted:
 
 
 def _iso_now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def check_request(home: str, scope: str, text: str) -> str:

@@ -25,11 +25,10 @@ import re
 
 import tomlkit
 
-from cmrunner.manage import hostconfig, winbridge
-from cmrunner.core import workspace
-from cmrunner.core import config as config_mod
+from cmrunner.core import config as config_mod, workspace
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
+from cmrunner.manage import hostconfig, winbridge
 from cmrunner.manage.hostconfig import Pins
 
 PROFILE = "common-memory"

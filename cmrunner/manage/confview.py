@@ -12,9 +12,9 @@ import json
 import os
 
 from cmrunner.core import config as config_mod, envfile
-from cmrunner.manage import netsettings
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths, config_path, env_path
+from cmrunner.manage import netsettings
 from cmrunner.manage.integrations import discovery, manifest as manifest_mod
 
 SIZE_WALK_LIMIT = 100_000

@@ -30,8 +30,8 @@ import stat
 import tomllib
 
 from cmrunner.core import config as config_mod, envfile
-from cmrunner.manage import hostconfig
 from cmrunner.core.errors import CmError
+from cmrunner.manage import hostconfig
 
 STATES = ("ok", "warn", "fail")
 

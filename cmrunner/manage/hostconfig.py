@@ -58,7 +58,7 @@ class Pins:
         self.data_root = data_root
 
     @classmethod
-    def current(cls, home: str) -> "Pins":
+    def current(cls, home: str) -> Pins:
         from importlib.metadata import PackageNotFoundError, version
 
         import cmrunner

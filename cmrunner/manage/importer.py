@@ -181,15 +181,15 @@ def prepare(cfg: config_mod.Config, paths: DataPaths, path: str, workspace_path:
 
 def queue(home: str, paths: DataPaths, prepared: Prepared, spawn_drain: bool) -> bool:
     """Admit the part and request a flush in one transaction; ``True`` if it was already there."""
-    from cmrunner.core import drainlease, store
     from cmrunner.capture import observations
+    from cmrunner.core import drainlease, store
     conn = store.open_store(paths)
     try:
         with store.immediate(conn):
             duplicate = conn.execute("SELECT 1 FROM observations WHERE namespace = ? AND entry_id = ?",
                                      (prepared.namespace, PART_ENTRY)).fetchone() is not None
             if not duplicate:
-                now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+                now = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
                 observations.admit(conn, namespace=prepared.namespace, entry_id=PART_ENTRY, text=prepared.envelope,
                                    scope=prepared.scope, source="document_import",
                                    observed_at=now.replace("+00:00", "Z"))
@@ -203,8 +203,8 @@ def queue(home: str, paths: DataPaths, prepared: Prepared, spawn_drain: bool) ->
 
 def part_states(paths: DataPaths, prepared: Prepared) -> list[dict]:
     """Each part's outcome (``mcp_items.outcome`` shape) plus its index and count."""
-    from cmrunner.mcpserver import items as mcp_items
     from cmrunner.core import store
+    from cmrunner.mcpserver import items as mcp_items
 
     conn = store.open_store(paths)
     try:

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import os
 
-from cmrunner.core import config as config_mod, drainlease, reasons, store
 from cmrunner.capture import observations
+from cmrunner.core import config as config_mod, drainlease, reasons, store
 from cmrunner.core.errors import CmError, InputError
 from cmrunner.core.home import DataPaths
 

@@ -28,9 +28,9 @@ import time
 from dataclasses import dataclass, field
 
 from cmrunner.core import config as config_mod, drainlease, store
-from cmrunner.manage import setupstate
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths, config_path, env_path
+from cmrunner.manage import setupstate
 from cmrunner.manage.integrations import codexroot, discovery, manager, manifest as manifest_mod, tomledit, txn
 
 DIST = "common-memory-cm"

@@ -100,7 +100,7 @@ class Access:
         if max_source_bytes is not None:
             self.limits["maxSourceBytes"] = max_source_bytes
 
-    def narrowed_by(self, launch: "Access") -> "Access":
+    def narrowed_by(self, launch: Access) -> Access:
         """This access, never wider than the access the connection had at launch."""
         contexts = [c for c in self.contexts if c in launch.contexts]
         return Access(

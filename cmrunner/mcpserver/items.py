@@ -24,12 +24,25 @@ import os
 import sqlite3
 import time
 
-from cmrunner.core import drainlease, safety, store
 from cmrunner.capture import observations
+from cmrunner.core import drainlease, safety, store
 from cmrunner.core.errors import CmError
-from cmrunner.mcpserver.access import (Access, Binding, StatusQuery, ToolFailure, arguments, basis, context_id,
-                                 init_namespace, item_id, next_for_item, relay_namespace, source_label, text,
-                                 unavailable)
+from cmrunner.mcpserver.access import (
+    Access,
+    Binding,
+    StatusQuery,
+    ToolFailure,
+    arguments,
+    basis,
+    context_id,
+    init_namespace,
+    item_id,
+    next_for_item,
+    relay_namespace,
+    source_label,
+    text,
+    unavailable,
+)
 
 FINAL_STATES = ("processed", "quarantined", "dead")
 _STATE_NAMES = {"buffered": "pending", "paused": "dead"}
@@ -41,7 +54,7 @@ def _now_ms() -> int:
 
 
 def _iso_now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def agent_import_envelope(label: str, basis_value: str, understanding: str, gaps: str | None) -> str:

@@ -37,13 +37,12 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
-from mcp.types import CallToolResult, Completion, TextContent, ToolAnnotations
-from mcp.types import Resource as MCPResource
+from mcp.types import CallToolResult, Completion, Resource as MCPResource, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from cmrunner.core import consumer
-from cmrunner.mcpserver import access as mcp_access
 from cmrunner.core.errors import CmError
+from cmrunner.mcpserver import access as mcp_access
 from cmrunner.mcpserver.access import Access, Binding, ToolFailure
 
 URI_PREFIX = "common-memory://memory/"
@@ -319,7 +318,7 @@ def build_server(binding: Binding) -> MemoryServer:
     if "read" in binding.launch.capabilities:
         @server.resource(URI_TEMPLATE, name="memory", title="Common Memory by context", mime_type="text/markdown",
                          description="The user's saved memory for one authorized context id.")
-        def memory(contextId: str) -> str:  # noqa: N803 - the URI variable's name
+        def memory(contextId: str) -> str:
             raise ResourceNotFoundError("use a URI from resources/list")  # MemoryServer.read_resource answers
 
         @server.completion()

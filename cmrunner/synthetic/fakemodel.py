@@ -208,7 +208,7 @@ class FakeModelHandler(BaseHTTPRequestHandler):
     log: RequestLog
     driver: fakepolicy.Driver
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: object) -> None:
         pass  # the JSONL request log is the record; stderr stays quiet
 
     def _headers_for_log(self) -> tuple[dict[str, str], bool]:
@@ -320,7 +320,7 @@ class FakeModelHandler(BaseHTTPRequestHandler):
         if reply.get("policy"):
             try:
                 reply, cue = self.driver.answer(path, body, reply)
-            except Exception:  # noqa: BLE001 - a broken policy is the test's bug: say so loudly
+            except Exception:
                 import traceback
 
                 traceback.print_exc()

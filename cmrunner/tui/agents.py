@@ -17,8 +17,8 @@ from textual.binding import Binding
 from textual.widgets import OptionList
 
 from cmrunner.core import config as config_mod
-from cmrunner.manage import setupstate
 from cmrunner.core.errors import CmError
+from cmrunner.manage import setupstate
 from cmrunner.manage.integrations import checks, discovery, manager
 from cmrunner.tui.widgets import CheckList, CmScreen, Menu, Text
 

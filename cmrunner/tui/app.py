@@ -18,8 +18,8 @@ from collections.abc import Callable
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 
-from cmrunner.manage import setupstate
 from cmrunner.core.errors import CmError
+from cmrunner.manage import setupstate
 from cmrunner.manage.integrations import discovery, txn
 from cmrunner.tui.widgets import CmScreen, Text
 

@@ -14,8 +14,8 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import OptionList
 
 from cmrunner.core import config as config_mod
-from cmrunner.manage import providers, setupstate
 from cmrunner.core.errors import CmError
+from cmrunner.manage import providers, setupstate
 from cmrunner.manage.integrations import discovery, manager
 from cmrunner.tui.widgets import CmScreen, Menu, Text
 

@@ -19,11 +19,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Input, OptionList
 
-from cmrunner.manage import adjust
-from cmrunner.views import browse
 from cmrunner.core import config as config_mod
 from cmrunner.core.errors import CmError
+from cmrunner.manage import adjust
 from cmrunner.tui.widgets import CmScreen, Menu, Text, option
+from cmrunner.views import browse
 
 
 class ViewMemoryScreen(CmScreen):

@@ -20,9 +20,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import OptionList
 
-from cmrunner.views import secretreport
 from cmrunner.core.errors import CmError
 from cmrunner.tui.widgets import CmScreen, Menu, Text, error_text, option
+from cmrunner.views import secretreport
 
 EMPTY = "No memory section looks like a secret."
 QUESTION = " y yes · n no"

@@ -18,9 +18,8 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Input, OptionList
 
-from cmrunner.manage import confview
-from cmrunner.manage import netsettings, uninstall
 from cmrunner.core.errors import CmError
+from cmrunner.manage import confview, netsettings, uninstall
 from cmrunner.manage.integrations import discovery
 from cmrunner.tui.widgets import CmScreen, Menu, Text, option
 

@@ -16,8 +16,8 @@ from textual.app import ComposeResult
 from textual.widgets import Input, OptionList
 
 from cmrunner.core import config as config_mod, envfile
-from cmrunner.manage import providers
 from cmrunner.core.errors import CmError
+from cmrunner.manage import providers
 from cmrunner.tui.widgets import CmScreen, Menu, Text, option
 
 

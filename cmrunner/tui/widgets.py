@@ -69,7 +69,7 @@ class Menu(OptionList):
         super().__init__(*[option(key, label) for key, label in items], id=id, classes=classes,
                          markup=False)
 
-    def add_options(self, items: Iterable) -> "Menu":  # type: ignore[override]
+    def add_options(self, items: Iterable) -> Menu:  # type: ignore[override]
         super().add_options(items)
         if self.highlighted is None and self.option_count:
             self.highlighted = 0  # Enter always has something to open

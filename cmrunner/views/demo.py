@@ -24,9 +24,9 @@ import time
 from collections.abc import Iterator
 
 from cmrunner.core import config as config_mod, envfile
-from cmrunner.views import status as status_mod
 from cmrunner.core.home import DataPaths
 from cmrunner.synthetic import fakemodel
+from cmrunner.views import status as status_mod
 
 PROMPTS = ("I prefer tabs over spaces in Go code.", "My main project is a small Rust CLI called tidewatch.")
 STAMP = "2026-11-30T00:00:00.000Z"

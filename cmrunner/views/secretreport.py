@@ -114,7 +114,7 @@ def allow(home: str, fingerprint: str) -> bool:
     fingerprint = allowlist.check_fingerprint(fingerprint)
     paths = _paths(home)
     rule = None
-    for target, markdown, found in withhold.refresh(paths):
+    for _target, _markdown, found in withhold.refresh(paths):
         rule = next((f.rule for f in found if f.fingerprint == fingerprint), rule)
     return allowlist.add(home, fingerprint, rule)
 

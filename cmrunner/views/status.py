@@ -19,11 +19,10 @@ import os
 import sqlite3
 import time
 
-from cmrunner.core import config as config_mod, drainfailures, drainlease, envfile, migrations, reasons, store
 from cmrunner.capture import observations
+from cmrunner.core import config as config_mod, drainfailures, drainlease, envfile, migrations, reasons, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths, config_path, env_path
-
 
 SHORT_ID = 12
 JOB_LIST_LIMIT = 20

@@ -38,8 +38,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cmrunner.synthetic import fakemodel  # noqa: E402
-from support import hosts  # noqa: E402
+from cmrunner.synthetic import fakemodel
+from support import hosts
 
 PLACEHOLDER = "/SCRATCH"
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "fixtures" / "codex"

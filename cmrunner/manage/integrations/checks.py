@@ -17,9 +17,9 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 
+from cmrunner.core.errors import CmError
 from cmrunner.manage import doctor, hostconfig
 from cmrunner.manage.doctor import Check
-from cmrunner.core.errors import CmError
 from cmrunner.manage.integrations import codexroot, discovery, manifest as manifest_mod, pi as pi_mod, txn
 
 
@@ -47,7 +47,7 @@ def _files(host: str, manifest: dict) -> Check:
     for path, info in owned.items():
         try:
             data = txn.read_bytes(path)
-        except Exception:  # noqa: BLE001 - an unreadable file is itself the finding
+        except Exception:
             data = None
         if data is None:
             problems.append(f"{path} missing")

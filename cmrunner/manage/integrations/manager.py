@@ -23,10 +23,10 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from cmrunner.manage import bundles
 from cmrunner.core import config as config_mod
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import config_path
+from cmrunner.manage import bundles
 from cmrunner.manage.hostconfig import Pins
 from cmrunner.manage.integrations import codexroot, discovery, manifest as manifest_mod, pi as pi_mod, tomledit, txn
 from cmrunner.manage.integrations.tomledit import Entry

@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 import os
 
-from cmrunner.manage import hostconfig
 from cmrunner.core.errors import CmError
+from cmrunner.manage import hostconfig
 
 FOLDER = os.path.join("extensions", "common-memory")
 MARKERS = (b"__commonMemoryBridge", b"COMMON_MEMORY_CM")

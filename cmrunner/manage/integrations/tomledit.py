@@ -37,7 +37,7 @@ class Entry:
         return {"key": list(self.key), "value": self.value, "item": self.item}
 
     @classmethod
-    def from_json(cls, raw: dict) -> "Entry":
+    def from_json(cls, raw: dict) -> Entry:
         return cls(tuple(raw["key"]), raw["value"], bool(raw["item"]))
 
 
