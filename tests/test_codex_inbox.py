@@ -44,16 +44,25 @@ def replay(name: str, home: str, tmp_path, env: dict | None = None, version: str
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     prompts = []
+    written = 0
+
+    def grow(to: int) -> None:
+        # Codex only ever appends; rewriting the file would race with a drain reading it.
+        nonlocal written
+        if to > written:
+            with open(path, "ab") as handle:
+                handle.write(data[written:to])
+            written = to
+
+    open(path, "wb").close()
     for entry in hooks:
         payload = dict(entry["payload"], transcript_path=path, cwd=str(work))
-        with open(path, "wb") as handle:
-            handle.write(data[: entry["transcript_bytes_at_hook"] + shift])
+        grow(entry["transcript_bytes_at_hook"] + shift)
         proc = run_hook(home, payload, env=env)
         if payload["hook_event_name"] == "UserPromptSubmit":
             prompts.append(payload["prompt"])
         assert proc.returncode in (0, 1), proc.stderr
-    with open(path, "wb") as handle:
-        handle.write(data)
+    grow(len(data))
     return prompts
 
 

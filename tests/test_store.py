@@ -7,6 +7,7 @@ import sqlite3
 import stat
 
 import pytest
+from conftest import run_cm, run_hook
 
 from cmrunner.core import migrations, store
 from cmrunner.core.errors import StoreError
@@ -208,3 +209,28 @@ def test_write_gate_works_from_a_worker_thread_under_contention(paths):
         thread.start()
     thread.join()  # the worker waited for the gate, then wrote
     assert results == ["STORE_BUSY", "written"]
+
+
+@pytest.mark.parametrize("argv", [["status"], ["status", "--json"], ["flush"], ["secrets", "list"]])
+def test_a_damaged_database_is_one_clear_line_never_a_traceback(home, argv):
+    assert run_cm(["status"]).returncode == 0
+    paths = DataPaths(os.path.join(home, "data"))
+    os.makedirs(paths.runtime, mode=0o700, exist_ok=True)
+    with open(paths.db, "wb") as handle:
+        handle.write(b"this is not a database at all" * 100)
+    os.chmod(paths.db, 0o600)
+    proc = run_cm(argv)
+    err = proc.stderr.decode()
+    assert b"Traceback" not in proc.stdout + proc.stderr
+    assert "STORE_DAMAGED" in err + proc.stdout.decode(), (proc.stdout, err)
+    assert open(paths.db, "rb").read().startswith(b"this is not a database"), "nothing was overwritten"
+
+
+def test_a_hook_facing_a_damaged_database_fails_with_the_code(home):
+    paths = DataPaths(os.path.join(home, "data"))
+    os.makedirs(paths.runtime, mode=0o700, exist_ok=True)
+    with open(paths.db, "wb") as handle:
+        handle.write(b"\x00garbage" * 512)
+    proc = run_hook(home, {"hook_event_name": "SessionStart", "session_id": "s1", "source": "startup",
+                           "transcript_path": None, "cwd": home, "model": "m"})
+    assert proc.returncode == 1 and proc.stderr.decode().startswith("cm: STORE_DAMAGED: "), proc.stderr

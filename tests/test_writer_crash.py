@@ -95,7 +95,15 @@ def test_random_sigkill_soak(home, tmp_path):
     states = dict(rows(paths, "SELECT state, COUNT(*) FROM observations GROUP BY state"))
     assert set(states) <= {"processed", "dead"}, states
     # Template 4 (every 4th observation) cites unknown evidence: it can only end dead, never written.
-    assert states.get("dead", 0) == 6
-    assert states.get("processed", 0) == 18
-    assert len(facts["receipts"]) == 18
+    # Any other observation ends processed, unless the kills happened to expire its job's lease on
+    # every one of its attempts (first + 5 recoveries, more likely on a loaded machine): then it is
+    # dead by rule with RECOVERY_BUDGET_EXHAUSTED, never written and never lost.
+    dead = {oid for (oid,) in rows(paths, "SELECT id FROM observations WHERE state = 'dead'")}
+    never_valid = {oid for (oid,) in rows(paths, "SELECT id FROM observations WHERE (id - 1) % 4 = 3")}
+    assert len(never_valid) == 6 and never_valid <= dead
+    exhausted = {oid for (oid,) in rows(paths, "SELECT o.id FROM observations o JOIN jobs j ON j.id = o.job_id"
+                                              " WHERE j.issue = 'RECOVERY_BUDGET_EXHAUSTED'")}
+    assert dead - never_valid <= exhausted, (sorted(dead), sorted(exhausted))
+    assert states.get("processed", 0) == 24 - len(dead) == len(facts["receipts"])
+    assert states.get("processed", 0) >= 12, "most jobs must get through the kills"
     assert killed >= trials // 2, "the soak must really kill drains mid-work"

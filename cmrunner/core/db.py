@@ -57,12 +57,20 @@ def connect(db_path: str, busy_ms: int, gate_path: str | None = None) -> sqlite3
         if sys.platform == "darwin":  # pragma: no cover - macOS only
             conn.execute("PRAGMA fullfsync=ON")
             conn.execute("PRAGMA checkpoint_fullfsync=ON")
-    except sqlite3.OperationalError as exc:
+    except sqlite3.DatabaseError as exc:
         conn.close()
         if "locked" in str(exc) or "busy" in str(exc):
             raise _busy(busy_ms) from None
+        if not isinstance(exc, sqlite3.OperationalError):
+            raise damaged(db_path) from None
         raise StoreError("STORE_UNAVAILABLE", f"cannot prepare {db_path}; check the data root's permissions") from None
     return conn
+
+
+def damaged(db_path: str) -> StoreError:
+    """The one answer for a file that is not a readable SQLite database (``STORE_DAMAGED``)."""
+    return StoreError("STORE_DAMAGED", f"{db_path} is not a readable SQLite database; move it aside (cm starts a "
+                                       "new queue; memory files are kept) or restore it from runtime/upgrade-backups")
 
 
 @contextmanager

@@ -160,6 +160,9 @@ TABLE: dict[str, Reason] = {
                          "nothing to do: cm tries again", AUTO),
     "STORE_UNAVAILABLE": Reason("runtime.sqlite could not be opened", "check the data root's permissions and disk",
                                 RETRY),
+    "STORE_DAMAGED": Reason("runtime.sqlite is not a readable SQLite database",
+                            "move it aside (cm starts a new queue; memory files are kept) or restore it from "
+                            "runtime/upgrade-backups", NONE),
     "STORE_WRITE_FAILED": Reason("a write to runtime.sqlite failed", "check free disk space and permissions", RETRY),
     "MIGRATION_INVALID": Reason("the runtime database could not be upgraded (a cm bug)", "report it", RETRY),
     "UNSUPPORTED_RUNTIME_VERSION": Reason("runtime.sqlite was written by a newer cm", "upgrade cm", RETRY),

@@ -25,6 +25,7 @@ from cmrunner.core.db import (
     DRAIN_BUSY_MS as DRAIN_BUSY_MS,
     HOOK_BUSY_MS as HOOK_BUSY_MS,
     connect as connect,
+    damaged,
     immediate as immediate,
 )
 from cmrunner.core.errors import StoreError
@@ -50,6 +51,11 @@ def open_store(paths: DataPaths, busy_ms: int = DRAIN_BUSY_MS) -> sqlite3.Connec
         if not existed:
             os.chmod(paths.db, 0o600)
         migrations.migrate(conn, paths, busy_ms)
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        if isinstance(exc, sqlite3.OperationalError):
+            raise
+        raise damaged(paths.db) from None
     except BaseException:
         conn.close()
         raise
@@ -64,5 +70,11 @@ def open_existing(paths: DataPaths, busy_ms: int = DRAIN_BUSY_MS) -> sqlite3.Con
         conn = sqlite3.connect(f"file:{paths.db}?mode=ro", uri=True, timeout=busy_ms / 1000, isolation_level=None)
     except sqlite3.Error:
         raise StoreError("STORE_UNAVAILABLE", f"cannot open {paths.db} for reading; check its permissions") from None
-    migrations.check_readable(conn)
+    try:
+        migrations.check_readable(conn)
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        if isinstance(exc, sqlite3.OperationalError):
+            raise
+        raise damaged(paths.db) from None
     return conn
