@@ -20,7 +20,7 @@ from cmrunner.core import config as config_mod
 from cmrunner.core.errors import CmError
 from cmrunner.manage import setupstate
 from cmrunner.manage.integrations import checks, discovery, manager
-from cmrunner.tui.widgets import CheckList, CmScreen, Menu, Text
+from cmrunner.tui.widgets import CheckList, CmScreen, Menu, Text, error_text
 
 
 def _state_line(host: discovery.Host, installed: dict) -> str:
@@ -51,7 +51,7 @@ class AgentsScreen(CmScreen):
             self.installed = manager.installed(home)
         except CmError as exc:
             self.installed = {}
-            yield Text(f"{exc.code}: {exc.message}", classes="error")
+            yield Text(error_text(exc), classes="error")
         if self.preselect is not None:
             chosen = set(self.preselect)
         elif self.setup:  # first run: every agent found here starts ticked
@@ -93,7 +93,7 @@ class AgentsScreen(CmScreen):
         except CmError as exc:
             while self.app.screen is not self:
                 self.app.pop_screen()
-            self.notice.show(f"{exc.code}: {exc.message} (nothing was changed)")
+            self.notice.show(error_text(exc, "nothing was changed"))
             return
         self.app.show_result(ResultScreen(planned, self.setup))  # type: ignore[attr-defined]
 

@@ -21,7 +21,7 @@ from textual.binding import Binding
 from cmrunner.core.errors import CmError
 from cmrunner.manage import setupstate
 from cmrunner.manage.integrations import discovery, txn
-from cmrunner.tui.widgets import CmScreen, Text
+from cmrunner.tui.widgets import CmScreen, Text, error_text
 
 CSS = """
 Screen { padding: 0 1; }
@@ -88,7 +88,7 @@ class CmApp(App):
             txn.recover(self.home)
             self.push_screen(self.first_screen())
         except CmError as exc:
-            self.push_screen(ErrorScreen(f"{exc.code}: {exc.message}"))
+            self.push_screen(ErrorScreen(error_text(exc)))
 
     def first_screen(self) -> CmScreen:
         from cmrunner.tui import agents, home, settings, setup

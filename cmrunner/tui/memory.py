@@ -22,7 +22,7 @@ from textual.widgets import Input, OptionList
 from cmrunner.core import config as config_mod
 from cmrunner.core.errors import CmError
 from cmrunner.manage import adjust
-from cmrunner.tui.widgets import CmScreen, Menu, Text, option
+from cmrunner.tui.widgets import CmScreen, Menu, Text, error_text, option
 from cmrunner.views import browse
 
 
@@ -46,7 +46,7 @@ class ViewMemoryScreen(CmScreen):
         try:
             self.docs = browse.documents(self.app.home)  # type: ignore[attr-defined]
         except CmError as exc:
-            self.notice.show(f"{exc.code}: {exc.message}")
+            self.notice.show(error_text(exc))
             return
         menu = self.query_one("#documents", Menu)
         menu.add_options([option(f"doc:{i}", f"{d.title}" + ("  (empty)" if d.empty else
@@ -150,7 +150,7 @@ class AdjustScreen(CmScreen):
             self.choices = adjust.scopes(home)
             remote = config_mod.load(home).remote
         except CmError as exc:
-            self.notice.show(f"{exc.code}: {exc.message}")
+            self.notice.show(error_text(exc))
             return
         menu = self.query_one("#scopes", Menu)
         menu.add_options([option(c.scope, c.label) for c in self.choices])
@@ -181,7 +181,7 @@ class AdjustScreen(CmScreen):
         try:
             submitted = adjust.submit(self.app.home, self.scope, event.value)  # type: ignore[attr-defined]
         except CmError as exc:
-            self.notice.show(f"{exc.code}: {exc.message} (nothing was submitted)")
+            self.notice.show(error_text(exc, "nothing was submitted"))
             return
         self.entry_id = submitted.entry_id
         event.input.value = ""
@@ -247,7 +247,7 @@ class StatusScreen(CmScreen):
         try:
             view = adjust.overview(self.app.home)  # type: ignore[attr-defined]
         except CmError as exc:
-            self.notice.show(f"{exc.code}: {exc.message}")
+            self.notice.show(error_text(exc))
             return
         explained = problem_lines(view)
         problems = self.query_one("#problems", Text)
@@ -281,7 +281,7 @@ class StatusScreen(CmScreen):
         try:
             started = adjust.continue_processing(self.app.home)  # type: ignore[attr-defined]
         except CmError as exc:
-            self.notice.show(f"{exc.code}: {exc.message}")
+            self.notice.show(error_text(exc))
             return
         self.notice.show("Processing continues in the background." if started else "Nothing is queued.", "ok")
         self.refresh_view()
@@ -294,7 +294,7 @@ class StatusScreen(CmScreen):
         try:
             adjust.retry(self.app.home, job.id)  # type: ignore[attr-defined]
         except CmError as exc:
-            self.notice.show(f"{exc.code}: {exc.message}")
+            self.notice.show(error_text(exc))
             return
         self.notice.show(f"job {job.id[:12]} queued for another attempt.", "ok")
         self.refresh_view()

@@ -21,7 +21,7 @@ from textual.widgets import Input, OptionList
 from cmrunner.core.errors import CmError
 from cmrunner.manage import confview, netsettings, uninstall
 from cmrunner.manage.integrations import discovery
-from cmrunner.tui.widgets import CmScreen, Menu, Text, option
+from cmrunner.tui.widgets import CmScreen, Menu, Text, error_text, option
 
 
 class ConfigScreen(CmScreen):
@@ -64,7 +64,7 @@ class NetworkScreen(CmScreen):
         try:
             info = netsettings.describe(self.app.home)  # type: ignore[attr-defined]
         except CmError as exc:
-            self.notice.show(f"{exc.code}: {exc.message}")
+            self.notice.show(error_text(exc))
             return
         if not info["configured"]:
             self.notice.show("Choose a provider and model first (Change Model / Provider).")
@@ -108,7 +108,7 @@ class NetworkScreen(CmScreen):
         try:
             netsettings.save(home, self.mode, proxy or None, bypass, self.query_one("#cafile", Input).value)
         except CmError as exc:
-            self.notice.show(f"{exc.code}: {exc.message} (nothing was saved)")
+            self.notice.show(error_text(exc, "nothing was saved"))
             return
         self.query_one("#proxy", Input).value = ""
         self.notice.show("Saved. Restart active Pi, Codex and MCP clients to use the new route.", "ok")
@@ -139,7 +139,7 @@ class TestScreen(CmScreen):
             report = nettest.run(config_mod.load(self.app.home))  # type: ignore[attr-defined]
             text = describe_test(report)
         except CmError as exc:
-            text = f"{exc.code}: {exc.message}"
+            text = error_text(exc)
         self.app.call_from_thread(self.query_one("#result", Text).set, text)
 
 
@@ -177,7 +177,7 @@ class UninstallScreen(CmScreen):
         try:
             self.planned = uninstall.plan(home, self.app.discover())  # type: ignore[attr-defined]
         except CmError as exc:
-            self.notice.show(f"{exc.code}: {exc.message}")
+            self.notice.show(error_text(exc))
             return
         p = self.planned
         lines = ["Complete uninstall removes:"]
@@ -254,7 +254,7 @@ class ConfirmUninstallScreen(CmScreen):
             done = uninstall.execute(self.app.home, self.planned, self.remove_data,  # type: ignore[attr-defined]
                                      event.option_id == "all")
         except CmError as exc:
-            self.notice.show(f"{exc.code}: {exc.message}")
+            self.notice.show(error_text(exc))
             return
         self.query_one("#confirm", Menu).display = False
         self.query_one("#result", Text).set("\n".join(done) + "\n\nPress Enter or Esc to leave.")

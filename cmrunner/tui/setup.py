@@ -18,7 +18,7 @@ from textual.widgets import Input, OptionList
 from cmrunner.core import config as config_mod, envfile
 from cmrunner.core.errors import CmError
 from cmrunner.manage import providers
-from cmrunner.tui.widgets import CmScreen, Menu, Text, option
+from cmrunner.tui.widgets import CmScreen, Menu, Text, error_text, option
 
 
 class ModelFlow:
@@ -170,7 +170,7 @@ class ModelScreen(CmScreen):
         menu.clear_options()
         if isinstance(found, CmError):
             self.query_one("#status", Text).set("The model list could not be loaded.")
-            self.notice.show(f"{found.code}: {found.message}")
+            self.notice.show(error_text(found))
             menu.add_options([option("retry", "Retry"), option("manual", "Type the model name")])
         else:
             self.models = found
@@ -208,6 +208,6 @@ class ModelScreen(CmScreen):
             choice = providers.ModelChoice(self.flow.preset, self.flow.base_url, providers.check_model_name(model))
             providers.commit_model(self.flow.home, choice, self.flow.api_key)
         except CmError as exc:
-            self.notice.show(f"{exc.code}: {exc.message}")
+            self.notice.show(error_text(exc))
             return
         self.flow.done()
