@@ -196,7 +196,7 @@ class ResponsesConversation(Conversation):
             key = obj.get("output_index", obj.get("item_id"))
             if not isinstance(key, (int, str)) or isinstance(key, bool):
                 key = None
-            item = obj.get("item") if isinstance(obj.get("item"), dict) else {}
+            item = _dict(obj.get("item"))
             if kind == "response.output_item.added" and item.get("type") == "function_call":
                 if key not in order:
                     kept.call()
@@ -233,8 +233,8 @@ class ResponsesConversation(Conversation):
             elif kind == "error":
                 raise errors_map.from_stream_error(obj.get("error", obj))
             elif kind in ("response.completed", "response.incomplete", "response.failed"):
-                response = obj.get("response") if isinstance(obj.get("response"), dict) else {}
-                usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
+                response = _dict(obj.get("response"))
+                usage = _dict(response.get("usage"))
                 turn.usage = {
                     "input_tokens": _count(usage.get("input_tokens")),
                     "output_tokens": _count(usage.get("output_tokens")),
@@ -327,7 +327,7 @@ class ChatConversation(Conversation):
             for choice in _list(obj.get("choices")):
                 if not isinstance(choice, dict):
                     raise _envelope_error()
-                delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+                delta = _dict(choice.get("delta"))
                 if isinstance(delta.get("content"), str):
                     text.append(kept.add(delta["content"]))
                 if delta.get("refusal"):
@@ -344,7 +344,7 @@ class ChatConversation(Conversation):
                     if piece.get("id"):
                         kept.drop(slot["id"])
                         slot["id"] = kept.add(str(piece["id"]))
-                    function = piece.get("function") if isinstance(piece.get("function"), dict) else {}
+                    function = _dict(piece.get("function"))
                     if function.get("name"):
                         kept.drop(slot["name"])
                         slot["name"] = kept.add(str(function["name"]))
