@@ -85,11 +85,15 @@ def flush(paths: DataPaths, cfg: config_mod.Config, progress: Callable[[object],
 
             made: list = []
 
+            def record(outcome: object) -> None:
+                outcomes.append(outcome)
+                progress(outcome)
+
             def make_work() -> list:
                 made.extend(drain.consumers(paths, cfg, force=True))
                 for consumer in made:
                     if isinstance(consumer, drain.WriterConsumer):
-                        consumer.on_outcome = lambda o: (outcomes.append(o), progress(o))
+                        consumer.on_outcome = record
                 return made
 
             try:

@@ -25,7 +25,7 @@ import unicodedata
 
 _EXTRA_INVISIBLE = frozenset("\u034f\u115f\u1160\u3164\uffa0\u180e\u2800") | frozenset(
     chr(c) for c in range(0xFE00, 0xFE10))
-_DASHES = dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d"), "-")
+_DASHES: dict[int, str] = dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d"), "-")
 # Letters that render like Latin ones (Unicode confusables.txt, the common Cyrillic and Greek subset).
 _CONFUSABLE = str.maketrans({
     "а": "a", "в": "B", "е": "e", "о": "o", "р": "p", "с": "c", "у": "y", "х": "x", "і": "i", "ј": "j",

@@ -126,7 +126,7 @@ def save(home: str, mode: str, proxy_url: str | None = None, no_proxy: str = "",
     config_mod.validate(data)
     envfile.update(home, {k: v for k, v in changes.items() if v is not None})
     config_mod.save(home, data)
-    stale = {k: None for k, v in changes.items() if v is None and k in private}
+    stale: dict[str, str | None] = {k: None for k, v in changes.items() if v is None and k in private}
     if stale:
         envfile.update(home, stale)
     return remote

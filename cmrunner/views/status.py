@@ -28,7 +28,7 @@ SHORT_ID = 12
 JOB_LIST_LIMIT = 20
 
 
-def _counts(conn, sql: str) -> dict[str, int]:
+def _counts(conn: sqlite3.Connection, sql: str) -> dict[str, int]:
     return {row[0]: int(row[1]) for row in conn.execute(sql)}
 
 
