@@ -13,13 +13,13 @@ Stdlib only.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 import time
 
 from cmrunner.core.config import Config
 from cmrunner.core.errors import CmError
+from cmrunner.core.sha import sha256
 
 
 def now_ms() -> int:
@@ -27,7 +27,7 @@ def now_ms() -> int:
 
 
 def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return sha256(text.encode("utf-8")).hexdigest()
 
 
 def canonical_json(value: object) -> str:

@@ -13,11 +13,11 @@ Stdlib only.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 
 from cmrunner.core.errors import CmError
+from cmrunner.core.sha import sha256
 
 _DIGEST_WINDOW = 256
 
@@ -81,7 +81,7 @@ def _digest_before(fd: int, offset: int) -> str:
     """
     head = _pread_exact(fd, 0, min(_DIGEST_WINDOW, offset))
     start = max(0, offset - _DIGEST_WINDOW)
-    return hashlib.sha256(head + b"|" + _pread_exact(fd, start, offset - start)).hexdigest()
+    return sha256(head + b"|" + _pread_exact(fd, start, offset - start)).hexdigest()
 
 
 def _replaced() -> CmError:
