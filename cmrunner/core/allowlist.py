@@ -84,14 +84,19 @@ def _write(home: str, data: dict) -> None:
     fsutil.write_atomic(path(home), (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"))
 
 
-def add(home: str, fingerprint: str, rule: str | None) -> bool:
-    """Allow ``fingerprint``; False when it was already allowed."""
-    fingerprint = check_fingerprint(fingerprint)
+def _read_for_change(home: str) -> dict:
+    """The allow-list about to be changed; a damaged one is refused rather than overwritten."""
     try:
-        data = _read(home)
+        return _read(home)
     except (ValueError, UnicodeDecodeError):
         raise CmError("INVALID_ALLOWLIST", f"{path(home)} is not a valid allow-list; fix or delete it, then retry") \
             from None
+
+
+def add(home: str, fingerprint: str, rule: str | None) -> bool:
+    """Allow ``fingerprint``; False when it was already allowed."""
+    fingerprint = check_fingerprint(fingerprint)
+    data = _read_for_change(home)
     if fingerprint in data["fingerprints"]:
         return False
     data["fingerprints"][fingerprint] = {"rule": rule, "addedAt": int(time.time() * 1000)}
@@ -101,11 +106,7 @@ def add(home: str, fingerprint: str, rule: str | None) -> bool:
 
 def remove(home: str, fingerprint: str) -> bool:
     fingerprint = check_fingerprint(fingerprint)
-    try:
-        data = _read(home)
-    except (ValueError, UnicodeDecodeError):
-        raise CmError("INVALID_ALLOWLIST", f"{path(home)} is not a valid allow-list; fix or delete it, then retry") \
-            from None
+    data = _read_for_change(home)
     if data["fingerprints"].pop(fingerprint, None) is None:
         return False
     _write(home, data)
