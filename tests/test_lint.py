@@ -1,9 +1,10 @@
-"""The linter and the import boundaries run with the suite, so `.ci/run` enforces both.
+"""The linter, the type checker and the import boundaries run with the suite, so `.ci/run` enforces them.
 
 - ruff checks the source tree with the rule set chosen in pyproject.toml (``[tool.ruff]``).
 - import-linter checks the *installed* package (where hooks/, bridge/ and writer_proc/ live inside
   ``cmrunner``) against the contracts in ``[tool.importlinter]``: rooms are layered, and no import
   cycle exists anywhere, deferred imports included.
+- mypy checks the installed package with ``[tool.mypy]`` (every definition typed).
 """
 
 from __future__ import annotations
@@ -29,3 +30,12 @@ def test_import_contracts_are_kept(tmp_path):
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "Contracts: 2 kept, 0 broken." in proc.stdout
+
+
+def test_types_check(tmp_path):
+    # The installed package, so hooks/, bridge/ and writer_proc/ are checked inside cmrunner.
+    proc = subprocess.run([os.path.join(BIN, "mypy"), "-p", "cmrunner", "--config-file",
+                           os.path.join(REPO, "pyproject.toml"), "--cache-dir", str(tmp_path / "cache")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    assert "Success: no issues found" in proc.stdout

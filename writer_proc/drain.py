@@ -36,7 +36,8 @@ from cmrunner.core.home import DataPaths, resolve_home
 from cmrunner.writer_proc import drainlog
 
 if TYPE_CHECKING:
-    from cmrunner.writer_proc.writer import Writer
+    from cmrunner.writer_proc.port import MemoryAgentPort
+    from cmrunner.writer_proc.writer import Outcome, Writer
 
 # How long an idle drain waits for more work before it gives the lease up: a burst of host events
 # usually follows the first one. Not a user setting; tests replace it (tests/support/seams.py).
@@ -71,7 +72,7 @@ class WriterConsumer(Consumer):
 
     def __init__(self, writer: Writer) -> None:
         self.writer = writer
-        self.on_outcome: Callable[[object], object] = lambda _outcome: None
+        self.on_outcome: Callable[[Outcome], object] = lambda _outcome: None
 
     def runnable(self, conn: sqlite3.Connection) -> bool:
         from cmrunner.writer_proc import jobs
@@ -102,7 +103,7 @@ class WriterConsumer(Consumer):
         return job.id
 
 
-def agent_port(cfg: config_mod.Config) -> object | None:
+def agent_port(cfg: config_mod.Config) -> MemoryAgentPort | None:
     """The Memory Agent for this configuration, or ``None`` when none can run.
 
     The network agent runs when ``remote`` is configured, disclosure is enabled and the key is in

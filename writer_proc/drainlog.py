@@ -16,11 +16,11 @@ Contract:
 
 from __future__ import annotations
 
+import io
 import logging
 import logging.handlers
 import os
 from collections.abc import Callable
-from typing import TextIO
 
 from cmrunner.core import fsutil
 from cmrunner.core.home import DataPaths
@@ -33,7 +33,7 @@ BACKUPS = 3
 class _PrivateRotatingHandler(logging.handlers.RotatingFileHandler):
     """A rotating handler whose files are created 0600 and never opened through a symlink."""
 
-    def _open(self) -> TextIO:
+    def _open(self) -> io.TextIOWrapper:
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         fd = os.open(self.baseFilename, flags, 0o600)
         try:

@@ -29,6 +29,7 @@ from cmrunner.core import config as config_mod, drainlease, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.writer_proc import drain, jobs
+from cmrunner.writer_proc.writer import Outcome
 
 WAIT_BOUND_MS = 10_000
 FOLLOW_POLL_SECONDS = 0.1
@@ -37,7 +38,7 @@ FOLLOW_POLL_SECONDS = 0.1
 class FlushReport:
     __slots__ = ("outcomes", "remaining", "followed", "waiting", "open_turns")
 
-    def __init__(self, outcomes: list, remaining: dict[str, int], followed: bool, waiting: bool,
+    def __init__(self, outcomes: list[Outcome], remaining: dict[str, int], followed: bool, waiting: bool,
                  open_turns: int = 0) -> None:
         self.outcomes = outcomes
         self.remaining = remaining  # observations flush should have processed, by state
@@ -68,14 +69,14 @@ def _remaining(conn: sqlite3.Connection) -> tuple[dict[str, int], int]:
     return counts, turns
 
 
-def flush(paths: DataPaths, cfg: config_mod.Config, progress: Callable[[object], None]) -> FlushReport:
+def flush(paths: DataPaths, cfg: config_mod.Config, progress: Callable[[Outcome], None]) -> FlushReport:
     conn = store.open_store(paths)
     try:
         with store.immediate(conn):
             observations.request_flush(conn)
             holder = drainlease.live_holder(conn)
         followed = holder is not None
-        outcomes: list = []
+        outcomes: list[Outcome] = []
         if followed:
             while drainlease.live_holder(conn) is not None:
                 time.sleep(FOLLOW_POLL_SECONDS)
@@ -85,7 +86,7 @@ def flush(paths: DataPaths, cfg: config_mod.Config, progress: Callable[[object],
 
             made: list = []
 
-            def record(outcome: object) -> None:
+            def record(outcome: Outcome) -> None:
                 outcomes.append(outcome)
                 progress(outcome)
 

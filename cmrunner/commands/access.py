@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from cmrunner.commands.base import _home, cli, echo
+from cmrunner.commands.base import _home, cli, echo, echo_outcome
 from cmrunner.core import config as config_mod
 
 
@@ -67,11 +67,7 @@ def import_command(ctx: click.Context, file: str, workspace: str | None, author:
     """Import one Markdown file through the Writer; exit 1 unless every part was processed."""
     from cmrunner.manage import importer
 
-    def progress(outcome: object) -> None:
-        code = f" ({outcome.code})" if outcome.code else ""
-        echo(f"job {outcome.job_id[:12]}: {outcome.state}{code}")
-
-    report = importer.run(_home(ctx), file, workspace, author, label, not no_wait, progress)
+    report = importer.run(_home(ctx), file, workspace, author, label, not no_wait, echo_outcome)
     echo(f"import {report.import_id} into {report.scope}: "
                + ("duplicate of an earlier import (its metadata is kept)" if report.duplicate else "queued"))
     for part in report.parts:

@@ -24,12 +24,16 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 
 from cmrunner.core import safety, textchars
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import resolve_home
+
+if TYPE_CHECKING:
+    from cmrunner.writer_proc.writer import Outcome
 
 HOME_HELP = "Configuration home, an absolute path (default: $COMMON_MEMORY_HOME or ~/.common-memory)."
 
@@ -64,6 +68,12 @@ def echo(text: str = "", *, err: bool = False, nl: bool = True, lead: str = "") 
     # color=True: click would otherwise strip ANSI-looking sequences from piped output, so a pipe
     # would no longer get exactly the bytes consumers receive; styling is only ever added on a terminal.
     click.echo(lead + text, err=err, nl=nl, color=True)
+
+
+def echo_outcome(outcome: Outcome) -> None:
+    """One line per processed job, for the commands that follow the queue (``flush``, ``import``)."""
+    code = f" ({outcome.code})" if outcome.code else ""
+    echo(f"job {outcome.job_id[:12]}: {outcome.state}{code}")
 
 
 class CmGroup(click.Group):

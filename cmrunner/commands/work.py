@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cmrunner.commands.base import _home, cli, echo
+from cmrunner.commands.base import _home, cli, echo, echo_outcome
 from cmrunner.core import config as config_mod
 from cmrunner.core.home import DataPaths
 
@@ -17,11 +17,7 @@ def flush(ctx: click.Context) -> None:
 
     cfg = config_mod.load(_home(ctx))
 
-    def progress(outcome: object) -> None:
-        code = f" ({outcome.code})" if outcome.code else ""
-        echo(f"job {outcome.job_id[:12]}: {outcome.state}{code}")
-
-    report = flush_mod.flush(DataPaths(cfg.data_root), cfg, progress)
+    report = flush_mod.flush(DataPaths(cfg.data_root), cfg, echo_outcome)
     from cmrunner.core import withhold
 
     withhold.refresh(DataPaths(cfg.data_root))  # the read path's findings for what was just committed

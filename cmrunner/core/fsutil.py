@@ -17,12 +17,10 @@ import sys
 
 from cmrunner.core.errors import CmError
 
-_IS_DARWIN = sys.platform == "darwin"
-
 
 def fsync_fd(fd: int) -> None:
     """fsync that really reaches the medium (F_FULLFSYNC on macOS, where fsync does not)."""
-    if _IS_DARWIN:  # pragma: no cover - exercised on macOS only
+    if sys.platform == "darwin":  # pragma: no cover - exercised on macOS only
         import fcntl
 
         fcntl.fcntl(fd, fcntl.F_FULLFSYNC)

@@ -25,9 +25,9 @@ import unicodedata
 
 _EXTRA_INVISIBLE = frozenset("\u034f\u115f\u1160\u3164\uffa0\u180e\u2800") | frozenset(
     chr(c) for c in range(0xFE00, 0xFE10))
-_DASHES: dict[int, str] = dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d"), "-")
+_DASHES: dict[str | int, str] = dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d"), "-")
 # Letters that render like Latin ones (Unicode confusables.txt, the common Cyrillic and Greek subset).
-_CONFUSABLE = str.maketrans({
+_CONFUSABLE_MAP: dict[str | int, str] = {
     "а": "a", "в": "B", "е": "e", "о": "o", "р": "p", "с": "c", "у": "y", "х": "x", "і": "i", "ј": "j",
     "ѕ": "s", "һ": "h", "ԁ": "d", "ԛ": "q", "ԝ": "w", "ӏ": "l", "А": "A", "В": "B", "Е": "E", "К": "K",
     "М": "M", "Н": "H", "О": "O", "Р": "P", "С": "C", "Т": "T", "Х": "X", "І": "I", "Ј": "J", "Ѕ": "S",
@@ -35,7 +35,8 @@ _CONFUSABLE = str.maketrans({
     "κ": "k", "Α": "A", "Β": "B", "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I", "Κ": "K", "Μ": "M", "Ν": "N",
     "Ο": "O", "Ρ": "P", "Τ": "T", "Υ": "Y", "Χ": "X",
     **_DASHES,
-})
+}
+_CONFUSABLE = str.maketrans(_CONFUSABLE_MAP)
 _NON_ASCII_RUN = re.compile(r"[^\x00-\x7f]+")
 _LEADING_MARKUP = re.compile(r"[ \t]*(?:(?:#{1,6}|>|[-*+]|\d{1,9}[.)])(?=[ \t]|$)[ \t]*)*")
 _INLINE_MARKUP = re.compile(r"<!--.*?-->|~~|[*`]")
@@ -90,7 +91,7 @@ def joined(lines: list[str]) -> Joined:
     size = 0
     for index, line in enumerate(lines):
         body = line.rstrip("\r\n")
-        body = body[_LEADING_MARKUP.match(body).end():]
+        body = body[_LEADING_MARKUP.match(body).end():]  # type: ignore[union-attr]  # the pattern matches the empty string
         if "*" in body or "`" in body or "~" in body or "<!--" in body:
             stripped = _INLINE_MARKUP.sub("", body)
             if stripped != body:

@@ -188,7 +188,7 @@ def refresh(paths: DataPaths, write: bool = True) -> list[tuple[str, str, list[U
         digest = hashlib.sha256(markdown.encode("utf-8")).hexdigest()
         entry = secretcache.entry(known, digest)
         if entry is None:
-            entry = [tuple(f) for f in scan_units(markdown, deep=True)]
+            entry = [(f.unit, f.rule, f.fingerprint, f.title_shown) for f in scan_units(markdown, deep=True)]
         fresh[digest] = [list(item) for item in entry]
         report.append((target, markdown, [UnitFinding(*item) for item in entry]))
     if write and fresh != known:

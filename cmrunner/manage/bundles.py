@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import os
 import re
+from typing import TypedDict
 
 import tomlkit
+from tomlkit.items import Table
 
 from cmrunner.core import config as config_mod, workspace
 from cmrunner.core.errors import CmError
@@ -38,7 +40,15 @@ POWERSHELL = r"C:\Windows\System32\WindowsPowerShell\v1.0\powershell.exe"
 MODES = ("posix", "windows-wsl")
 _BRIDGE_PATH_RE = re.compile(r"^([A-Za-z]:\\|\\\\[A-Za-z0-9._-]+\\)[A-Za-z0-9 _.()\\-]*\.ps1$")
 
-HOSTS = {
+class HostSpec(TypedDict):
+    hook: str
+    refresh: str
+    read_client: str
+    init_client: str | None
+    title: str
+
+
+HOSTS: dict[str, HostSpec] = {
     "codex": {"hook": "codex", "refresh": "codex", "read_client": "codex-cli", "init_client": None,
               "title": "Codex CLI"},
     "work": {"hook": "work", "refresh": "chatgpt-work", "read_client": "chatgpt-work",
@@ -103,7 +113,7 @@ class Target:
         return f'{POWERSHELL} -NoLogo -NoProfile -NonInteractive -File "{self.bridge_path}" refresh {host}'
 
     def mcp_server(self, client_id: str, capability: str, workspaces: list[str], tools: list[str],
-                   approval: str) -> object:
+                   approval: str) -> Table:
         args = hostconfig.mcp_args(client_id, capability, workspaces)
         if self.mode == "posix":
             argv = self.pins.module_argv(*args)

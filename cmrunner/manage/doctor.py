@@ -220,8 +220,8 @@ def run(home: str, codex_home: str, profile_name: str = "common-memory") -> list
     checks: list[Check] = []
     try:
         cfg = config_mod.load(home)
-        found = "valid" if cfg.exists else "absent (defaults)"
-        checks.append(Check("configuration", "ok", f"{home}/config.json {found}"))
+        state = "valid" if cfg.exists else "absent (defaults)"
+        checks.append(Check("configuration", "ok", f"{home}/config.json {state}"))
         checks.append(_check_model(cfg))
         checks.append(_check_data_root(cfg.data_root))
         checks += _check_secrets(home)

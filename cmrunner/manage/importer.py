@@ -33,10 +33,14 @@ import json
 import os
 import stat
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from cmrunner.core import config as config_mod, safety, workspace
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
+
+if TYPE_CHECKING:
+    from cmrunner.writer_proc.writer import Outcome
 
 AUTHORS = ("user", "agent", "third_party", "mixed", "unknown")
 SUFFIXES = (".md", ".markdown")
@@ -234,7 +238,7 @@ class ImportReport:
 
 
 def run(home: str, path: str, workspace_path: str | None, author: str, label: str | None, wait: bool,
-        progress: Callable[[object], None]) -> ImportReport:
+        progress: Callable[[Outcome], None]) -> ImportReport:
     """Validate, queue, optionally run the Writer loop, and report each part's state."""
     cfg = config_mod.load(home)
     paths = DataPaths(cfg.data_root)

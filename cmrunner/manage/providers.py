@@ -25,6 +25,7 @@ import copy
 import os
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from cmrunner.core import config as config_mod, envfile
 from cmrunner.core.errors import CmError
@@ -161,7 +162,7 @@ def parse_model_list(body: bytes) -> list[str]:
     from cmrunner.writer_proc import boundedjson
 
     try:
-        data = boundedjson.loads(body, MODEL_LIST_LIMIT)  # a provider's nesting never reaches the parser
+        data: Any = boundedjson.loads(body, MODEL_LIST_LIMIT)  # a provider's nesting never reaches the parser
         entries = data["data"]
         ids = sorted({e["id"] for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str) and e["id"]})
     except (ValueError, KeyError, TypeError):
@@ -197,7 +198,7 @@ def key_configured(home: str) -> bool:
 def build_remote(old: dict | None, choice: ModelChoice, key_env: str) -> dict:
     """The new ``remote`` section (see module contract)."""
     remote = copy.deepcopy(old) if old else {"proxy": {"mode": "direct"}}
-    same_model = bool(old) and old.get("model") == choice.model and old.get("api", "responses") == choice.api
+    same_model = bool(old and old.get("model") == choice.model and old.get("api", "responses") == choice.api)
     if not same_model:
         for field in _THINKING_FIELDS:
             remote.pop(field, None)

@@ -205,7 +205,7 @@ def _tool(binding: Binding, name: str, title: str, description: str, schema: dic
     call.__name__ = name
     return Tool(fn=call, name=name, title=title, description=description, parameters=schema,
                 fn_metadata=_RawArguments(arg_model=_NoDeclaredArguments, output_model=output), is_async=False,
-                annotations=hints)
+                context_kwarg=None, annotations=hints)
 
 
 def _as_text(structured: dict) -> str:

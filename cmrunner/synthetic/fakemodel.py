@@ -336,7 +336,8 @@ class FakeModelHandler(BaseHTTPRequestHandler):
                             error.get("raw"))
             return
         request = body if isinstance(body, dict) else {}
-        model = request.get("model") if isinstance(request.get("model"), str) else "fake-model"
+        named = request.get("model")
+        model = named if isinstance(named, str) else "fake-model"
         streaming = request.get("stream") is True
         if path == "/v1/responses":
             events = responses_events(reply, seq, model, body)

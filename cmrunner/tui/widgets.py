@@ -11,6 +11,7 @@ the same Esc rule: back one level, and out of the program from the first screen.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -76,10 +77,18 @@ class Menu(OptionList):
         return self
 
 
+@dataclass
+class _Choice:
+    key: str
+    label: str
+    checked: bool
+    disabled: bool
+
+
 class CheckList(OptionList):
     """Checkboxes shown as ``[x]``/``[ ]``: Space toggles the highlighted one, Enter continues."""
 
-    BINDINGS = [Binding("space", "toggle", "Toggle", show=False), Binding("enter", "continue", "Continue", show=False)]
+    BINDINGS = [Binding("space", "toggle_item", "Toggle", show=False), Binding("enter", "continue", "Continue", show=False)]
 
     class Continued(Message):
         def __init__(self, selected: list[str]) -> None:
@@ -88,23 +97,23 @@ class CheckList(OptionList):
 
     def __init__(self, items: Iterable[tuple[str, str, bool, bool]], *, id: str | None = None) -> None:
         """``items`` are ``(key, label, checked, disabled)``."""
-        self._items = [list(item) for item in items]
-        super().__init__(*[Option(self._prompt(i), id=i[0], disabled=i[3]) for i in self._items], id=id,
+        self._items = [_Choice(*item) for item in items]
+        super().__init__(*[Option(self._prompt(i), id=i.key, disabled=i.disabled) for i in self._items], id=id,
                          markup=False)
 
     @staticmethod
-    def _prompt(item: list) -> Content:
-        return plain(("[x] " if item[2] else "[ ] ") + item[1])
+    def _prompt(item: _Choice) -> Content:
+        return plain(("[x] " if item.checked else "[ ] ") + item.label)
 
     @property
     def selected(self) -> list[str]:
-        return [item[0] for item in self._items if item[2]]
+        return [item.key for item in self._items if item.checked]
 
-    def action_toggle(self) -> None:
+    def action_toggle_item(self) -> None:
         index = self.highlighted
-        if index is None or self._items[index][3]:
+        if index is None or self._items[index].disabled:
             return
-        self._items[index][2] = not self._items[index][2]
+        self._items[index].checked = not self._items[index].checked
         self.replace_option_prompt_at_index(index, self._prompt(self._items[index]))
 
     def action_continue(self) -> None:

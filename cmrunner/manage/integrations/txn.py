@@ -120,7 +120,7 @@ def apply(home: str, changes: list[Change]) -> None:
     journal = _journal(home)
     fsutil.ensure_private_dir(home, "configuration home")
     os.mkdir(journal, 0o700)
-    entries = []
+    entries: list[dict] = []
     for index, change in enumerate(changes):
         current = read_bytes(change.path)
         mode = change.mode
