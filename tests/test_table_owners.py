@@ -49,6 +49,10 @@ OWNERS = {
     "associations": "writer_proc/records.py",
     "document_versions": "writer_proc/records.py",
     "correction_watermarks": "writer_proc/records.py",
+    # section history, the trash and purge tombstones
+    "section_versions": "writer_proc/history.py",
+    "trash": "writer_proc/history.py",
+    "purge_tombstones": "writer_proc/history.py",
 }
 
 SQL_VERB = r"\b(?:FROM|INTO|UPDATE|JOIN|TABLE(?: IF NOT EXISTS| IF EXISTS)?)\s+{table}\b"

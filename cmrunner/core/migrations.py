@@ -254,8 +254,50 @@ def m005_drain_failures(conn: sqlite3.Connection) -> None:
     )
 
 
+def m006_section_history(conn: sqlite3.Connection) -> None:
+    """Section versions, the trash and purge tombstones (owner: ``writer_proc.history``).
+
+    The bytes live here only, never in the Markdown or the receipts: a purge can destroy them."""
+    _run_script(
+        conn,
+        """
+        CREATE TABLE section_versions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            target TEXT NOT NULL,             -- profile | preferences | project:<id>
+            section_key TEXT NOT NULL,        -- <target>:<sha256(title)>
+            version INTEGER NOT NULL,         -- 1, 2, ... per section_key
+            parent_id INTEGER,                -- the version this one replaced (NULL for the first)
+            title TEXT NOT NULL,
+            text TEXT,                        -- the section's exact text after it (heading line included); NULL: removed
+            kind TEXT NOT NULL,               -- baseline | put | replace | remove | hand_edit | undo | restore
+            author TEXT NOT NULL,             -- memory_agent | user
+            receipt_id TEXT,                  -- the commit that made it (NULL for baseline/hand_edit)
+            client TEXT, session_id TEXT, model TEXT,
+            at INTEGER NOT NULL,              -- ms since epoch
+            purged_at INTEGER,                -- body destroyed by a purge
+            UNIQUE (section_key, version)
+        );
+        CREATE INDEX section_versions_target ON section_versions(target, section_key, version);
+        CREATE INDEX section_versions_receipt ON section_versions(receipt_id);
+        CREATE TABLE trash (
+            id TEXT PRIMARY KEY,              -- short random id shown by `cm trash`
+            version_id INTEGER NOT NULL,      -- the removing version; its parent holds the bytes
+            target TEXT NOT NULL, section_key TEXT NOT NULL,
+            removed_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
+            state TEXT NOT NULL DEFAULT 'trashed'  -- trashed | restored | purged
+        );
+        CREATE INDEX trash_expiry ON trash(state, expires_at);
+        CREATE TABLE purge_tombstones (
+            digest TEXT PRIMARY KEY,          -- sha256 of the purged text's normalized form, nothing else
+            scope TEXT NOT NULL,
+            purged_at INTEGER NOT NULL
+        );
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [m001_write_path, m002_claim_and_prune_indexes, m003_codex_progress, m004_pi_inputs,
-                               m005_drain_failures]
+                               m005_drain_failures, m006_section_history]
 LATEST = len(MIGRATIONS)
 
 
