@@ -11,6 +11,8 @@ from cmrunner.core.home import DataPaths
 from cmrunner.writer_proc import history
 
 PREFS = "# Preferences\n\n## Indentation\nTabs in Go.\n\n## Editor\nHelix.\n"
+AGENT = history.Provenance(history.AGENT, "codex", "s-1", "fake-model")
+DAY = 86_400_000
 
 
 @pytest.fixture
@@ -24,60 +26,77 @@ def _doc(text: str) -> sections.Document:
     return sections.parse("preferences", text.encode())
 
 
+def _key(title: str) -> str:
+    return sections.section_key("preferences", title)
+
+
+def _commit(conn, job_id: str, before: str, after: str, at: int, decisions: dict | None = None) -> list[int]:
+    with store.immediate(conn):
+        history.stage(conn, job_id, {"preferences": _doc(before)}, {"preferences": _doc(after)}, decisions or {},
+                      AGENT, at)
+    with store.immediate(conn):
+        return history.settle(conn, job_id, at, 30 * DAY)
+
+
 def test_diff_names_put_replace_remove_by_section_key():
     before = _doc(PREFS)
     after = _doc("# Preferences\n\n## Indentation\nSpaces in Go.\n\n## Shell\nfish\n")
     changes = history.diff_documents(before, after)
-    assert [(c.title, c.kind) for c in changes] == sorted(
-        [("Indentation", "replace"), ("Editor", "remove"), ("Shell", "put")],
-        key=lambda tk: sections.section_key("preferences", tk[0]))
+    assert sorted((c.title, c.kind) for c in changes) == [("Editor", "remove"), ("Indentation", "replace"),
+                                                          ("Shell", "put")]
+    assert [c.key for c in changes] == sorted(c.key for c in changes)
     replaced = next(c for c in changes if c.title == "Indentation")
     assert replaced.before == "## Indentation\nTabs in Go.\n\n" and replaced.after == "## Indentation\nSpaces in Go.\n\n"
     assert history.diff_documents(before, _doc(PREFS)) == []
 
 
-def test_chain_links_versions_and_keeps_exact_text(conn):
-    first = _doc(PREFS)
-    with store.immediate(conn):
-        assert history.observe(conn, first, 1) == 2  # both sections seen for the first time
-    second = _doc(PREFS.replace("Tabs in Go.", "Spaces in Go."))
-    with store.immediate(conn):
-        history.record(conn, history.diff_documents(first, second), history.Provenance(history.AGENT, "job-1", "codex"), 2)
-    key = sections.section_key("preferences", "Indentation")
-    chain = history.versions(conn, "preferences", key)
-    assert [(v.version, v.kind, v.author) for v in chain] == [(2, "replace", "memory_agent"), (1, "baseline", "user")]
+def test_a_commit_links_versions_and_keeps_exact_text(conn):
+    after = PREFS.replace("Tabs in Go.", "Spaces in Go.")
+    ids = _commit(conn, "job-1", PREFS, after, 10, {_key("Indentation"): "retain"})
+    chain = history.versions(conn, "preferences", _key("Indentation"))
+    assert [(v.version, v.kind, v.author, v.decision, v.receipt_id) for v in chain] == [
+        (2, "replace", "memory_agent", "retain", "job-1"), (1, "baseline", "user", None, None)]
     assert chain[0].parent_id == chain[1].id and chain[1].parent_id is None
-    assert chain[1].text == "## Indentation\nTabs in Go.\n\n"
-    assert [v.key for v in history.by_receipt(conn, "job-1")] == [key]
-    with store.immediate(conn):  # nothing changed outside the Writer: nothing recorded
-        assert history.observe(conn, second, 3) == 0
+    assert (chain[0].client, chain[0].session_id, chain[0].model) == ("codex", "s-1", "fake-model")
+    assert (chain[1].client, chain[1].model) == (None, None)
+    assert chain[1].text == "## Indentation\nTabs in Go.\n\n" and chain[0].text == "## Indentation\nSpaces in Go.\n\n"
+    assert [v.id for v in history.by_receipt(conn, "job-1")] == [chain[0].id]
+    assert len(ids) == 3  # two baselines, one replace
+    assert conn.execute("SELECT COUNT(*) FROM section_changes_pending").fetchone()[0] == 0
 
 
-def test_hand_edits_are_recorded_as_the_users(conn):
-    with store.immediate(conn):
-        history.observe(conn, _doc(PREFS), 1)
-        edited = _doc("# Preferences\n\n## Indentation\nTabs everywhere.\n")
-        assert history.observe(conn, edited, 2) == 2
+def test_hand_edits_between_commits_are_the_users(conn):
+    _commit(conn, "job-1", PREFS, PREFS + "## Shell\nfish\n", 10)
+    edited = "# Preferences\n\n## Indentation\nTabs everywhere.\n\n## Shell\nfish\n"  # Editor deleted by hand
+    _commit(conn, "job-2", edited, edited + "\n## Font\nIosevka\n", 20)
     heads = history.latest(conn, "preferences")
-    indentation = heads[sections.section_key("preferences", "Indentation")]
-    editor = heads[sections.section_key("preferences", "Editor")]
-    assert (indentation.kind, indentation.author, indentation.text) == ("hand_edit", "user", "## Indentation\nTabs everywhere.\n")
-    assert (editor.kind, editor.text, editor.version) == ("hand_edit", None, 2)
+    assert (heads[_key("Indentation")].kind, heads[_key("Indentation")].author) == ("hand_edit", "user")
+    assert heads[_key("Indentation")].text == "## Indentation\nTabs everywhere.\n\n"
+    assert (heads[_key("Editor")].kind, heads[_key("Editor")].text, heads[_key("Editor")].version) == ("hand_edit", None, 2)
+    assert (heads[_key("Font")].kind, heads[_key("Font")].receipt_id) == ("put", "job-2")
+    assert history.trash_list(conn) == []  # a hand deletion is the user's own, not trash
 
 
-def test_trash_points_at_the_removing_version(conn):
-    first = _doc(PREFS)
-    second = _doc("# Preferences\n\n## Indentation\nTabs in Go.\n\n")
-    with store.immediate(conn):
-        history.observe(conn, first, 1)
-        [removing] = history.record(conn, history.diff_documents(first, second), history.Provenance(history.AGENT, "j"), 5)
-        trash_id = history.trash_put(conn, removing, "preferences", sections.section_key("preferences", "Editor"), 5, 100)
+def test_a_removal_goes_to_the_trash_pointing_at_its_version(conn):
+    [*_, removing] = _commit(conn, "job-1", PREFS, "# Preferences\n\n## Indentation\nTabs in Go.\n\n", 5,
+                             {_key("Editor"): "forget"})
     [entry] = history.trash_list(conn)
-    assert (entry.id, entry.version_id, entry.expires_at, entry.state) == (trash_id, removing, 105, "trashed")
+    assert (entry.version_id, entry.key, entry.expires_at, entry.state) == (removing, _key("Editor"), 5 + 30 * DAY,
+                                                                              "trashed")
     removed = history.get(conn, removing)
-    assert removed is not None and removed.text is None
+    assert removed is not None and removed.text is None and removed.decision == "forget"
     parent = history.get(conn, removed.parent_id)
     assert parent is not None and parent.text == "## Editor\nHelix.\n"
+
+
+def test_an_abandoned_stage_is_replaced_and_never_settles(conn):
+    with store.immediate(conn):
+        history.stage(conn, "job-1", {"preferences": _doc(PREFS)}, {"preferences": _doc(PREFS + "\n## A\nx\n")}, {},
+                      AGENT, 1)
+    assert len(_commit(conn, "job-2", PREFS, PREFS, 2)) == 2  # only the baselines; job-1's rows are gone
+    with store.immediate(conn):
+        assert history.settle(conn, "job-1", 3, DAY) == []
+    assert sorted(v.kind for v in history.versions(conn, "preferences")) == ["baseline", "baseline"]
 
 
 def test_a_tombstone_holds_a_digest_per_scope(conn):

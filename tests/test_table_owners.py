@@ -52,6 +52,7 @@ OWNERS = {
     # section history, the trash and purge tombstones
     "section_versions": "writer_proc/history.py",
     "trash": "writer_proc/history.py",
+    "section_changes_pending": "writer_proc/history.py",
     "purge_tombstones": "writer_proc/history.py",
 }
 

@@ -4,24 +4,27 @@ Contract:
 - A section is named by its key ``<target>:<sha256(title)>`` (``sections.section_key``); its
   versions form a chain v1 → v2 → … (``parent_id`` links each to the one it replaced). A version
   holds the section's exact text after it (heading line included) or ``NULL`` when it removed the
-  section, and who made it: ``memory_agent`` (with the receipt, client, session and model) or
-  ``user`` (a hand edit found at the next commit, or an undo/restore the user asked for).
-- ``diff_documents(before, after)`` is the per-section difference of two parses of one document;
-  ``record`` appends one version per change inside the caller's transaction (the Writer's commit
-  transaction, so history and the published document never disagree after a crash).
-- ``observe(conn, doc, at)`` brings the chain up to what ``doc`` holds before a commit changes it:
-  a section never seen gets a ``baseline`` version, one whose text differs from its latest version
-  gets a ``hand_edit`` version by the user, and a seen section now absent a ``hand_edit`` removal.
-- A version that removed a section may be put in the trash (``trash_put``) with an expiry; the
-  trash only points at versions, so the removed text lives in exactly one row.
-- The only SQL for ``section_versions``, ``trash`` and ``purge_tombstones`` is here
-  (``tests/test_table_owners.py``). Never the receipts: their format is the specification's.
+  section, and who made it: ``memory_agent`` (with the decision kind, receipt, client, session and
+  model) or ``user`` (a hand edit found at the next commit, or an undo/restore the user asked for).
+- A commit adds its versions in two steps, so that history and the published documents never
+  disagree, even across a crash: ``stage`` writes what the commit will add (the user's edits since
+  history last saw each changed document, then the commit's own changes) in a transaction of its
+  own before anything is published; ``settle``, called from the commit's database side
+  (``commit.apply_receipt``, which a crash replay runs too), turns those rows into versions in the
+  commit's transaction. A commit that is abandoned leaves staged rows the next ``stage`` deletes.
+- A section that never had a version gets a ``baseline`` one the first time its document changes.
+- A version that removed a section puts it in the trash with an expiry; the trash only points at
+  the removing version (its parent holds the text), so removed text lives in exactly one row.
+- The only SQL for ``section_versions``, ``section_changes_pending``, ``trash`` and
+  ``purge_tombstones`` is here (``tests/test_table_owners.py``). Nothing here is ever written to the
+  Markdown or the receipts: the receipt format is the specification's.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from cmrunner.core import sections
@@ -29,6 +32,7 @@ from cmrunner.core.sections import Document
 
 AGENT = "memory_agent"
 USER = "user"
+USER_KINDS = ("baseline", "hand_edit")
 
 
 class Change(NamedTuple):
@@ -39,12 +43,7 @@ class Change(NamedTuple):
     title: str
     before: str | None
     after: str | None
-
-    @property
-    def kind(self) -> str:
-        if self.before is None:
-            return "put"
-        return "remove" if self.after is None else "replace"
+    kind: str  # put | replace | remove | baseline | hand_edit
 
 
 class Version(NamedTuple):
@@ -57,6 +56,7 @@ class Version(NamedTuple):
     text: str | None
     kind: str
     author: str
+    decision: str | None
     receipt_id: str | None
     client: str | None
     session_id: str | None
@@ -66,17 +66,26 @@ class Version(NamedTuple):
 
 
 class Provenance(NamedTuple):
-    """Who made a version: the receipt's job and the host that captured its evidence."""
+    """Who makes a commit's own changes (the user's edits it finds are always ``USER``'s)."""
 
     author: str
-    receipt_id: str | None = None
     client: str | None = None
     session_id: str | None = None
     model: str | None = None
 
 
-_COLUMNS = ("id, target, section_key, version, parent_id, title, text, kind, author, receipt_id, client, "
-            "session_id, model, at, purged_at")
+class TrashEntry(NamedTuple):
+    id: str
+    version_id: int
+    target: str
+    key: str
+    removed_at: int
+    expires_at: int
+    state: str
+
+
+_COLUMNS = ("id, target, section_key, version, parent_id, title, text, kind, author, decision, receipt_id, "
+            "client, session_id, model, at, purged_at")
 
 
 def section_texts(doc: Document) -> dict[str, tuple[str, str]]:
@@ -91,10 +100,13 @@ def diff_documents(before: Document, after: Document) -> list[Change]:
     out = []
     for key in sorted(old.keys() | new.keys()):
         was, now = old.get(key), new.get(key)
-        if was is not None and now is not None and was[1] == now[1]:
-            continue
-        title = now[0] if now is not None else was[0] if was is not None else ""
-        out.append(Change(after.target, key, title, was[1] if was else None, now[1] if now else None))
+        if was is None:
+            assert now is not None
+            out.append(Change(after.target, key, now[0], None, now[1], "put"))
+        elif now is None:
+            out.append(Change(after.target, key, was[0], was[1], None, "remove"))
+        elif was[1] != now[1]:
+            out.append(Change(after.target, key, now[0], was[1], now[1], "replace"))
     return out
 
 
@@ -106,48 +118,75 @@ def latest(conn: sqlite3.Connection, target: str) -> dict[str, Version]:
     return {row[2]: Version(*row) for row in rows}
 
 
-def _append(conn: sqlite3.Connection, target: str, key: str, title: str, text: str | None, kind: str,
-            who: Provenance, at: int, parent: Version | None) -> int:
-    cursor = conn.execute(
-        "INSERT INTO section_versions(target, section_key, version, parent_id, title, text, kind, author, "
-        "receipt_id, client, session_id, model, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (target, key, parent.version + 1 if parent else 1, parent.id if parent else None, title, text, kind,
-         who.author, who.receipt_id, who.client, who.session_id, who.model, at))
-    assert cursor.lastrowid is not None
-    return cursor.lastrowid
-
-
-def observe(conn: sqlite3.Connection, doc: Document, at: int) -> int:
-    """Record what changed in ``doc`` outside the Writer since history last saw it; returns versions added."""
+def _user_edits(conn: sqlite3.Connection, doc: Document) -> list[Change]:
+    """What ``doc`` holds that its sections' newest versions do not: baselines and hand edits."""
     known = latest(conn, doc.target)
     current = section_texts(doc)
-    added = 0
+    out = []
     for key in sorted(known.keys() | current.keys()):
         head, now = known.get(key), current.get(key)
         if head is None:
             assert now is not None
-            _append(conn, doc.target, key, now[0], now[1], "baseline", Provenance(USER), at, None)
+            out.append(Change(doc.target, key, now[0], None, now[1], "baseline"))
         elif now is None:
-            if head.text is None:
-                continue
-            _append(conn, doc.target, key, head.title, None, "hand_edit", Provenance(USER), at, head)
+            if head.text is not None:
+                out.append(Change(doc.target, key, head.title, head.text, None, "hand_edit"))
         elif head.text != now[1]:
-            _append(conn, doc.target, key, now[0], now[1], "hand_edit", Provenance(USER), at, head)
-        else:
-            continue
-        added += 1
-    return added
+            out.append(Change(doc.target, key, now[0], head.text, now[1], "hand_edit"))
+    return out
 
 
-def record(conn: sqlite3.Connection, changes: list[Change], who: Provenance, at: int,
-           kind: str | None = None) -> list[int]:
-    """Append one version per change (``kind`` overrides put/replace/remove, e.g. ``undo``)."""
-    ids = []
+def stage(conn: sqlite3.Connection, job_id: str, befores: Mapping[str, Document], afters: Mapping[str, Document],
+          decisions: Mapping[str, str], who: Provenance, at: int) -> int:
+    """Write what the commit of ``job_id`` will add to history, before it publishes; returns rows.
+
+    ``befores`` is the snapshot the commit's CAS holds each live file to; ``decisions`` maps a
+    section key to the decision kind that changed it. The caller holds the drain lease, and
+    recovery has replayed every marked commit before an attempt starts, so no other commit's
+    staged rows can still settle: they are deleted."""
+    conn.execute("DELETE FROM section_changes_pending")
+    rows: list[tuple[Change, str, str | None]] = []
+    for target in sorted(afters):
+        rows += [(change, USER, None) for change in _user_edits(conn, befores[target])]
+        rows += [(change, who.author, decisions.get(change.key))
+                 for change in diff_documents(befores[target], afters[target])]
+    conn.executemany(
+        "INSERT INTO section_changes_pending(job_id, seq, target, section_key, title, text, kind, author, decision, "
+        "client, session_id, model, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(job_id, seq, c.target, c.key, c.title, c.after, c.kind, author, decision,
+          *((None, None, None) if c.kind in USER_KINDS else (who.client, who.session_id, who.model)), at)
+         for seq, (c, author, decision) in enumerate(rows)])
+    return len(rows)
+
+
+def settle(conn: sqlite3.Connection, job_id: str, at: int, retention_ms: int) -> list[int]:
+    """Turn the staged changes of ``job_id`` into versions, inside the commit's transaction.
+
+    Each becomes the next version of its section; a commit's own removal also goes to the trash
+    for ``retention_ms``. Returns the new version ids (none when nothing was staged)."""
+    staged = conn.execute(
+        "SELECT target, section_key, title, text, kind, author, decision, client, session_id, model, at "
+        "FROM section_changes_pending WHERE job_id = ? ORDER BY seq", (job_id,)).fetchall()
     heads: dict[str, dict[str, Version]] = {}
-    for change in changes:
-        head = heads.setdefault(change.target, latest(conn, change.target)).get(change.key)
-        ids.append(_append(conn, change.target, change.key, change.title, change.after, kind or change.kind,
-                           who, at, head))
+    ids = []
+    for target, key, title, text, kind, author, decision, client, session_id, model, staged_at in staged:
+        chain = heads.setdefault(target, latest(conn, target))
+        parent = chain.get(key)
+        receipt_id = None if kind in USER_KINDS else job_id
+        number = parent.version + 1 if parent else 1
+        cursor = conn.execute(
+            "INSERT INTO section_versions(target, section_key, version, parent_id, title, text, kind, author, "
+            "decision, receipt_id, client, session_id, model, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (target, key, number, parent.id if parent else None, title, text, kind, author, decision, receipt_id,
+             client, session_id, model, staged_at))
+        assert cursor.lastrowid is not None
+        version_id = cursor.lastrowid
+        chain[key] = Version(version_id, target, key, number, parent.id if parent else None, title, text, kind,
+                             author, decision, receipt_id, client, session_id, model, staged_at, None)
+        if kind == "remove":
+            trash_put(conn, version_id, target, key, at, retention_ms)
+        ids.append(version_id)
+    conn.execute("DELETE FROM section_changes_pending WHERE job_id = ?", (job_id,))
     return ids
 
 
@@ -170,16 +209,6 @@ def by_receipt(conn: sqlite3.Connection, receipt_id: str) -> list[Version]:
 def get(conn: sqlite3.Connection, version_id: int) -> Version | None:
     row = conn.execute(f"SELECT {_COLUMNS} FROM section_versions WHERE id = ?", (version_id,)).fetchone()
     return Version(*row) if row else None
-
-
-class TrashEntry(NamedTuple):
-    id: str
-    version_id: int
-    target: str
-    key: str
-    removed_at: int
-    expires_at: int
-    state: str
 
 
 def trash_put(conn: sqlite3.Connection, version_id: int, target: str, key: str, at: int, retention_ms: int) -> str:

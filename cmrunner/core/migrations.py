@@ -271,6 +271,7 @@ def m006_section_history(conn: sqlite3.Connection) -> None:
             text TEXT,                        -- the section's exact text after it (heading line included); NULL: removed
             kind TEXT NOT NULL,               -- baseline | put | replace | remove | hand_edit | undo | restore
             author TEXT NOT NULL,             -- memory_agent | user
+            decision TEXT,                    -- the Memory Agent's decision kind (retain, forget, ...)
             receipt_id TEXT,                  -- the commit that made it (NULL for baseline/hand_edit)
             client TEXT, session_id TEXT, model TEXT,
             at INTEGER NOT NULL,              -- ms since epoch
@@ -279,6 +280,15 @@ def m006_section_history(conn: sqlite3.Connection) -> None:
         );
         CREATE INDEX section_versions_target ON section_versions(target, section_key, version);
         CREATE INDEX section_versions_receipt ON section_versions(receipt_id);
+        -- What a commit will add to history, written before it publishes and moved into
+        -- section_versions by the commit's own transaction (or its crash replay).
+        CREATE TABLE section_changes_pending (
+            job_id TEXT NOT NULL, seq INTEGER NOT NULL,
+            target TEXT NOT NULL, section_key TEXT NOT NULL, title TEXT NOT NULL, text TEXT,
+            kind TEXT NOT NULL, author TEXT NOT NULL, decision TEXT,
+            client TEXT, session_id TEXT, model TEXT, at INTEGER NOT NULL,
+            PRIMARY KEY (job_id, seq)
+        );
         CREATE TABLE trash (
             id TEXT PRIMARY KEY,              -- short random id shown by `cm trash`
             version_id INTEGER NOT NULL,      -- the removing version; its parent holds the bytes
