@@ -190,6 +190,12 @@ def settle(conn: sqlite3.Connection, job_id: str, at: int, retention_ms: int) ->
     return ids
 
 
+def targets(conn: sqlite3.Connection) -> list[str]:
+    """The documents history knows: profile, preferences, then projects by id."""
+    found = [r[0] for r in conn.execute("SELECT DISTINCT target FROM section_versions")]
+    return sorted(found, key=lambda t: (t != "profile", t != "preferences", t))
+
+
 def versions(conn: sqlite3.Connection, target: str, key: str | None = None) -> list[Version]:
     """Every version of ``target`` (or of one section key), newest first."""
     if key is None:

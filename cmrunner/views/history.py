@@ -1,0 +1,127 @@
+"""``cm history`` and ``cm trash``: what changed in the memory, version by version, and what was removed.
+
+Contract:
+- ``versions(home, target=None, section=None)`` lists versions newest first, each with a unified
+  diff from the version it replaced (``--- v<parent>`` / ``+++ v<id>``; the first version of a
+  section diffs from nothing). ``target`` is ``profile``, ``preferences`` or ``project:<id>``;
+  ``section`` a title (current or former) or a ``sec_`` ref, resolved among the sections that
+  target's history knows (``UNKNOWN_SECTION`` / ``AMBIGUOUS_SECTION``).
+- ``trash(home)`` lists the sections in the trash with the decision and receipt that removed them.
+- A version whose text looks like a secret (the deep scan of ``safety``, minus the home's
+  allow-list) is shown withheld: no text, no diff, the rules named, as ``cm show`` would.
+- Read-only: the store is opened read-only and never created or migrated; a store that predates
+  history reads as empty. Purged text shows as ``None`` with ``purgedAt``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import difflib
+import sqlite3
+
+from cmrunner.core import allowlist, config as config_mod, migrations, safety, sections, store
+from cmrunner.core.errors import CmError
+from cmrunner.core.home import DataPaths
+from cmrunner.writer_proc import history
+
+HISTORY_SCHEMA = migrations.MIGRATIONS.index(migrations.m006_section_history) + 1
+
+
+def iso(ms: int) -> str:
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _open(home: str) -> sqlite3.Connection | None:
+    paths = DataPaths(config_mod.load(home).data_root)
+    conn = store.open_existing(paths)
+    if conn is None:
+        return None
+    if migrations.check_readable(conn) < HISTORY_SCHEMA:
+        conn.close()
+        return None
+    return conn
+
+
+def resolve_section(conn: sqlite3.Connection, target: str, section: str) -> str:
+    """The section key ``section`` (a title or a ``sec_`` ref) names in ``target``'s history."""
+    keys = {v.key: v.title for v in history.versions(conn, target)}
+    titles = {v.title: v.key for v in history.versions(conn, target)}
+    if section in titles:
+        return titles[section]
+    if section.startswith("sec_") and len(section) >= 16:
+        digits = section[len("sec_"):]
+        found = sorted(k for k in keys if k.rsplit(":", 1)[1].startswith(digits))
+        if len(found) == 1:
+            return found[0]
+        if found:
+            raise CmError("AMBIGUOUS_SECTION", f"{section} matches several sections of {target}; use a longer ref")
+    raise CmError("UNKNOWN_SECTION", f"{target} has no section with that title or ref in its history; "
+                                     f"run `cm history {target}` to list them")
+
+
+def _diff(parent: history.Version | None, version: history.Version) -> str:
+    before = parent.text if parent is not None and parent.text is not None else ""
+    after = version.text or ""
+    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                 f"v{parent.id}" if parent else "(none)", f"v{version.id}")
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
+def _secret_rules(text: str | None, allowed: frozenset[str]) -> list[str]:
+    if not text:
+        return []
+    return sorted({rule for _, rule, core in safety.findings(text, deep=True)
+                   if rule in safety.SECRET_RULES and safety.fingerprint(rule, core) not in allowed})
+
+
+def _view(version: history.Version, parent: history.Version | None, allowed: frozenset[str]) -> dict:
+    withheld = _secret_rules(version.text, allowed) + _secret_rules(parent.text if parent else None, allowed)
+    return {
+        "id": f"v{version.id}", "target": version.target, "section": version.title,
+        "ref": "sec_" + version.key.rsplit(":", 1)[1][:12], "version": version.version,
+        "parent": f"v{parent.id}" if parent else None, "kind": version.kind, "author": version.author,
+        "decision": version.decision, "receipt": version.receipt_id, "client": version.client,
+        "session": version.session_id, "model": version.model, "at": iso(version.at),
+        "removed": version.text is None, "purgedAt": iso(version.purged_at) if version.purged_at else None,
+        "withheld": sorted(set(withheld)),
+        "diff": _diff(parent, version) if version.purged_at is None and not withheld else "",
+    }
+
+
+def versions(home: str, target: str | None = None, section: str | None = None) -> list[dict]:
+    if target is not None:
+        sections.target_title(target)  # INVALID_TARGET_REFERENCE for anything else
+    conn = _open(home)
+    if conn is None:
+        if section is not None:
+            raise CmError("UNKNOWN_SECTION", "no history is recorded yet; it starts with the next commit")
+        return []
+    try:
+        targets = [target] if target is not None else history.targets(conn)
+        key = resolve_section(conn, target, section) if target is not None and section is not None else None
+        allowed = allowlist.load(home)
+        out = []
+        for name in targets:
+            chain = history.versions(conn, name, key)
+            by_id = {v.id: v for v in history.versions(conn, name)}
+            out += [_view(v, by_id.get(v.parent_id) if v.parent_id else None, allowed) for v in chain]
+        return out
+    finally:
+        conn.close()
+
+
+def trash(home: str) -> list[dict]:
+    conn = _open(home)
+    if conn is None:
+        return []
+    try:
+        out = []
+        for entry in history.trash_list(conn):
+            removing = history.get(conn, entry.version_id)
+            assert removing is not None
+            out.append({"id": entry.id, "target": entry.target, "section": removing.title,
+                        "removedAt": iso(entry.removed_at), "expiresAt": iso(entry.expires_at),
+                        "decision": removing.decision, "receipt": removing.receipt_id, "version": f"v{removing.id}"})
+        return out
+    finally:
+        conn.close()
