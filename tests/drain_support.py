@@ -10,7 +10,9 @@ import subprocess
 
 from conftest import CM, hook_env
 
+from cmrunner.core import sections
 from cmrunner.core.home import DataPaths
+from cmrunner.writer_proc import history
 
 # Each job touches two documents (so a commit stages three files: two documents and the receipt).
 TEMPLATES = {"decisions": [[
@@ -78,7 +80,25 @@ def check_end_state(paths: DataPaths) -> dict:
     for target, after in last_after.items():
         with open(paths.document(target), "rb") as handle:
             assert hashlib.sha256(handle.read()).hexdigest() == after, target
+    _check_history(paths, last_after)
     return {"receipts": order, "last_after": last_after}
+
+
+def _check_history(paths: DataPaths, committed: dict[str, str]) -> None:
+    """Every committed document's sections are exactly the newest versions its history holds (these
+    tests never edit by hand), and nothing staged for history outlives its commit."""
+    conn = sqlite3.connect(paths.db)
+    try:
+        with conn:
+            for target in committed:
+                doc = sections.parse(target, open(paths.document(target), "rb").read())
+                heads = {k: v.text for k, v in history.latest(conn, target).items() if v.text is not None}
+                assert heads == {k: text for k, (_title, text) in history.section_texts(doc).items()}, target
+            staged = {r[0] for r in conn.execute("SELECT DISTINCT job_id FROM section_changes_pending")}
+            done = {r[0] for r in conn.execute("SELECT id FROM receipts")}
+            assert not staged & done, "a committed job's history rows were left staged"
+    finally:
+        conn.close()
 
 
 def transaction_dirs(paths: DataPaths) -> list[str]:

@@ -155,6 +155,18 @@ def build_receipt(job_id: str, snapshot: Mapping[str, Document], changed: Mappin
     }
 
 
+def decision_kinds(snapshot: Mapping[str, Document], accepted: contract.ValidatedDecision) -> dict[str, str]:
+    """``{section key: decision kind}`` for every section a decision's operations wrote or removed."""
+    kinds: dict[str, str] = {}
+    for decision in accepted.decision.decisions:
+        for op in decision.operations:
+            if op.section is not None:
+                kinds[sections.section_key(op.target, snapshot[op.target].section(op.section).title)] = decision.kind
+            if op.op == "put_section":
+                kinds[sections.section_key(op.target, op.title)] = decision.kind
+    return kinds
+
+
 def check_watermarks(accepted: contract.ValidatedDecision, watermarks: Mapping[str, tuple[int, int]],
                      facts: BatchFacts) -> None:
     """``STALE_SOURCE`` when evidence is older than a correction already committed to a target."""

@@ -23,7 +23,7 @@ from cmrunner.core import fsutil, sections, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.core.sections import Document
-from cmrunner.writer_proc import jobs, publish, receipts
+from cmrunner.writer_proc import history, jobs, publish, receipts
 
 REPO_LOCK_SECONDS = 30.0
 
@@ -84,6 +84,7 @@ def apply_receipt(conn: sqlite3.Connection, receipt: dict, now: int) -> bool:
             " ELSE source_id END",
             (mark["target"], mark["at"], mark["sourceId"]),
         )
+    history.settle(conn, job_id, now, history.TRASH_RETENTION_MS)
     conn.execute("INSERT INTO receipts(id, job_id, committed_at) VALUES (?, ?, ?)", (job_id, job_id, now))
     return True
 

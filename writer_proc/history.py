@@ -33,6 +33,7 @@ from cmrunner.core.sections import Document
 AGENT = "memory_agent"
 USER = "user"
 USER_KINDS = ("baseline", "hand_edit")
+TRASH_RETENTION_MS = 30 * 86_400_000
 
 
 class Change(NamedTuple):

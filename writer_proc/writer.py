@@ -31,7 +31,7 @@ from cmrunner.core import config as config_mod, fsutil, projects, sections, stor
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.core.sections import Document
-from cmrunner.writer_proc import apply, commit, contract, drainlog, jobs, shaping
+from cmrunner.writer_proc import apply, commit, contract, drainlog, history, jobs, shaping
 from cmrunner.writer_proc.port import AgentError, MemoryAgentPort, build_task
 from cmrunner.writer_proc.reads import ReadPort, Source
 
@@ -262,5 +262,11 @@ class Writer:
                                  result.usage.get("input_tokens", 0), result.usage.get("output_tokens", 0))
         receipt = apply.build_receipt(job.id, snapshot, changed, accepted, facts, result.prompt_digest,
                                       (self.cfg.remote or {}).get("model", "scripted"), result.usage, self.now())
+        if changed:
+            model = (self.cfg.remote or {}).get("model", "scripted")
+            client = next((s.source for s in sources if not s.context_only), None)
+            with store.immediate(self.conn):
+                history.stage(self.conn, job.id, snapshot, changed, apply.decision_kinds(snapshot, accepted),
+                              history.Provenance(history.AGENT, client, None, model), self.now())
         commit.commit(self.paths, self.conn, job, snapshot, changed, receipt, self.now)
         return Outcome(job.id, "committed" if changed else "ignored")

@@ -28,7 +28,7 @@ HISTORY_SCHEMA = migrations.MIGRATIONS.index(migrations.m006_section_history) + 
 
 
 def iso(ms: int) -> str:
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _open(home: str) -> sqlite3.Connection | None:

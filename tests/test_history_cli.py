@@ -1,0 +1,78 @@
+"""`cm history` and `cm trash` after real drains: put → replace → forget, each a version with a diff."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from conftest import run_cm
+from drain_support import check_end_state, drain_env, start_drain, write_script
+from writer_support import admit, configure
+
+
+def _ref(title: str) -> str:
+    return "sec_" + hashlib.sha256(title.encode()).hexdigest()[:12]
+
+
+def _retain(section: str | None, body: str) -> list[dict]:
+    return [{"kind": "retain", "applicability": "global", "confidence": 0.9, "evidence": "$EVIDENCE", "reason": "r",
+             "admission": "remember" if section is None else "correct", "lifetime": "stable",
+             "operations": [{"op": "put_section", "target": "preferences", "section": section,
+                             "title": "Indentation", "body": body}]}]
+
+
+SCRIPT = {"decisions": [
+    _retain(None, "Tabs in Go.\n"),
+    _retain(_ref("Indentation"), "Spaces in Go.\n"),
+    [{"kind": "forget", "applicability": "global", "confidence": 1, "evidence": "$EVIDENCE", "reason": "r",
+      "operations": [{"op": "remove_section", "target": "preferences", "section": _ref("Indentation")}]}],
+]}
+
+
+def _run_three_commits(home: str, tmp_path) -> None:
+    paths, _cfg = configure(home)
+    script = write_script(str(tmp_path), SCRIPT)
+    for i, text in enumerate(["I use tabs in Go.", "Actually, spaces in Go.", "Forget how I indent."], start=1):
+        admit(paths, text, f"e{i}", batch=f"b{i}")
+        drain = start_drain(home, drain_env(script, str(tmp_path / "calls")))
+        assert drain.wait(timeout=60) == 0, drain.stderr.read()
+    check_end_state(paths)
+
+
+def test_history_lists_each_version_newest_first_with_diffs(home, tmp_path):
+    _run_three_commits(home, tmp_path)
+    proc = run_cm(["history", "preferences", "Indentation", "--json", "--home", home])
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout)
+    assert [(v["version"], v["kind"], v["decision"], v["author"]) for v in found] == [
+        (3, "remove", "forget", "memory_agent"), (2, "replace", "retain", "memory_agent"),
+        (1, "put", "retain", "memory_agent")]
+    assert [v["parent"] for v in found] == [found[1]["id"], found[2]["id"], None]
+    assert all(v["receipt"] and v["client"] == "codex_user_delivery" for v in found)
+    assert "-Tabs in Go.\n+Spaces in Go.\n" in found[1]["diff"]
+    assert "-Spaces in Go.\n" in found[0]["diff"] and found[0]["removed"]
+    assert found[0]["ref"] == _ref("Indentation")
+    text = run_cm(["history", "preferences", _ref("Indentation"), "--home", home])
+    assert text.returncode == 0
+    out = text.stdout.decode()
+    assert out.index("v3 remove by memory_agent (forget)") < out.index("v2 replace") < out.index("v1 put")
+    assert "+Tabs in Go." in out
+
+
+def test_trash_holds_what_forget_removed(home, tmp_path):
+    _run_three_commits(home, tmp_path)
+    found = json.loads(run_cm(["trash", "--json", "--home", home]).stdout)
+    assert [(t["target"], t["section"], t["decision"]) for t in found] == [("preferences", "Indentation", "forget")]
+    assert found[0]["id"].startswith("t_") and found[0]["expiresAt"] > found[0]["removedAt"]
+    out = run_cm(["trash", "--home", home]).stdout.decode()
+    assert f"{found[0]['id']}  preferences / Indentation  removed" in out and "by a forget decision" in out
+
+
+def test_bad_history_arguments_get_codes(home, tmp_path):
+    _run_three_commits(home, tmp_path)
+    for args, code in ((["history", "notes"], "INVALID_TARGET_REFERENCE"),
+                       (["history", "preferences", "Nope"], "UNKNOWN_SECTION"),
+                       (["history", "preferences", "sec_0000"], "UNKNOWN_SECTION")):
+        proc = run_cm([*args, "--home", home])
+        assert proc.returncode == 1 and proc.stderr.decode().startswith(f"cm: {code}: "), (args, proc.stderr)
+        assert "Traceback" not in proc.stderr.decode()
