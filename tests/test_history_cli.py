@@ -2,45 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 from conftest import run_cm
-from drain_support import check_end_state, drain_env, start_drain, write_script
-from writer_support import admit, configure
-
-
-def _ref(title: str) -> str:
-    return "sec_" + hashlib.sha256(title.encode()).hexdigest()[:12]
-
-
-def _retain(section: str | None, body: str) -> list[dict]:
-    return [{"kind": "retain", "applicability": "global", "confidence": 0.9, "evidence": "$EVIDENCE", "reason": "r",
-             "admission": "remember" if section is None else "correct", "lifetime": "stable",
-             "operations": [{"op": "put_section", "target": "preferences", "section": section,
-                             "title": "Indentation", "body": body}]}]
-
-
-SCRIPT = {"decisions": [
-    _retain(None, "Tabs in Go.\n"),
-    _retain(_ref("Indentation"), "Spaces in Go.\n"),
-    [{"kind": "forget", "applicability": "global", "confidence": 1, "evidence": "$EVIDENCE", "reason": "r",
-      "operations": [{"op": "remove_section", "target": "preferences", "section": _ref("Indentation")}]}],
-]}
-
-
-def _run_three_commits(home: str, tmp_path) -> None:
-    paths, _cfg = configure(home)
-    script = write_script(str(tmp_path), SCRIPT)
-    for i, text in enumerate(["I use tabs in Go.", "Actually, spaces in Go.", "Forget how I indent."], start=1):
-        admit(paths, text, f"e{i}", batch=f"b{i}")
-        drain = start_drain(home, drain_env(script, str(tmp_path / "calls")))
-        assert drain.wait(timeout=60) == 0, drain.stderr.read()
-    check_end_state(paths)
+from history_support import ref as _ref, run_commits
 
 
 def test_history_lists_each_version_newest_first_with_diffs(home, tmp_path):
-    _run_three_commits(home, tmp_path)
+    run_commits(home, tmp_path)
     proc = run_cm(["history", "preferences", "Indentation", "--json", "--home", home])
     assert proc.returncode == 0, proc.stderr
     found = json.loads(proc.stdout)
@@ -60,7 +29,7 @@ def test_history_lists_each_version_newest_first_with_diffs(home, tmp_path):
 
 
 def test_trash_holds_what_forget_removed(home, tmp_path):
-    _run_three_commits(home, tmp_path)
+    run_commits(home, tmp_path)
     found = json.loads(run_cm(["trash", "--json", "--home", home]).stdout)
     assert [(t["target"], t["section"], t["decision"]) for t in found] == [("preferences", "Indentation", "forget")]
     assert found[0]["id"].startswith("t_") and found[0]["expiresAt"] > found[0]["removedAt"]
@@ -69,7 +38,7 @@ def test_trash_holds_what_forget_removed(home, tmp_path):
 
 
 def test_bad_history_arguments_get_codes(home, tmp_path):
-    _run_three_commits(home, tmp_path)
+    run_commits(home, tmp_path)
     for args, code in ((["history", "notes"], "INVALID_TARGET_REFERENCE"),
                        (["history", "preferences", "Nope"], "UNKNOWN_SECTION"),
                        (["history", "preferences", "sec_0000"], "UNKNOWN_SECTION")):

@@ -23,7 +23,7 @@ from cmrunner.core import fsutil, sections, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.core.sections import Document
-from cmrunner.writer_proc import history, jobs, publish, receipts
+from cmrunner.writer_proc import history, publish, receipts
 
 REPO_LOCK_SECONDS = 30.0
 
@@ -41,6 +41,12 @@ def repository_lock(paths: DataPaths) -> Iterator[None]:
         yield
     finally:
         lock.release()
+
+
+def read_document(paths: DataPaths, target: str) -> Document:
+    """The live document of ``target``, parsed (a missing file reads as the empty document)."""
+    raw = fsutil.read_regular_file(paths.document(target), sections.DEFAULT_BUDGETS.hard, target)
+    return sections.parse(target, raw)
 
 
 def current_hash(paths: DataPaths, target: str) -> str:
@@ -99,12 +105,14 @@ def recover(paths: DataPaths, conn: sqlite3.Connection, now: Callable[[], int]) 
     return replayed
 
 
-def commit(paths: DataPaths, conn: sqlite3.Connection, job: jobs.Job, snapshot: dict[str, Document],
-           changed: dict[str, Document], receipt: dict, now: Callable[[], int]) -> None:
+def commit(paths: DataPaths, conn: sqlite3.Connection, job_id: str, fence: Callable[[], None],
+           snapshot: dict[str, Document], changed: dict[str, Document], receipt: dict, now: Callable[[], int]) -> None:
     """Publish ``changed`` and apply ``receipt`` atomically with respect to crashes (module contract).
 
     The caller ran ``recover`` under the repository lock before this attempt, and holds the drain
-    lease, so no other process stages or recovers meanwhile.
+    lease, so no other process stages or recovers meanwhile. ``fence`` runs inside the lock and the
+    transaction and raises unless the caller may still commit (the Writer: the job's lease; a user
+    action: the drain lease).
     """
     receipts.assert_receipt_safe(receipt)
     # Staging is the slow part (an fsync per file) and publishes nothing: it runs before the
@@ -112,11 +120,11 @@ def commit(paths: DataPaths, conn: sqlite3.Connection, job: jobs.Job, snapshot: 
     transaction = None
     if changed:
         transaction = publish.stage(
-            paths, job.id, [publish.FileChange(t, snapshot[t].hash, changed[t].data) for t in sorted(changed)], receipt,
+            paths, job_id, [publish.FileChange(t, snapshot[t].hash, changed[t].data) for t in sorted(changed)], receipt,
         )
     try:
         with repository_lock(paths), store.immediate(conn):
-            jobs.assert_lease(conn, job, now())
+            fence()
             for target, doc in snapshot.items():  # CAS over every document the agent read
                 if current_hash(paths, target) != doc.hash:
                     raise CmError("STALE_REVISION", f"{target} changed since the Memory Agent read it "

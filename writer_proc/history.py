@@ -22,6 +22,7 @@ Contract:
 
 from __future__ import annotations
 
+import difflib
 import os
 import sqlite3
 from collections.abc import Mapping
@@ -33,6 +34,7 @@ from cmrunner.core.sections import Document
 AGENT = "memory_agent"
 USER = "user"
 USER_KINDS = ("baseline", "hand_edit")
+RESTORING_KINDS = ("undo", "restore")  # a section they bring back leaves the trash
 TRASH_RETENTION_MS = 30 * 86_400_000
 
 
@@ -111,6 +113,13 @@ def diff_documents(before: Document, after: Document) -> list[Change]:
     return out
 
 
+def unified(before: str | None, after: str | None, from_label: str, to_label: str) -> str:
+    """A unified diff of two section texts (``None``: absent), ending in a newline when not empty."""
+    lines = difflib.unified_diff((before or "").splitlines(keepends=True), (after or "").splitlines(keepends=True),
+                                 from_label, to_label)
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
 def latest(conn: sqlite3.Connection, target: str) -> dict[str, Version]:
     """The newest version of every section key of ``target`` that history knows."""
     rows = conn.execute(
@@ -138,18 +147,19 @@ def _user_edits(conn: sqlite3.Connection, doc: Document) -> list[Change]:
 
 
 def stage(conn: sqlite3.Connection, job_id: str, befores: Mapping[str, Document], afters: Mapping[str, Document],
-          decisions: Mapping[str, str], who: Provenance, at: int) -> int:
+          decisions: Mapping[str, str], who: Provenance, at: int, kind: str | None = None) -> int:
     """Write what the commit of ``job_id`` will add to history, before it publishes; returns rows.
 
     ``befores`` is the snapshot the commit's CAS holds each live file to; ``decisions`` maps a
-    section key to the decision kind that changed it. The caller holds the drain lease, and
+    section key to the decision kind that changed it; ``kind`` names the commit's own changes
+    (``undo``, ``restore``) instead of put/replace/remove. The caller holds the drain lease, and
     recovery has replayed every marked commit before an attempt starts, so no other commit's
     staged rows can still settle: they are deleted."""
     conn.execute("DELETE FROM section_changes_pending")
     rows: list[tuple[Change, str, str | None]] = []
     for target in sorted(afters):
         rows += [(change, USER, None) for change in _user_edits(conn, befores[target])]
-        rows += [(change, who.author, decisions.get(change.key))
+        rows += [(change._replace(kind=kind) if kind else change, who.author, decisions.get(change.key))
                  for change in diff_documents(befores[target], afters[target])]
     conn.executemany(
         "INSERT INTO section_changes_pending(job_id, seq, target, section_key, title, text, kind, author, decision, "
@@ -164,7 +174,8 @@ def settle(conn: sqlite3.Connection, job_id: str, at: int, retention_ms: int) ->
     """Turn the staged changes of ``job_id`` into versions, inside the commit's transaction.
 
     Each becomes the next version of its section; a commit's own removal also goes to the trash
-    for ``retention_ms``. Returns the new version ids (none when nothing was staged)."""
+    for ``retention_ms``, and a section an undo or restore brings back leaves it. Returns the new
+    version ids (none when nothing was staged)."""
     staged = conn.execute(
         "SELECT target, section_key, title, text, kind, author, decision, client, session_id, model, at "
         "FROM section_changes_pending WHERE job_id = ? ORDER BY seq", (job_id,)).fetchall()
@@ -186,6 +197,8 @@ def settle(conn: sqlite3.Connection, job_id: str, at: int, retention_ms: int) ->
                              author, decision, receipt_id, client, session_id, model, staged_at, None)
         if kind == "remove":
             trash_put(conn, version_id, target, key, at, retention_ms)
+        elif text is not None and kind in RESTORING_KINDS:
+            conn.execute("UPDATE trash SET state = 'restored' WHERE section_key = ? AND state = 'trashed'", (key,))
         ids.append(version_id)
     conn.execute("DELETE FROM section_changes_pending WHERE job_id = ?", (job_id,))
     return ids
@@ -230,6 +243,33 @@ def trash_list(conn: sqlite3.Connection, state: str = "trashed") -> list[TrashEn
     rows = conn.execute("SELECT id, version_id, target, section_key, removed_at, expires_at, state FROM trash "
                         "WHERE state = ? ORDER BY removed_at DESC, id", (state,))
     return [TrashEntry(*row) for row in rows]
+
+
+def trash_get(conn: sqlite3.Connection, trash_id: str) -> TrashEntry | None:
+    row = conn.execute("SELECT id, version_id, target, section_key, removed_at, expires_at, state FROM trash "
+                       "WHERE id = ?", (trash_id,)).fetchone()
+    return TrashEntry(*row) if row else None
+
+
+def purge_versions(conn: sqlite3.Connection, key: str, at: int, upto_id: int | None = None) -> int:
+    """Destroy the text of a section's versions (all, or those up to ``upto_id``), keeping who and
+    when; the section's trash entries end as purged. Returns how many versions lost text."""
+    bound = upto_id if upto_id is not None else 2**63 - 1
+    cursor = conn.execute("UPDATE section_versions SET text = NULL, title = '', purged_at = ? "
+                          "WHERE section_key = ? AND id <= ? AND purged_at IS NULL", (at, key, bound))
+    conn.execute("DELETE FROM section_changes_pending WHERE section_key = ?", (key,))
+    conn.execute("UPDATE trash SET state = 'purged' WHERE section_key = ? AND state = 'trashed' AND version_id <= ?",
+                 (key, bound))
+    return cursor.rowcount
+
+
+def expire_trash(conn: sqlite3.Connection, now: int) -> int:
+    """Purge every trashed section whose retention ended (its versions up to the removal)."""
+    expired = conn.execute("SELECT section_key, version_id FROM trash WHERE state = 'trashed' AND expires_at <= ?",
+                           (now,)).fetchall()
+    for key, version_id in expired:
+        purge_versions(conn, key, now, version_id)
+    return len(expired)
 
 
 def tombstone(conn: sqlite3.Connection, scope: str, digest: str, at: int) -> None:

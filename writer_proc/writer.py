@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 
 from cmrunner.capture import observations
-from cmrunner.core import config as config_mod, fsutil, projects, sections, store
+from cmrunner.core import config as config_mod, projects, sections, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.core.sections import Document
@@ -107,6 +107,7 @@ class Writer:
                 (self.now() - PRUNE_AFTER_MS,),
             )
             observations.prune_quarantined(self.conn, self.now() - PRUNE_AFTER_MS)  # same retention
+            history.expire_trash(self.conn, self.now())
         return replayed
 
     def run_once(self) -> Outcome | None:
@@ -169,11 +170,7 @@ class Writer:
         targets = ["profile", "preferences"] if "global" in allowed else []
         if job.scope != "global" and job.scope in allowed:
             targets.append(job.scope)
-        snapshot = {}
-        for target in targets:
-            raw = fsutil.read_regular_file(self.paths.document(target), sections.DEFAULT_BUDGETS.hard, target)
-            snapshot[target] = sections.parse(target, raw)
-        return snapshot
+        return {target: commit.read_document(self.paths, target) for target in targets}
 
     def _links(self, targets: list[str]) -> tuple[dict, dict]:
         """Current source links per target: key -> ids, and title-level import facts for the guard."""
@@ -268,5 +265,6 @@ class Writer:
             with store.immediate(self.conn):
                 history.stage(self.conn, job.id, snapshot, changed, apply.decision_kinds(snapshot, accepted),
                               history.Provenance(history.AGENT, client, None, model), self.now())
-        commit.commit(self.paths, self.conn, job, snapshot, changed, receipt, self.now)
+        commit.commit(self.paths, self.conn, job.id, lambda: jobs.assert_lease(self.conn, job, self.now()), snapshot,
+                      changed, receipt, self.now)
         return Outcome(job.id, "committed" if changed else "ignored")

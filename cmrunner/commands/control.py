@@ -1,4 +1,4 @@
-"""`cm history` and `cm trash`: what the Memory Agent and you changed in memory, and what it removed."""
+"""Changing your mind: `cm history`, `cm undo`, `cm trash`, `cm restore`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,13 @@ import json
 import click
 
 from cmrunner.commands.base import _home, cli, echo
+from cmrunner.core import config as config_mod
+from cmrunner.core.home import DataPaths
 from cmrunner.views import history as history_view
+
+
+def _paths(home: str) -> DataPaths:
+    return DataPaths(config_mod.load(home).data_root)
 
 
 def _header(v: dict) -> str:
@@ -59,3 +65,34 @@ def trash_command(ctx: click.Context, as_json: bool) -> None:
         why = f"by a {t['decision']} decision" if t["decision"] else "by the Memory Agent"
         echo(f"{t['id']}  {t['target']} / {t['section']}  removed {t['removedAt']} {why} (receipt {t['receipt']}), "
              f"kept until {t['expiresAt']}")
+
+
+@cli.command("undo")
+@click.argument("ref")
+@click.option("--force", is_flag=True, help="Undo even if the section changed since (the diff is shown first).")
+@click.pass_context
+def undo_command(ctx: click.Context, ref: str, force: bool) -> None:
+    """Put back what a commit (receipt id) or one version (v<number>) replaced, as a new commit."""
+    from cmrunner.writer_proc import undo
+
+    home = _home(ctx)
+    try:
+        done = undo.run(_paths(home), home, ref, force)
+    except undo.ChangedSince as exc:
+        echo(exc.diff.rstrip("\n"), err=True)
+        raise
+    for version, target, title in done.sections:
+        echo(f"undid {version}: {target} / {title}")
+    echo(f"receipt {done.receipt_id}; `cm history` shows it")
+
+
+@cli.command("restore")
+@click.argument("trash_id")
+@click.pass_context
+def restore_command(ctx: click.Context, trash_id: str) -> None:
+    """Bring a section back from the trash into its document."""
+    from cmrunner.writer_proc import restore
+
+    home = _home(ctx)
+    done = restore.run(_paths(home), home, trash_id)
+    echo(f"restored {done.target} / {done.title} (receipt {done.receipt_id})")

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 
 from cmrunner.core import identity
+from cmrunner.core.errors import CmError
 from cmrunner.core.identity import Identity
 
 
@@ -119,3 +120,11 @@ def release(conn: sqlite3.Connection, me: Identity) -> None:
         "DELETE FROM drain_lease WHERE id = 1 AND boot_id = ? AND pid = ? AND starttime = ?",
         (me.boot_id, me.pid, me.starttime),
     )
+
+
+def assert_held(conn: sqlite3.Connection, me: Identity) -> None:
+    """``STALE_LEASE`` unless ``me`` holds the lease (a user action's commit fence)."""
+    found = _holder(conn)
+    if found is None or found[0] != me:
+        raise CmError("STALE_LEASE", "another cm process took over the memory while this change was prepared; "
+                                     "nothing was changed: run the command again")

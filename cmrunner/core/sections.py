@@ -426,7 +426,19 @@ def _check_block(doc: Document, block: str) -> bytes:
 
 def put_section(doc: Document, ref: str | None, title: str, body: str) -> Document:
     """Replace the section ``ref`` names (or append when ``ref`` is None) with ``## title`` + body."""
-    block = render_section(title, body)
+    return _put(doc, ref, title, render_section(title, body))
+
+
+def put_section_text(doc: Document, ref: str | None, title: str, text: str) -> Document:
+    """Like ``put_section`` with a section's exact text (its ``## title`` line included, LF or
+    CRLF), e.g. a version from history, so its bytes come back unchanged."""
+    check_title(title)
+    if not (text.startswith(f"## {title}\n") or text.startswith(f"## {title}\r\n")):
+        raise CmError("INVALID_SECTION_BODY", "a section's text must start with its own '## ' heading line")
+    return _put(doc, ref, title, text if text.endswith("\n") else text + "\n")
+
+
+def _put(doc: Document, ref: str | None, title: str, block: str) -> Document:
     encoded = _check_block(doc, block)
     existing = doc.by_title(title)
     if ref is None:

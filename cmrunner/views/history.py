@@ -16,7 +16,6 @@ Contract:
 from __future__ import annotations
 
 import datetime
-import difflib
 import sqlite3
 
 from cmrunner.core import allowlist, config as config_mod, migrations, safety, sections, store
@@ -59,14 +58,6 @@ def resolve_section(conn: sqlite3.Connection, target: str, section: str) -> str:
                                      f"run `cm history {target}` to list them")
 
 
-def _diff(parent: history.Version | None, version: history.Version) -> str:
-    before = parent.text if parent is not None and parent.text is not None else ""
-    after = version.text or ""
-    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
-                                 f"v{parent.id}" if parent else "(none)", f"v{version.id}")
-    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
-
-
 def _secret_rules(text: str | None, allowed: frozenset[str]) -> list[str]:
     if not text:
         return []
@@ -84,7 +75,8 @@ def _view(version: history.Version, parent: history.Version | None, allowed: fro
         "session": version.session_id, "model": version.model, "at": iso(version.at),
         "removed": version.text is None, "purgedAt": iso(version.purged_at) if version.purged_at else None,
         "withheld": sorted(set(withheld)),
-        "diff": _diff(parent, version) if version.purged_at is None and not withheld else "",
+        "diff": history.unified(parent.text if parent else None, version.text, f"v{parent.id}" if parent else "(none)",
+                                f"v{version.id}") if version.purged_at is None and not withheld else "",
     }
 
 
