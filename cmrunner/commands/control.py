@@ -7,21 +7,7 @@ import json
 import click
 
 from cmrunner.commands.base import _home, cli, echo
-from cmrunner.core import config as config_mod
-from cmrunner.core.home import DataPaths
 from cmrunner.views import history as history_view
-
-
-def _paths(home: str) -> DataPaths:
-    return DataPaths(config_mod.load(home).data_root)
-
-
-def _header(v: dict) -> str:
-    who = v["author"] if v["decision"] is None else f"{v['author']} ({v['decision']})"
-    where = " ".join(f"{label} {v[key]}" for label, key in (("receipt", "receipt"), ("client", "client"),
-                                                             ("session", "session"), ("model", "model")) if v[key])
-    return f"{v['id']}  {v['target']} / {v['section']}  v{v['version']} {v['kind']} by {who}  {v['at']}" + \
-        (f"  {where}" if where else "")
 
 
 @cli.command("history")
@@ -40,13 +26,8 @@ def history_command(ctx: click.Context, document: str | None, section: str | Non
     if not found:
         echo("no history yet: it is recorded from the first commit that changes a document")
     for v in found:
-        echo(_header(v))
-        if v["purgedAt"]:
-            echo(f"  (purged {v['purgedAt']})")
-        elif v["withheld"]:
-            echo(f"  (withheld: looks like a secret: {', '.join(v['withheld'])}; see `cm secrets list`)")
-        else:
-            echo(v["diff"].rstrip("\n") or "  (no text change)")
+        echo(history_view.version_line(v))
+        echo(history_view.version_detail(v))
         echo()
 
 
@@ -62,9 +43,7 @@ def trash_command(ctx: click.Context, as_json: bool) -> None:
     if not found:
         echo("the trash is empty")
     for t in found:
-        why = f"by a {t['decision']} decision" if t["decision"] else "by the Memory Agent"
-        echo(f"{t['id']}  {t['target']} / {t['section']}  removed {t['removedAt']} {why} (receipt {t['receipt']}), "
-             f"kept until {t['expiresAt']}")
+        echo(history_view.trash_line(t))
 
 
 @cli.command("undo")
@@ -77,7 +56,7 @@ def undo_command(ctx: click.Context, ref: str, force: bool) -> None:
 
     home = _home(ctx)
     try:
-        done = undo.run(_paths(home), home, ref, force)
+        done = undo.run(history_view.data_paths(home), home, ref, force)
     except undo.ChangedSince as exc:
         echo(exc.diff.rstrip("\n"), err=True)
         raise
@@ -94,5 +73,5 @@ def restore_command(ctx: click.Context, trash_id: str) -> None:
     from cmrunner.writer_proc import restore
 
     home = _home(ctx)
-    done = restore.run(_paths(home), home, trash_id)
+    done = restore.run(history_view.data_paths(home), home, trash_id)
     echo(f"restored {done.target} / {done.title} (receipt {done.receipt_id})")

@@ -143,7 +143,7 @@ class CmApp(App):
         self.push_screen(screen)
 
     def open_action(self, action: str) -> None:
-        from cmrunner.tui import agents, memory, secrets, settings, setup
+        from cmrunner.tui import agents, history, memory, secrets, settings, setup
 
         screens: dict[str, Callable[[], CmScreen]] = {
             "agents": lambda: agents.AgentsScreen(),
@@ -152,6 +152,8 @@ class CmApp(App):
             "adjust": memory.AdjustScreen,
             "status": memory.StatusScreen,
             "secrets": secrets.SecretsScreen,
+            "history": history.HistoryScreen,
+            "trash": history.TrashScreen,
             "config": settings.ConfigScreen,
             "model": lambda: setup.ProviderScreen(setup.ModelFlow(self.home, self.change_model_done)),
             "network": settings.NetworkScreen,

@@ -22,7 +22,8 @@ from cmrunner.tui.widgets import CmScreen, Menu, Text
 COLUMNS = (
     ("Agent Integration", (("agents", "Choose agents (Pi, Codex, ChatGPT)"), ("check", "Check installation"))),
     ("Memory Control", (("view", "Search / View Memory"), ("adjust", "Adjust Memory"),
-                        ("status", "Processing Status"), ("secrets", "Secrets"))),
+                        ("status", "Processing Status"), ("secrets", "Secrets"), ("history", "History & Undo"),
+                        ("trash", "Trash"))),
     ("Model & Configuration", (("config", "Current Configuration"), ("model", "Change Model / Provider"),
                                ("network", "Network Settings"), ("test", "Model Connection Test"),
                                ("uninstall", "Uninstall cm"))),

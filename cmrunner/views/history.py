@@ -30,9 +30,12 @@ def iso(ms: int) -> str:
     return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def data_paths(home: str) -> DataPaths:
+    return DataPaths(config_mod.load(home).data_root)
+
+
 def _open(home: str) -> sqlite3.Connection | None:
-    paths = DataPaths(config_mod.load(home).data_root)
-    conn = store.open_existing(paths)
+    conn = store.open_existing(data_paths(home))
     if conn is None:
         return None
     if migrations.check_readable(conn) < HISTORY_SCHEMA:
@@ -117,3 +120,29 @@ def trash(home: str) -> list[dict]:
         return out
     finally:
         conn.close()
+
+
+# -- text rendering (cm history / cm trash and the terminal UI) ------------------------------------
+
+def version_line(v: dict, where: bool = True) -> str:
+    """One version's headline; ``where`` adds its receipt, client, session and model."""
+    who = v["author"] if v["decision"] is None else f"{v['author']} ({v['decision']})"
+    line = f"{v['id']}  {v['target']} / {v['section']}  v{v['version']} {v['kind']} by {who}  {v['at']}"
+    extra = " ".join(f"{name} {v[name]}" for name in ("receipt", "client", "session", "model") if v[name])
+    return f"{line}  {extra}" if where and extra else line
+
+
+def version_detail(v: dict) -> str:
+    """The version's diff, or why it has none."""
+    if v["purgedAt"]:
+        return f"(purged {v['purgedAt']})"
+    if v["withheld"]:
+        return f"(withheld: looks like a secret: {', '.join(v['withheld'])}; see `cm secrets list`)"
+    return v["diff"].rstrip("\n") or "(no text change)"
+
+
+def trash_line(t: dict, where: bool = True) -> str:
+    """One trash entry; ``where`` adds its id and the receipt that removed it."""
+    why = f"by a {t['decision']} decision" if t["decision"] else "by the Memory Agent"
+    line = f"{t['target']} / {t['section']}  removed {t['removedAt'][:10]} {why}, kept until {t['expiresAt'][:10]}"
+    return f"{t['id']}  {line} (receipt {t['receipt']})" if where else line

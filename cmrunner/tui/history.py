@@ -1,0 +1,171 @@
+"""Memory Control · History and Trash: versions with their diffs, undo, restore.
+
+Contract:
+- History lists every version newest first in the form of ``cm history`` (``views.history``); the
+  highlighted one's diff is shown below the list (withheld text stays withheld). ``u`` asks, on one
+  line, to undo it (``writer_proc.undo``: a new commit, never a model call); ``y`` confirms, ``n``
+  or Esc cancels (Esc leaves only when no question is open). A section changed since is refused with the diff shown, as ``cm undo`` does.
+- Trash lists what the Memory Agent removed (``views.history.trash``); Enter asks to restore the
+  highlighted entry (``writer_proc.restore``).
+- The work runs off the UI thread (an action may wait for a running drain); a ``CmError`` is shown
+  in the notice line with ``widgets.error_text`` and nothing else changes.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import OptionList
+
+from cmrunner.core.errors import CmError
+from cmrunner.tui.widgets import CmScreen, Menu, Text, error_text, option
+from cmrunner.views import history as history_view
+
+QUESTION = " y yes · n no"
+
+
+class _ActionScreen(CmScreen):
+    """A list read from the store, one confirmed action at a time, re-read after it."""
+
+    BINDINGS = [Binding("y", "confirm", show=False), Binding("n", "cancel", show=False)]
+    LIST_ID = "items"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.items: list[dict] = []
+        self.pending: Callable[[str], str] | None = None
+
+    def body(self) -> ComposeResult:
+        yield Text("Reading …", id="summary")
+        yield Menu([], id=self.LIST_ID)
+        yield Text("", id="detail")
+
+    def on_mount(self) -> None:
+        self._start(None)
+
+    def read(self, home: str) -> list[dict]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def label(self, item: dict) -> str:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def _start(self, action: Callable[[str], str] | None) -> None:
+        self.run_worker(functools.partial(self._work, action), thread=True, exclusive=True)
+
+    def _work(self, action: Callable[[str], str] | None) -> None:
+        home = self.app.home  # type: ignore[attr-defined]
+        done = ""
+        try:
+            if action is not None:
+                done = action(home)
+            items = self.read(home)
+        except CmError as exc:
+            detail = getattr(exc, "diff", "")
+            self.app.call_from_thread(self._failed, error_text(exc, "nothing was changed" if action else ""), detail)
+            return
+        self.app.call_from_thread(self.show_items, items, done)
+
+    def _failed(self, message: str, detail: str) -> None:
+        self.notice.show(message)
+        if detail:
+            self.query_one("#detail", Text).set(detail.rstrip("\n"))
+
+    def show_items(self, items: list[dict], done: str) -> None:
+        self.items = items
+        menu = self.query_one(f"#{self.LIST_ID}", Menu)
+        menu.clear_options()
+        menu.add_options([option(str(i), self.label(item)) for i, item in enumerate(items)])
+        self.query_one("#summary", Text).set(self.summary(items))
+        if done:
+            self.notice.show(done, "ok")
+        menu.focus()
+
+    def summary(self, items: list[dict]) -> str:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def ask(self, question: str, action: Callable[[str], str]) -> None:
+        self.pending = action
+        self.notice.show(question + QUESTION, "ok")
+
+    def action_confirm(self) -> None:
+        if self.pending is not None:
+            action, self.pending = self.pending, None
+            self.notice.clear()
+            self._start(action)
+
+    def action_cancel(self) -> None:
+        if self.pending is not None:
+            self.pending = None
+            self.notice.show("Nothing was changed.", "ok")
+
+    def action_back(self) -> None:
+        if self.pending is not None:
+            self.action_cancel()
+        else:
+            super().action_back()
+
+    def highlighted(self) -> dict | None:
+        index = self.query_one(f"#{self.LIST_ID}", Menu).highlighted
+        return self.items[index] if index is not None and index < len(self.items) else None
+
+
+def _undo(ref: str, home: str) -> str:
+    from cmrunner.writer_proc import undo
+
+    done = undo.run(history_view.data_paths(home), home, ref)
+    return f"Undid {', '.join(v for v, _t, _s in done.sections)} (receipt {done.receipt_id})."
+
+
+def _restore(trash_id: str, home: str) -> str:
+    from cmrunner.writer_proc import restore
+
+    done = restore.run(history_view.data_paths(home), home, trash_id)
+    return f"Restored {done.target} / {done.title}: agents receive it again."
+
+
+class HistoryScreen(_ActionScreen):
+    TITLE_TEXT = "Memory Control · History"
+    HINT = "↑↓ move · u undo the highlighted version · Esc back"
+    BINDINGS = [*_ActionScreen.BINDINGS, Binding("u", "ask_undo", show=False)]
+    LIST_ID = "versions"
+
+    def read(self, home: str) -> list[dict]:
+        return history_view.versions(home)
+
+    def label(self, item: dict) -> str:
+        return history_view.version_line(item, where=False)
+
+    def summary(self, items: list[dict]) -> str:
+        return f"{len(items)} version(s), newest first:" if items else \
+            "No history yet: it is recorded from the first commit that changes a document."
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        item = self.highlighted()
+        self.query_one("#detail", Text).set(history_view.version_detail(item) if item else "")
+
+    def action_ask_undo(self) -> None:
+        item = self.highlighted()
+        if item is not None:
+            self.ask(f"Undo {item['id']} ({item['target']} / {item['section']})?", functools.partial(_undo, item["id"]))
+
+
+class TrashScreen(_ActionScreen):
+    TITLE_TEXT = "Memory Control · Trash"
+    HINT = "↑↓ move · Enter restore · Esc back"
+    LIST_ID = "trash"
+
+    def read(self, home: str) -> list[dict]:
+        return history_view.trash(home)
+
+    def label(self, item: dict) -> str:
+        return history_view.trash_line(item, where=False)
+
+    def summary(self, items: list[dict]) -> str:
+        return f"{len(items)} removed section(s):" if items else "The trash is empty."
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        item = self.items[int(str(event.option_id))]
+        self.ask(f"Restore {item['target']} / {item['section']}?", functools.partial(_restore, item["id"]))

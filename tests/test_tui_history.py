@@ -1,0 +1,79 @@
+"""Memory Control · History and Trash (textual pilot on a real home after real drains): a version's
+diff, undo of a correction, and restore from the trash, checked against the files and `cm history`."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import run_cm
+from history_support import run_commits
+from tui_support import configure_model, drive, wait_for
+
+from cmrunner.manage import setupstate
+from cmrunner.tui.app import CmApp
+from cmrunner.tui.home import COLUMNS
+
+
+def _open(key: str, title: str, then):
+    column = next(c for c, (name, _items) in enumerate(COLUMNS) if name == "Memory Control")
+    index = [k for k, _label in COLUMNS[column][1]].index(key)
+
+    async def steps(pilot):
+        await wait_for(pilot, "cm · Common Memory")
+        menu = pilot.app.screen.query_one(f"#column-{column}")
+        menu.focus()
+        menu.highlighted = index
+        await pilot.press("enter")
+        await wait_for(pilot, title)
+        await then(pilot)
+
+    return steps
+
+
+def _ready(home: str, tmp_path, count: int):
+    paths, after = run_commits(home, tmp_path, count=count)
+    configure_model(home, "http://127.0.0.1:9/v1")
+    setupstate.finish(home)
+    return paths, after
+
+
+def test_history_shows_the_diff_and_undoes_a_correction(home, tmp_path):
+    paths, after = _ready(home, tmp_path, 2)
+
+    async def steps(pilot):
+        text = await wait_for(pilot, "v1 put by memory_agent (retain)")
+        assert "2 version(s), newest first:" in text and "v2 replace by memory_agent (retain)" in text
+        await pilot.press("down", "up")  # highlight the newest version again: its diff is shown
+        text = await wait_for(pilot, "+Spaces in Go.")
+        assert "-Tabs in Go." in text
+        await pilot.press("u")
+        await wait_for(pilot, "(preferences / Indentation)? y yes · n no")
+        await pilot.press("n")
+        await wait_for(pilot, "Nothing was changed.")
+        assert open(paths.document("preferences"), "rb").read() == after[1]
+        await pilot.press("u", "y")
+        await wait_for(pilot, "Undid v")
+        await wait_for(pilot, "3 version(s), newest first:")
+        await pilot.press("escape", "escape")
+
+    drive(CmApp(home), _open("history", "Memory Control · History", steps))
+    assert open(paths.document("preferences"), "rb").read() == after[0]
+    newest = json.loads(run_cm(["history", "--json", "--home", home]).stdout)[0]
+    assert (newest["kind"], newest["author"]) == ("undo", "user")
+
+
+def test_trash_restores_a_forgotten_section(home, tmp_path):
+    paths, after = _ready(home, tmp_path, 3)
+
+    async def steps(pilot):
+        text = await wait_for(pilot, "by a forget decision")
+        assert "1 removed section(s):" in text and "preferences / Indentation removed" in text
+        await pilot.press("enter")
+        await wait_for(pilot, "Restore preferences / Indentation? y yes · n no")
+        await pilot.press("y")
+        await wait_for(pilot, "Restored preferences / Indentation: agents receive it again.")
+        await wait_for(pilot, "The trash is empty.")
+        await pilot.press("escape", "escape")
+
+    drive(CmApp(home), _open("trash", "Memory Control · Trash", steps))
+    assert open(paths.document("preferences"), "rb").read() == after[1]
