@@ -7,6 +7,10 @@
     inside ``BEGIN IMMEDIATE``, rolled back each time so the queue stays the same size.
 (3) recovery with 5,000 historical receipts on disk and in the database: ``Writer.recover()``
     (repository lock, transaction scan, replay of nothing, prune of old bodies).
+(4) section history: (1) again with history recording switched off in this process (its two
+    steps replaced by no-ops: what the Writer did before it existed), alternating on/off in
+    rounds on the same machine state; and store growth per 1,000 commits that each put one
+    ~200-byte section, history on vs off (database size after a TRUNCATE checkpoint).
 Usage: `python bench/writer.py [--batches 200] [--write]`.
 """
 
@@ -27,7 +31,7 @@ from _util import machine, summary, write_section
 from cmrunner.capture import observations
 from cmrunner.core import config as config_mod, store
 from cmrunner.core.home import DataPaths
-from cmrunner.writer_proc import commit, jobs
+from cmrunner.writer_proc import commit, history, jobs
 from cmrunner.writer_proc.port import ScriptedPort
 from cmrunner.writer_proc.writer import Writer
 
@@ -39,6 +43,9 @@ def _setup(root: str) -> tuple[DataPaths, config_mod.Config]:
     return DataPaths(cfg.data_root), cfg
 
 
+BODY = "fact {n}: " + "the user prefers small, reviewable commits with messages that say why. " * 3 + "\n"
+
+
 def _retain(task: dict, reads) -> dict:
     ev = sorted(s.evidence_ref for s in reads.sources.values())
     n = ev[0][3:]
@@ -46,10 +53,23 @@ def _retain(task: dict, reads) -> dict:
         {"kind": "retain", "applicability": "global", "confidence": 0.9, "evidence": ev, "reason": "r",
          "admission": "remember", "lifetime": "stable",
          "operations": [{"op": "put_section", "target": "profile", "section": None, "title": f"Fact {n}",
-                         "body": f"fact {n}\n"}]}]}
+                         "body": BODY.format(n=n)}]}]}
 
 
-def seal_to_published(batches: int) -> tuple[dict, dict]:
+@contextmanager
+def history_off(off: bool):
+    """Replace history's two Writer steps with no-ops (the Writer before history existed)."""
+    saved = history.stage, history.settle
+    if off:
+        history.stage = lambda *args, **kwargs: 0  # type: ignore[assignment]
+        history.settle = lambda *args, **kwargs: []  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        history.stage, history.settle = saved
+
+
+def seal_to_published(batches: int, raw: bool = False) -> tuple:
     root = tempfile.mkdtemp(prefix="cm-bench-writer-")
     try:
         paths, cfg = _setup(root)
@@ -89,7 +109,41 @@ def seal_to_published(batches: int) -> tuple[dict, dict]:
         conn.close()
         writer.close()
         # Only the commit's lock holds (recovery in run_once does not take the lock on this path).
-        return summary(walls), summary(holds)
+        return (walls, holds) if raw else (summary(walls), summary(holds))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def store_growth(commits: int, off: bool) -> int:
+    """Bytes the database grows by over ``commits`` commits of one section each (history on/off)."""
+    root = tempfile.mkdtemp(prefix="cm-bench-growth-")
+    try:
+        paths, cfg = _setup(root)
+        with history_off(off):
+            writer = Writer(paths, cfg, ScriptedPort(_retain))
+            conn = store.open_store(paths)
+
+            def size() -> int:
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                return os.path.getsize(paths.db)
+
+            start = size()
+            for i in range(commits):
+                if i % 40 == 0:  # the profile's 16 KiB budget, as in (1)
+                    if os.path.exists(paths.document("profile")):
+                        os.unlink(paths.document("profile"))
+                    with store.immediate(conn):
+                        conn.execute("DELETE FROM document_versions")
+                with store.immediate(conn):
+                    observations.admit(conn, namespace="bench", entry_id=f"e{i}", text=f"observation {i}",
+                                       scope="global", source="codex_user_delivery",
+                                       observed_at="2026-11-30T00:00:00Z", batch_id=f"b{i}")
+                outcome = writer.run_once()
+                assert outcome is not None and outcome.state == "committed", outcome
+            grown = size() - start
+            conn.close()
+            writer.close()
+        return grown
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -155,6 +209,15 @@ def main() -> None:
     claim = claim_latency()
     recover = recovery_time()
 
+    rounds = {False: ([], []), True: ([], [])}
+    for _ in range(4):  # alternate, so both see the same machine state
+        for off in (False, True):
+            with history_off(off):
+                w, h = seal_to_published(max(args.batches // 4, 20), raw=True)
+            rounds[off][0].extend(w)
+            rounds[off][1].extend(h)
+    growth = {off: store_growth(1000, off) for off in (False, True)}
+
     def ok(value: float, target: float) -> str:
         return "met" if value <= target else "NOT met"
 
@@ -167,6 +230,18 @@ def main() -> None:
         f"| repository lock held per commit | {hold['n']} | {hold['median']:.2f} | {hold['p95']:.2f} | {hold['max']:.2f} | p95 ≤ 5: {ok(hold['p95'], 5)} |",
         f"| claim with 20,000 pending observations | {claim['n']} | {claim['median']:.3f} | {claim['p95']:.3f} | {claim['max']:.3f} | ≤ 1: {ok(claim['median'], 1)} |",
         f"| recovery with 5,000 historical receipts | {recover['n']} | {recover['median']:.3f} | {recover['p95']:.3f} | {recover['max']:.3f} | ≤ 5: {ok(recover['median'], 5)} |",
+        "",
+        "Section history on vs off (alternating rounds, same run):",
+        "",
+        "| measurement | history | n | median (ms) | p95 (ms) | max (ms) |",
+        "|---|---|---:|---:|---:|---:|",
+        *[f"| {label} | {'off' if off else 'on'} | {s['n']} | {s['median']:.2f} | {s['p95']:.2f} | {s['max']:.2f} |"
+          for label, index in (("seal → published", 0), ("repository lock held", 1))
+          for off in (True, False) for s in [summary(rounds[off][index])]],
+        "",
+        f"Store growth per 1,000 commits of one ~{len(BODY) + 10}-byte section each: history off "
+        f"{growth[True] / 1024:.0f} KiB, on {growth[False] / 1024:.0f} KiB "
+        f"(+{(growth[False] - growth[True]) / 1024:.0f} KiB, {(growth[False] - growth[True]) / 1000:.0f} bytes per commit).",
     ])
     print(body)
     if args.write:

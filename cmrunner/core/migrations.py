@@ -278,7 +278,7 @@ def m006_section_history(conn: sqlite3.Connection) -> None:
             purged_at INTEGER,                -- body destroyed by a purge
             UNIQUE (section_key, version)
         );
-        CREATE INDEX section_versions_target ON section_versions(target, section_key, version);
+        CREATE INDEX section_versions_target ON section_versions(target);  -- per key: the UNIQUE index
         CREATE INDEX section_versions_receipt ON section_versions(receipt_id);
         -- What a commit will add to history, written before it publishes and moved into
         -- section_versions by the commit's own transaction (or its crash replay).
