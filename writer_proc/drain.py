@@ -264,7 +264,7 @@ def _give_back(paths: DataPaths, me: identity.Identity, work: list[Consumer], ex
 
 def _request_recovery(home: str, cfg: config_mod.Config, recovery_id: str) -> None:
     """Mark an isolated session for another try, then let this (or the running) drain take it."""
-    from cmrunner.capture.codex_inbox import request_recovery
+    from cmrunner.capture.failures import request_recovery
 
     conn = store.open_store(DataPaths(cfg.data_root))
     try:

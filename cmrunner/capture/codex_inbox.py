@@ -17,6 +17,10 @@ Contract:
   started, whichever is later); the durable watch is retried by later drains.
 - The first user prompt of a session arrives after Codex already wrote ``task_started``, before the
   SessionStart cursor; a UserPromptSubmit row therefore opens its turn when none is open.
+- This module is the one that reads and writes ``codex_inbox``, ``codex_candidates``,
+  ``codex_cursors``, ``codex_progress`` and ``codex_watches``: the hook appends through
+  ``append``, ``add_candidate`` and the cursor functions, in its own transaction. The hook imports
+  it, so its module-level imports stay light (``cmrunner.capture.sessions`` keeps its heavy ones lazy).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import json
 import sqlite3
 import time
 
-from cmrunner.capture import rollout, sessions
+from cmrunner.capture import failures, rollout, sessions, transcript
 from cmrunner.capture.admission import sha256_text
 from cmrunner.core import store
 from cmrunner.core.config import Config
@@ -57,15 +61,14 @@ class CodexInbox:
     def _next_row(self, conn: sqlite3.Connection) -> tuple | None:
         return conn.execute(
             'SELECT i.id, i.session_id, i.event, i.turn_id, i.start, i."end", i.body, i.scope, i.received_at'
-            " FROM codex_inbox i WHERE NOT EXISTS (SELECT 1 FROM codex_failures f WHERE f.session_id = i.session_id"
-            " AND f.retry_requested = 0) ORDER BY i.id LIMIT 1"
+            f" FROM codex_inbox i WHERE NOT {failures.held_back('i.session_id')} ORDER BY i.id LIMIT 1"
         ).fetchone()
 
     def _due_watches(self, conn: sqlite3.Connection) -> list[tuple[str, str]]:
         return conn.execute(
             "SELECT w.session_id, w.turn_id FROM codex_watches w WHERE MAX(w.created_at, ?) > ?"
             " AND NOT EXISTS (SELECT 1 FROM codex_inbox i WHERE i.session_id = w.session_id)"
-            " AND NOT EXISTS (SELECT 1 FROM codex_failures f WHERE f.session_id = w.session_id)",
+            f" AND NOT {failures.recorded('w.session_id')}",
             (self.started, _now() - WATCH_SECONDS * 1000),
         ).fetchall()
 
@@ -92,7 +95,7 @@ class CodexInbox:
         inbox_id, session_id, event, turn_id, start, end, body, scope, received_at = row
         if not conn.execute("SELECT 1 FROM codex_inbox WHERE id = ?", (inbox_id,)).fetchone():
             return  # consumed meanwhile
-        conn.execute("DELETE FROM codex_failures WHERE session_id = ?", (session_id,))
+        failures.clear(conn, session_id)
         progress = conn.execute("SELECT offset, open_turn FROM codex_progress WHERE session_id = ?",
                                 (session_id,)).fetchone()
         if progress is not None and progress[0] != start:
@@ -131,8 +134,7 @@ class CodexInbox:
                 " AND text IS NOT NULL", (session_id, record.turn_id, digest),
             ).fetchone()
             if candidate is None:
-                if conn.execute("SELECT 1 FROM session_messages WHERE session_id = ? AND message_id = ?",
-                                (session_id, record.message_id)).fetchone():
+                if sessions.has_message(conn, session_id, record.message_id):
                     return  # the same delivery, already captured
                 raise CmError("CODEX_UNCONFIRMED_DELIVERY", "a user message in the transcript matches no prompt cm saw "
                               "for that turn; the session is isolated, see `cm status`")
@@ -159,26 +161,21 @@ class CodexInbox:
         if not conn.execute("SELECT 1 FROM codex_inbox WHERE id = ? AND session_id = ? AND start = ?",
                             (inbox_id, session_id, row[4])).fetchone():
             return  # consumed by someone else meanwhile: not a failure of this session
-        sessions.isolate(conn, session_id, inbox_id, code)
+        failures.isolate(conn, session_id, inbox_id, code)
 
     # -- watches ----------------------------------------------------------------------------
     def _reconcile(self, conn: sqlite3.Connection) -> bool:
         """Inside the caller's transaction: append newer transcript lines of watched sessions."""
-        from cmrunner.capture import transcript
-
         appended = False
         for session_id, turn_id in self._due_watches(conn):
-            cursor_row = conn.execute(
-                "SELECT path, device, inode, offset, tail_digest FROM codex_cursors WHERE session_id = ?", (session_id,)
-            ).fetchone()
-            if cursor_row is None:
+            cursor = load_cursor(conn, session_id)
+            if cursor is None:
                 continue
-            cursor = transcript.Cursor(*cursor_row)
             try:
                 tail = transcript.read_tail(cursor, cursor.path, self.limit)
             except CmError as exc:
                 conn.execute("DELETE FROM codex_watches WHERE session_id = ?", (session_id,))
-                sessions.isolate(conn, session_id, None, exc.code)
+                failures.isolate(conn, session_id, None, exc.code)
                 continue
             if not tail.body:
                 continue
@@ -194,10 +191,65 @@ class CodexInbox:
         return appended
 
 
-def request_recovery(conn: sqlite3.Connection, recovery_id: str) -> str:
-    """Mark an isolated session for another try (inside the caller's transaction); returns its key."""
-    row = conn.execute("SELECT session_id FROM codex_failures WHERE recovery_id = ?", (recovery_id,)).fetchone()
-    if row is None:
-        raise CmError("CODEX_RECOVERY_UNAVAILABLE", "no isolated session has that recovery id; see `cm status`")
-    conn.execute("UPDATE codex_failures SET retry_requested = 1 WHERE recovery_id = ?", (recovery_id,))
-    return row[0]
+
+# -- what the hook writes, in its one transaction -------------------------------------------
+def load_cursor(conn: sqlite3.Connection, session_id: str) -> transcript.Cursor | None:
+    """Where the session's admitted transcript ends, if the hook has started it."""
+    row = conn.execute(
+        "SELECT path, device, inode, offset, tail_digest FROM codex_cursors WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    return None if row is None else transcript.Cursor(row[0], row[1], row[2], row[3], row[4])
+
+
+def save_cursor(conn: sqlite3.Connection, session_id: str, cursor: transcript.Cursor, turn_id: str | None) -> None:
+    """Advance the session's cursor; a ``None`` turn id keeps the one on record."""
+    conn.execute(
+        "INSERT INTO codex_cursors(session_id, path, device, inode, offset, tail_digest, turn_id)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT(session_id) DO UPDATE SET path = excluded.path, device = excluded.device,"
+        " inode = excluded.inode, offset = excluded.offset, tail_digest = excluded.tail_digest,"
+        " turn_id = COALESCE(excluded.turn_id, codex_cursors.turn_id)",
+        (session_id, cursor.path, cursor.device, cursor.inode, cursor.offset, cursor.tail_digest, turn_id),
+    )
+
+
+def append(conn: sqlite3.Connection, session_id: str, event: str, turn_id: str | None, start: int, end: int,
+           body: bytes, envelope: str, scope: str, received_at: int) -> None:
+    """Queue one hook event with the transcript bytes ``[start, end)`` it brought."""
+    conn.execute(
+        'INSERT INTO codex_inbox(session_id, event, turn_id, start, "end", body, envelope, scope, received_at)'
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (session_id, event, turn_id, start, end, body, envelope, scope, received_at),
+    )
+
+
+def add_candidate(conn: sqlite3.Connection, session_id: str, turn_id: str | None, digest: str, text: str, scope: str,
+                  created_at: int) -> None:
+    """Keep a UserPromptSubmit prompt until the transcript confirms its delivery (first one wins)."""
+    conn.execute(
+        "INSERT OR IGNORE INTO codex_candidates(session_id, turn_id, digest, text, scope, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (session_id, turn_id, digest, text, scope, created_at),
+    )
+
+
+def held_bytes(conn: sqlite3.Connection, session_id: str | None) -> int:
+    """Bytes of inbox bodies and unconfirmed prompts held for one session (``None``: all sessions)."""
+    if session_id is None:
+        return conn.execute(
+            "SELECT (SELECT COALESCE(SUM(LENGTH(body)), 0) FROM codex_inbox)"
+            " + (SELECT COALESCE(SUM(LENGTH(CAST(text AS BLOB))), 0) FROM codex_candidates)"
+        ).fetchone()[0]
+    return conn.execute(
+        "SELECT (SELECT COALESCE(SUM(LENGTH(body)), 0) FROM codex_inbox WHERE session_id = ?)"
+        " + (SELECT COALESCE(SUM(LENGTH(CAST(text AS BLOB))), 0) FROM codex_candidates WHERE session_id = ?)",
+        (session_id, session_id),
+    ).fetchone()[0]
+
+
+# -- what ``cm status`` counts ----------------------------------------------------------------
+def waiting(conn: sqlite3.Connection) -> tuple[int, int]:
+    """Inbox rows not yet consumed and prompts not yet confirmed, as ``(rows, candidates)``."""
+    rows = conn.execute("SELECT COUNT(*) FROM codex_inbox").fetchone()[0]
+    candidates = conn.execute("SELECT COUNT(*) FROM codex_candidates WHERE text IS NOT NULL").fetchone()[0]
+    return rows, candidates
