@@ -76,7 +76,9 @@ class HookEvent:
         if name in IGNORED_EVENTS:
             return
         self.session = _text(event, "session_id")
-        self.cwd = _abs_path(event, "cwd")
+        cwd = _abs_path(event, "cwd")
+        assert cwd is not None  # only a nullable field comes back None
+        self.cwd = cwd
         self.transcript = _abs_path(event, "transcript_path", nullable=True)
         self.source = None
         self.turn_id = None

@@ -35,7 +35,7 @@ def activation(conn: sqlite3.Connection, base: str) -> tuple[str, bool] | None:
 
 
 def open_activation(conn: sqlite3.Connection, base: str, session_id: str, client: str, instance: str, thread: str,
-                    cwd: str | None, started_at: int) -> None:
+                    cwd: str, started_at: int) -> None:
     """Make ``session_id`` the active session of the host thread ``base`` (replacing an ended one)."""
     conn.execute(
         "INSERT OR REPLACE INTO host_activations(base, session_id, client, host_instance, thread, cwd, active, started_at)"

@@ -60,7 +60,8 @@ def open_turn(conn: sqlite3.Connection, session_id: str, turn_id: str) -> int:
         return found[0]
     cursor = conn.execute("INSERT INTO session_turns(session_id, turn_id, state) VALUES (?, ?, 'open')",
                           (session_id, turn_id))
-    return int(cursor.lastrowid)
+    assert cursor.lastrowid is not None
+    return cursor.lastrowid
 
 
 def _existing_message(conn: sqlite3.Connection, session_id: str, message_id: str, digest: str) -> bool:
