@@ -121,7 +121,7 @@ def agent_port(cfg: config_mod.Config) -> MemoryAgentPort | None:
 def consumers(paths: DataPaths, cfg: config_mod.Config, force: bool = False) -> list[Consumer]:
     """The consumers this version of cm knows, in the order they run: host inboxes first, so
     that sealed batches exist before the Writer looks for work."""
-    from cmrunner.capture.codex_inbox import CodexInbox
+    from cmrunner.capture.codex_consumer import CodexInbox
     from cmrunner.capture.pi_inbox import PiInbox
 
     work: list[Consumer] = [CodexInbox(cfg), PiInbox(cfg)]  # type: ignore[list-item]
