@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _util import CM, machine, summary, timed_run, wait_no_drain, write_section
 
 from cmrunner.capture.admission import sha256_text
-from cmrunner.capture.codex_inbox import CodexInbox
+from cmrunner.capture.codex_consumer import CodexInbox
 from cmrunner.core import config as config_mod, store
 from cmrunner.core.home import DataPaths
 

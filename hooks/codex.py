@@ -22,11 +22,11 @@ from __future__ import annotations
 import os
 import sqlite3
 
-from cmrunner.capture import admission as capture, transcript
+from cmrunner.capture import admission as capture, capacity, codex_inbox, sessions, transcript
 from cmrunner.core import config as config_mod, drainlease, identity, projects, reader, store
 from cmrunner.core.errors import CmError, InputError
 from cmrunner.core.home import DataPaths
-from cmrunner.hooks import runner, stdin
+from cmrunner.hooks import refresh, runner, stdin
 
 CLIENTS = {"codex": "codex", "work": "chatgpt-work"}
 USED_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "Interrupt", "SessionEnd")
@@ -76,7 +76,9 @@ class HookEvent:
         if name in IGNORED_EVENTS:
             return
         self.session = _text(event, "session_id")
-        self.cwd = _abs_path(event, "cwd")
+        cwd = _abs_path(event, "cwd")
+        assert cwd is not None  # only a nullable field comes back None
+        self.cwd = cwd
         self.transcript = _abs_path(event, "transcript_path", nullable=True)
         self.source = None
         self.turn_id = None
@@ -126,13 +128,11 @@ class _Activation:
 
 def _activation(conn: sqlite3.Connection, client: str, instance: str, ev: HookEvent) -> _Activation:
     base = capture.session_key(client, instance, ev.session)
-    row = conn.execute("SELECT session_id, active FROM host_activations WHERE base = ?", (base,)).fetchone()
+    row = refresh.activation(conn, base)
     if row is not None and row[1]:
         return _Activation(base, row[0], True, False)
     if ev.name != "SessionStart":
-        if row is not None and conn.execute(
-            "SELECT 1 FROM admitted_events WHERE session_id = ? AND digest = ?", (row[0], ev.digest)
-        ).fetchone():
+        if row is not None and capture.was_admitted(conn, row[0], ev.digest):
             # A re-delivery of the event that closed this activation (e.g. SessionEnd twice).
             return _Activation(base, row[0], False, False)
         raise CmError(
@@ -143,39 +143,9 @@ def _activation(conn: sqlite3.Connection, client: str, instance: str, ev: HookEv
     instance_key = instance if row is None else f"{instance}:{os.urandom(8).hex()}"
     session_id = capture.session_key(client, instance_key, ev.session)
     now = capture.now_ms()
-    conn.execute(
-        "INSERT OR REPLACE INTO host_activations(base, session_id, client, host_instance, thread, cwd, active, started_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, 1, ?)",
-        (base, session_id, client, instance, ev.session, ev.cwd, now),
-    )
-    conn.execute(
-        "INSERT OR IGNORE INTO sessions(id, client, host_instance, thread, closing, created_at) VALUES (?, ?, ?, ?, 0, ?)",
-        (session_id, client, instance_key, ev.session, now),
-    )
+    refresh.open_activation(conn, base, session_id, client, instance, ev.session, ev.cwd, now)
+    sessions.register(conn, session_id, client, instance_key, ev.session, now)
     return _Activation(base, session_id, True, True)
-
-
-def _load_cursor(conn: sqlite3.Connection, session_id: str) -> transcript.Cursor | None:
-    row = conn.execute(
-        "SELECT path, device, inode, offset, tail_digest FROM codex_cursors WHERE session_id = ?", (session_id,)
-    ).fetchone()
-    return None if row is None else transcript.Cursor(row[0], row[1], row[2], row[3], row[4])
-
-
-def _save_cursor(conn: sqlite3.Connection, session_id: str, cursor: transcript.Cursor, turn_id: str | None) -> None:
-    conn.execute(
-        "INSERT INTO codex_cursors(session_id, path, device, inode, offset, tail_digest, turn_id)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)"
-        " ON CONFLICT(session_id) DO UPDATE SET path = excluded.path, device = excluded.device,"
-        " inode = excluded.inode, offset = excluded.offset, tail_digest = excluded.tail_digest,"
-        " turn_id = COALESCE(excluded.turn_id, codex_cursors.turn_id)",
-        (session_id, cursor.path, cursor.device, cursor.inode, cursor.offset, cursor.tail_digest, turn_id),
-    )
-
-
-def _snapshot(conn: sqlite3.Connection, session_id: str) -> str | None:
-    row = conn.execute("SELECT body FROM host_snapshots WHERE session_id = ?", (session_id,)).fetchone()
-    return None if row is None else row[0]
 
 
 def handle(client_flag: str, home: str, event: dict) -> dict:
@@ -205,31 +175,27 @@ def _admit(conn: sqlite3.Connection, cfg: config_mod.Config, home: str, client: 
     act = _activation(conn, client, instance, ev)
     output: dict = {}
     if ev.name == "SessionStart":
-        frozen = _snapshot(conn, act.session_id)
+        frozen = refresh.frozen_snapshot(conn, act.session_id)
         if frozen is None and fresh_block is not None:
             block, warning = fresh_block
             if ev.transcript is None:
                 warning = EPHEMERAL_NOTE if warning is None else f"{warning}; {EPHEMERAL_NOTE}"
-            conn.execute(
-                "INSERT INTO host_snapshots(session_id, body, pending, authorization, created_at) VALUES (?, ?, 0, ?, ?)",
-                (act.session_id, block, capture.canonical_json(sorted({"global", scope})), capture.now_ms()),
-            )
+            refresh.freeze_snapshot(conn, act.session_id, block, capture.canonical_json(sorted({"global", scope})),
+                                    capture.now_ms())
             output = _context_output(ev.name, block, warning)
         elif frozen is not None and ev.source not in READING_SOURCES:
             output = _context_output(ev.name, frozen, None)
     elif ev.name in ("UserPromptSubmit", "PostToolUse"):
-        pending = conn.execute("SELECT body FROM host_snapshots WHERE session_id = ? AND pending = 1",
-                               (act.session_id,)).fetchone()
+        pending = refresh.take_pending_snapshot(conn, act.session_id)
         if pending is not None:  # a /memory-refresh replaced the snapshot: deliver it now, once
-            conn.execute("UPDATE host_snapshots SET pending = 0 WHERE session_id = ?", (act.session_id,))
-            output = _context_output(ev.name, pending[0], None)
+            output = _context_output(ev.name, pending, None)
     if not act.active or not capture.mark_admitted(conn, act.session_id, ev.digest):
         return output  # the same event was delivered before: admitted once, answered again
     if ev.transcript is None:
         if ev.name == "SessionEnd":
             _end(conn, act)
         return output
-    cursor = _load_cursor(conn, act.session_id)
+    cursor = codex_inbox.load_cursor(conn, act.session_id)
     if cursor is None:
         # Activation: check that this Codex writes a transcript format cm knows, then start at the
         # end — history written before cm saw this session is not admitted.
@@ -243,20 +209,13 @@ def _admit(conn: sqlite3.Connection, cfg: config_mod.Config, home: str, client: 
     if ev.name == "SessionEnd" and tail.partial:
         raise CmError("CODEX_PARTIAL_TRANSCRIPT", "the transcript ends mid-line at SessionEnd; the event was not admitted")
     prompt_bytes = len(ev.prompt.encode("utf-8")) if ev.prompt is not None else 0
-    capture.check_capacity(conn, cfg, act.session_id, len(tail.body) + prompt_bytes)
+    capacity.check_capacity(conn, cfg, act.session_id, len(tail.body) + prompt_bytes)
     now = capture.now_ms()
-    conn.execute(
-        'INSERT INTO codex_inbox(session_id, event, turn_id, start, "end", body, envelope, scope, received_at)'
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (act.session_id, ev.name, ev.turn_id, tail.start, tail.end, tail.body, ev.envelope(instance, scope), scope, now),
-    )
+    codex_inbox.append(conn, act.session_id, ev.name, ev.turn_id, tail.start, tail.end, tail.body,
+                       ev.envelope(instance, scope), scope, now)
     if ev.prompt is not None:
-        conn.execute(
-            "INSERT OR IGNORE INTO codex_candidates(session_id, turn_id, digest, text, scope, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            (act.session_id, ev.turn_id, capture.sha256_text(ev.prompt), ev.prompt, scope, now),
-        )
-    _save_cursor(conn, act.session_id, tail.cursor, ev.turn_id if ev.name == "UserPromptSubmit" else None)
+        codex_inbox.add_candidate(conn, act.session_id, ev.turn_id, capture.sha256_text(ev.prompt), ev.prompt, scope, now)
+    codex_inbox.save_cursor(conn, act.session_id, tail.cursor, ev.turn_id if ev.name == "UserPromptSubmit" else None)
     if ev.name == "SessionEnd":
         _end(conn, act)
     drainlease.ensure_drain(conn, home)
@@ -265,8 +224,8 @@ def _admit(conn: sqlite3.Connection, cfg: config_mod.Config, home: str, client: 
 
 def _end(conn: sqlite3.Connection, act: _Activation) -> None:
     """A real session end: the activation closes and its frozen snapshot is dropped."""
-    conn.execute("UPDATE host_activations SET active = 0 WHERE base = ?", (act.base,))
-    conn.execute("DELETE FROM host_snapshots WHERE session_id = ?", (act.session_id,))
+    refresh.close_activation(conn, act.base)
+    refresh.drop_snapshot(conn, act.session_id)
 
 
 def main(argv: list[str]) -> int:

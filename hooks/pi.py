@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import re
 
-from cmrunner.capture import admission as capture
+from cmrunner.capture import admission as capture, capacity, pi_inbox
 from cmrunner.core import config as config_mod, drainlease, identity, projects, reader, store
 from cmrunner.core.errors import CmError, InputError
 from cmrunner.core.home import DataPaths
@@ -106,23 +106,16 @@ def _admit(home: str, cfg: config_mod.Config, paths: DataPaths, event: dict) -> 
             # admitted_events outlives the inbox row (the drain deletes consumed rows), so a
             # re-delivery after consumption is still recognised.
             prefix = f"pi:{event['eventId']}:"
-            row = conn.execute(
-                "SELECT digest FROM admitted_events WHERE session_id = ? AND substr(digest, 1, ?) = ?",
-                (session_id, len(prefix), prefix),
-            ).fetchone()
-            if row is not None:
-                if row[0] != prefix + digest:
+            admitted = capture.admitted_with_prefix(conn, session_id, prefix)
+            if admitted is not None:
+                if admitted != prefix + digest:
                     raise CmError(
                         "CAPTURE_CONFLICT",
                         "this eventId was already admitted with a different payload; the bridge must use a new id",
                     )
                 return {"ok": True, "admitted": False, "duplicate": True}
-            capture.check_capacity(conn, cfg, session_id, len(body.encode("utf-8")))
-            conn.execute(
-                "INSERT INTO pi_inbox(session_id, event_id, event, digest, body, scope, received_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (session_id, event["eventId"], event["event"], digest, body, scope, capture.now_ms()),
-            )
+            capacity.check_capacity(conn, cfg, session_id, len(body.encode("utf-8")))
+            pi_inbox.append(conn, session_id, event["eventId"], event["event"], digest, body, scope, capture.now_ms())
             capture.mark_admitted(conn, session_id, prefix + digest)
             drainlease.ensure_drain(conn, home)
     finally:

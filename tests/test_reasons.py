@@ -9,7 +9,7 @@ import os
 import re
 
 import cmrunner
-from cmrunner.capture import codex_inbox, pi_inbox
+from cmrunner.capture import codex_consumer, pi_inbox
 from cmrunner.core import drainfailures, reasons
 from cmrunner.writer_proc import drain, jobs
 
@@ -22,7 +22,7 @@ MULTI_WORD = re.compile(r"[A-Z][A-Z0-9]*(_[A-Z0-9]+)+")
 # an attempt (any ``CmError`` there becomes the job's outcome), and the inbox consumers and the
 # transcript reader (session isolation).
 SOURCES = [
-    *(f"capture/{name}" for name in ("observations.py", "sessions.py", "codex_inbox.py", "pi_inbox.py", "rollout.py")),
+    *(f"capture/{name}" for name in ("observations.py", "sessions.py", "codex_consumer.py", "pi_inbox.py", "rollout.py")),
     *(f"core/{name}" for name in ("sections.py", "safety.py", "fsutil.py", "db.py", "store.py", "gate.py",
                                    "migrations.py", "config.py", "envfile.py", "projects.py")),
     "capture/transcript.py",
@@ -77,7 +77,7 @@ def recordable_codes() -> set[str]:
     for relative in SOURCES:
         found |= _codes_in(_module_path(relative))
     found |= set(jobs.PERMANENT) | set(jobs.NOT_RETRYABLE) | set(jobs.QUARANTINE)
-    found |= set(codex_inbox.ISOLATING) | set(pi_inbox.ISOLATING)
+    found |= set(codex_consumer.ISOLATING) | set(pi_inbox.ISOLATING)
     found |= {drainfailures.CRASH_CODE, drain.INTERRUPTED_CODE}
     return found - NOT_RECORDED
 

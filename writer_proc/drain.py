@@ -121,7 +121,7 @@ def agent_port(cfg: config_mod.Config) -> MemoryAgentPort | None:
 def consumers(paths: DataPaths, cfg: config_mod.Config, force: bool = False) -> list[Consumer]:
     """The consumers this version of cm knows, in the order they run: host inboxes first, so
     that sealed batches exist before the Writer looks for work."""
-    from cmrunner.capture.codex_inbox import CodexInbox
+    from cmrunner.capture.codex_consumer import CodexInbox
     from cmrunner.capture.pi_inbox import PiInbox
 
     work: list[Consumer] = [CodexInbox(cfg), PiInbox(cfg)]  # type: ignore[list-item]
@@ -264,7 +264,7 @@ def _give_back(paths: DataPaths, me: identity.Identity, work: list[Consumer], ex
 
 def _request_recovery(home: str, cfg: config_mod.Config, recovery_id: str) -> None:
     """Mark an isolated session for another try, then let this (or the running) drain take it."""
-    from cmrunner.capture.codex_inbox import request_recovery
+    from cmrunner.capture.failures import request_recovery
 
     conn = store.open_store(DataPaths(cfg.data_root))
     try:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from cmrunner.capture import sessions
 from cmrunner.core import safety
 from cmrunner.core.config import Config
 from cmrunner.writer_proc import jobs
@@ -42,9 +43,7 @@ def _cap(cfg: Config) -> int | None:
 
 
 def _turn_of(conn: sqlite3.Connection, observation_id: int) -> tuple[int, str, str] | None:
-    row = conn.execute("SELECT t.id, t.session_id, t.turn_id FROM session_messages m JOIN session_turns t ON t.id = m.turn"
-                       " WHERE m.observation_id = ?", (observation_id,)).fetchone()
-    return None if row is None else (int(row[0]), row[1], row[2])
+    return sessions.turn_of_observation(conn, observation_id)
 
 
 def _context(conn: sqlite3.Connection, cfg: Config, evidence: list[Source]) -> list[Source]:
@@ -62,24 +61,16 @@ def _context(conn: sqlite3.Connection, cfg: Config, evidence: list[Source]) -> l
     session_id = turns[current[0]][1]
     scope = evidence[0].scope
     tail = cfg.session_cache["contextTailTurns"]
-    earlier = [r[0] for r in conn.execute(
-        "SELECT t.id FROM session_turns t WHERE t.session_id = ? AND t.id < ? AND t.state = 'settled' AND t.has_user = 1"
-        " AND NOT EXISTS (SELECT 1 FROM session_messages m JOIN observations o ON o.id = m.observation_id"
-        " WHERE m.turn = t.id AND o.scope != ?) ORDER BY t.id DESC LIMIT ?",
-        (session_id, current[0], scope, tail))] if tail else []
+    earlier = sessions.earlier_turns(conn, session_id, current[0], scope, tail) if tail else []
     for turn_row in sorted(earlier) + current:
         required = turn_row in turns
-        for _mid, role, text, observed, obs_text in conn.execute(
-            "SELECT m.message_id, m.role, m.text, m.observed_at, o.text FROM session_messages m"
-            " LEFT JOIN observations o ON o.id = m.observation_id WHERE m.turn = ? ORDER BY m.sequence", (turn_row,)
-        ):
+        for _mid, role, text, observed, obs_text in sessions.turn_messages(conn, turn_row):
             body = text if role != "user" else (None if required else obs_text)
             if not body:
                 continue  # current user turns are the evidence blocks themselves
             blocks.append(Source(0, body, scope, "conversation_context", "conversation_context", observed,
                                  context_key=f"{turn_row}_{len(blocks)}", role=role,
-                                 turn=conn.execute("SELECT turn_id FROM session_turns WHERE id = ?",
-                                                   (turn_row,)).fetchone()[0], required=required))
+                                 turn=sessions.host_turn_id(conn, turn_row), required=required))
     return blocks
 
 

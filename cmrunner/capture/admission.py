@@ -1,13 +1,13 @@
-"""Shared admission helpers for hooks and captures: identities, digests, capacity.
+"""Shared admission helpers for hooks and captures: identities, digests, de-duplication.
 
 Contract:
 - ``session_key(client, instance, thread)`` is ``session-`` + sha256 of the JSON triple, so the
   same host thread in two host processes (or after a real SessionEnd) is a different session.
 - ``event_digest`` is the sha256 of an event's canonical JSON (sorted keys, no spaces); a second
   delivery of the same event has the same digest and is admitted once.
-- ``check_capacity`` enforces ``sessionCache`` byte limits over what is durably held for a session
-  and in total; exceeding them raises ``SESSION_CAPACITY_EXCEEDED`` inside the caller's
-  transaction, which then rolls back, so existing content is retained and nothing is half-added.
+- ``admitted_events`` (read and written here only) remembers every admitted digest per session;
+  it outlives the inbox rows the drain consumes, so a late re-delivery is still recognised.
+- The byte limits over what a session holds are ``cmrunner.capture.capacity``.
 Stdlib only.
 """
 
@@ -17,8 +17,6 @@ import json
 import sqlite3
 import time
 
-from cmrunner.core.config import Config
-from cmrunner.core.errors import CmError
 from cmrunner.core.sha import sha256
 
 
@@ -42,34 +40,6 @@ def session_key(client: str, instance: str, thread: str) -> str:
     return "session-" + sha256_text(canonical_json([client, instance, thread]))
 
 
-def check_capacity(conn: sqlite3.Connection, config: Config, session_id: str, adding: int) -> None:
-    """Refuse ``adding`` more bytes when a session or the whole cache would exceed its limit."""
-    limits = config.session_cache
-    held_session = conn.execute(
-        "SELECT (SELECT COALESCE(SUM(LENGTH(body)), 0) FROM codex_inbox WHERE session_id = ?)"
-        " + (SELECT COALESCE(SUM(LENGTH(CAST(text AS BLOB))), 0) FROM codex_candidates WHERE session_id = ?)"
-        " + (SELECT COALESCE(SUM(LENGTH(CAST(body AS BLOB))), 0) FROM pi_inbox WHERE session_id = ?)",
-        (session_id, session_id, session_id),
-    ).fetchone()[0]
-    if held_session + adding > limits["maxSessionBytes"]:
-        raise CmError(
-            "SESSION_CAPACITY_EXCEEDED",
-            f"this session already holds {held_session} bytes (limit {limits['maxSessionBytes']}); "
-            "run `cm flush` or raise sessionCache.maxSessionBytes",
-        )
-    held_total = conn.execute(
-        "SELECT (SELECT COALESCE(SUM(LENGTH(body)), 0) FROM codex_inbox)"
-        " + (SELECT COALESCE(SUM(LENGTH(CAST(text AS BLOB))), 0) FROM codex_candidates)"
-        " + (SELECT COALESCE(SUM(LENGTH(CAST(body AS BLOB))), 0) FROM pi_inbox)"
-    ).fetchone()[0]
-    if held_total + adding > limits["maxTotalBytes"]:
-        raise CmError(
-            "SESSION_CAPACITY_EXCEEDED",
-            f"the session cache holds {held_total} bytes (limit {limits['maxTotalBytes']}); "
-            "run `cm flush` or raise sessionCache.maxTotalBytes",
-        )
-
-
 def mark_admitted(conn: sqlite3.Connection, session_id: str, digest: str) -> bool:
     """Record an event digest; ``False`` when the same event was already admitted."""
     cursor = conn.execute(
@@ -77,3 +47,18 @@ def mark_admitted(conn: sqlite3.Connection, session_id: str, digest: str) -> boo
         (session_id, digest, now_ms()),
     )
     return cursor.rowcount == 1
+
+
+def was_admitted(conn: sqlite3.Connection, session_id: str, digest: str) -> bool:
+    """True when the session already admitted an event with this digest."""
+    return conn.execute("SELECT 1 FROM admitted_events WHERE session_id = ? AND digest = ?",
+                        (session_id, digest)).fetchone() is not None
+
+
+def admitted_with_prefix(conn: sqlite3.Connection, session_id: str, prefix: str) -> str | None:
+    """The admitted digest of the session that starts with ``prefix``, if any (Pi keys digests by event id)."""
+    row = conn.execute(
+        "SELECT digest FROM admitted_events WHERE session_id = ? AND substr(digest, 1, ?) = ?",
+        (session_id, len(prefix), prefix),
+    ).fetchone()
+    return None if row is None else row[0]

@@ -16,6 +16,9 @@ Contract (the specification's Pi behaviour; one transaction per event, oldest fi
   late) is sealed at once: the host instance is gone, no later end will come. A turn still open at
   the quit stays ``incomplete``. ``memory_flush`` requests a flush; it never seals.
 - Message ids are the bridge's event ids, so a re-delivered event changes nothing.
+- This module is the one that reads and writes ``pi_inbox`` and ``pi_inputs``; ``cm capture``
+  queues through ``append``. That command imports it, so the observation store loads only on the
+  drain's first flush request.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import json
 import sqlite3
 import time
 
-from cmrunner.capture import observations, sessions
+from cmrunner.capture import failures, sessions
 from cmrunner.capture.admission import sha256_text
 from cmrunner.core.config import Config
 from cmrunner.core.errors import CmError
@@ -56,9 +59,8 @@ class PiInbox:
 
     def _next(self, conn: sqlite3.Connection) -> tuple | None:
         return conn.execute(
-            "SELECT id, session_id, event_id, event, body, scope FROM pi_inbox p WHERE NOT EXISTS"
-            " (SELECT 1 FROM codex_failures f WHERE f.session_id = p.session_id AND f.retry_requested = 0)"
-            " ORDER BY id LIMIT 1"
+            "SELECT id, session_id, event_id, event, body, scope FROM pi_inbox p"
+            f" WHERE NOT {failures.held_back('p.session_id')} ORDER BY id LIMIT 1"
         ).fetchone()
 
     def runnable(self, conn: sqlite3.Connection) -> bool:
@@ -69,14 +71,13 @@ class PiInbox:
         if row is None:
             return False
         sessions.consume_or_isolate(conn, lambda: self._consume(conn, row), ISOLATING,
-                                    lambda code: sessions.isolate(conn, row[1], row[0], code))
+                                    lambda code: failures.isolate(conn, row[1], row[0], code))
         return True
 
     def _open_turn(self, conn: sqlite3.Connection, session_id: str, event_id: str) -> str:
-        row = conn.execute("SELECT turn_id FROM session_turns WHERE session_id = ? AND state = 'open' ORDER BY id DESC"
-                           " LIMIT 1", (session_id,)).fetchone()
-        if row is not None:
-            return row[0]
+        found = sessions.latest_open_turn(conn, session_id)
+        if found is not None:
+            return found
         turn_id = f"pi-turn-{event_id}"
         sessions.open_turn(conn, session_id, turn_id)
         return turn_id
@@ -85,10 +86,9 @@ class PiInbox:
         inbox_id, session_id, event_id, event, body, scope = row
         if not conn.execute("SELECT 1 FROM pi_inbox WHERE id = ?", (inbox_id,)).fetchone():
             return  # consumed meanwhile
-        conn.execute("DELETE FROM codex_failures WHERE session_id = ?", (session_id,))
+        failures.clear(conn, session_id)
         payload = json.loads(body)["payload"]
-        conn.execute("INSERT OR IGNORE INTO sessions(id, client, host_instance, thread, closing, created_at)"
-                     " VALUES (?, 'pi', '', '', 0, ?)", (session_id, int(time.time() * 1000)))
+        sessions.register(conn, session_id, "pi", "", "", int(time.time() * 1000))
         if event == "input":
             conn.execute("INSERT INTO pi_inputs(session_id, digest, source, has_images) VALUES (?, ?, ?, ?)",
                          (session_id, sha256_text(_text(payload)), str(payload.get("source", "")),
@@ -96,11 +96,10 @@ class PiInbox:
         elif event == "message_end":
             self._message(conn, session_id, event_id, payload, scope)
         elif event == "agent_end":
-            turn = conn.execute("SELECT turn_id FROM session_turns WHERE session_id = ? AND state = 'open'"
-                                " ORDER BY id DESC LIMIT 1", (session_id,)).fetchone()
+            turn = sessions.latest_open_turn(conn, session_id)
             if turn is not None:
                 outcome = "interrupted" if payload.get("aborted") else "settled"
-                sealed = sessions.settle(conn, session_id, turn[0], outcome)
+                sealed = sessions.settle(conn, session_id, turn, outcome)
                 if sealed is None and sessions.ended(conn, session_id):
                     # The run's events reached cm after the quit (Pi's queue ran behind its
                     # shutdown): the Pi process is gone, so this turn is more of the tail.
@@ -108,6 +107,8 @@ class PiInbox:
         elif event == "session_shutdown" and payload.get("reason") == "quit":
             sessions.end(conn, session_id)
         elif event == "memory_flush":
+            from cmrunner.capture import observations  # off the capture command's import path
+
             observations.request_flush(conn)
         conn.execute("DELETE FROM pi_inbox WHERE id = ?", (inbox_id,))
 
@@ -135,9 +136,31 @@ class PiInbox:
                 return
             sessions.capture_user(conn, session_id, turn_id, event_id, text, scope, source, observed, self.limit)
         elif role in ("assistant", "toolResult"):
-            turn = conn.execute("SELECT turn_id FROM session_turns WHERE session_id = ? AND state = 'open'"
-                                " ORDER BY id DESC LIMIT 1", (session_id,)).fetchone()
+            turn = sessions.latest_open_turn(conn, session_id)
             if turn is None or not text.strip():
                 return  # context outside a user interaction is never needed
-            sessions.capture_context(conn, session_id, turn[0], event_id, "assistant" if role == "assistant" else "tool",
+            sessions.capture_context(conn, session_id, turn, event_id, "assistant" if role == "assistant" else "tool",
                                      text, scope, observed, self.limit)
+
+
+def append(conn: sqlite3.Connection, session_id: str, event_id: str, event: str, digest: str, body: str, scope: str,
+           received_at: int) -> None:
+    """Queue one admitted bridge event (inside ``cm capture``'s transaction)."""
+    conn.execute(
+        "INSERT INTO pi_inbox(session_id, event_id, event, digest, body, scope, received_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (session_id, event_id, event, digest, body, scope, received_at),
+    )
+
+
+def held_bytes(conn: sqlite3.Connection, session_id: str | None) -> int:
+    """Bytes of queued event bodies for one session (``None``: all sessions)."""
+    if session_id is None:
+        return conn.execute("SELECT COALESCE(SUM(LENGTH(CAST(body AS BLOB))), 0) FROM pi_inbox").fetchone()[0]
+    return conn.execute("SELECT COALESCE(SUM(LENGTH(CAST(body AS BLOB))), 0) FROM pi_inbox WHERE session_id = ?",
+                        (session_id,)).fetchone()[0]
+
+
+def waiting(conn: sqlite3.Connection) -> int:
+    """Queued bridge events not yet consumed."""
+    return conn.execute("SELECT COUNT(*) FROM pi_inbox").fetchone()[0]

@@ -17,20 +17,24 @@ Contract (the specification's session rules; every function runs inside the call
   ``/new`` or a flush (Pi's consumer seals a turn that settles after the end itself: ``cmrunner.capture.pi_inbox``).
 - ``sessionCache.maxSessionBytes`` bounds a session's cached bodies; exceeding it raises
   ``SESSION_CAPACITY_EXCEEDED`` and the caller's transaction rolls back, keeping what was held.
+- This module is the one that reads and writes ``sessions`` and ``session_*``; the hooks register
+  a session here (``register``) and the Writer's request shaping reads turns through it. Because
+  the hooks import it, its module-level imports stay light: the observation store and the secret
+  scanner (~15 ms together) load inside the drain-only functions that need them.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
 import time
 from collections.abc import Callable
 
-from cmrunner.capture import observations
-from cmrunner.core import safety, store
+from cmrunner.capture import failures
+from cmrunner.core import store
 from cmrunner.core.errors import CmError
+from cmrunner.core.sha import sha256
 
 BATCH_TURNS = 10
 
@@ -40,7 +44,7 @@ def _now() -> int:
 
 
 def _digest(parts: list[object]) -> str:
-    return hashlib.sha256(json.dumps(parts, ensure_ascii=False, separators=(",", ":")).encode("utf-8")).hexdigest()
+    return sha256(json.dumps(parts, ensure_ascii=False, separators=(",", ":")).encode("utf-8")).hexdigest()
 
 
 def _turn(conn: sqlite3.Connection, session_id: str, turn_id: str) -> tuple[int, str] | None:
@@ -56,7 +60,8 @@ def open_turn(conn: sqlite3.Connection, session_id: str, turn_id: str) -> int:
         return found[0]
     cursor = conn.execute("INSERT INTO session_turns(session_id, turn_id, state) VALUES (?, ?, 'open')",
                           (session_id, turn_id))
-    return int(cursor.lastrowid)
+    assert cursor.lastrowid is not None
+    return cursor.lastrowid
 
 
 def _existing_message(conn: sqlite3.Connection, session_id: str, message_id: str, digest: str) -> bool:
@@ -93,6 +98,8 @@ def _check_capacity(conn: sqlite3.Connection, session_id: str, adding: int, limi
 def capture_user(conn: sqlite3.Connection, session_id: str, turn_id: str, message_id: str, text: str, scope: str,
                  source: str, observed_at: str, limit: int) -> int | None:
     """Record a delivered user message as a buffered observation; returns its id (None if a replay)."""
+    from cmrunner.capture import observations  # drain-only (see the module docstring)
+
     digest = _digest(["user", turn_id, text, scope, source])
     if _existing_message(conn, session_id, message_id, digest):
         return None
@@ -113,6 +120,8 @@ def capture_user(conn: sqlite3.Connection, session_id: str, turn_id: str, messag
 def capture_context(conn: sqlite3.Connection, session_id: str, turn_id: str, message_id: str, role: str, text: str,
                     scope: str, observed_at: str, limit: int) -> None:
     """Keep assistant or tool text as context only (dropped when the scanner flags it)."""
+    from cmrunner.core import safety  # drain-only (see the module docstring)
+
     digest = _digest([role, turn_id, text])
     if _existing_message(conn, session_id, message_id, digest):
         return
@@ -216,25 +225,67 @@ def open_backlog(conn: sqlite3.Connection) -> tuple[int, int]:
         " JOIN observations o ON o.id = m.observation_id"
         " WHERE o.state = 'buffered' AND t.batch_id IS NULL"
         " AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id = t.session_id AND s.closing = 1)"
-        " AND NOT EXISTS (SELECT 1 FROM codex_failures f WHERE f.session_id = t.session_id)"
+        f" AND NOT {failures.recorded('t.session_id')}"
     ).fetchone()
     return int(row[0]), int(row[1])
+
+
+def register(conn: sqlite3.Connection, session_id: str, client: str, host_instance: str, thread: str,
+             created_at: int) -> None:
+    """Record a session the first time a host shows it; a known session is left as it is."""
+    conn.execute(
+        "INSERT OR IGNORE INTO sessions(id, client, host_instance, thread, closing, created_at) VALUES (?, ?, ?, ?, 0, ?)",
+        (session_id, client, host_instance, thread, created_at),
+    )
+
+
+def latest_open_turn(conn: sqlite3.Connection, session_id: str) -> str | None:
+    """The host turn id of the session's newest open turn, if any."""
+    row = conn.execute("SELECT turn_id FROM session_turns WHERE session_id = ? AND state = 'open' ORDER BY id DESC"
+                       " LIMIT 1", (session_id,)).fetchone()
+    return None if row is None else row[0]
+
+
+def has_message(conn: sqlite3.Connection, session_id: str, message_id: str) -> bool:
+    """True when the session already holds a message with this id."""
+    return conn.execute("SELECT 1 FROM session_messages WHERE session_id = ? AND message_id = ?",
+                        (session_id, message_id)).fetchone() is not None
+
+
+def turn_of_observation(conn: sqlite3.Connection, observation_id: int) -> tuple[int, str, str] | None:
+    """The turn a user observation was delivered in, as ``(turn row id, session key, host turn id)``."""
+    row = conn.execute("SELECT t.id, t.session_id, t.turn_id FROM session_messages m JOIN session_turns t ON t.id = m.turn"
+                       " WHERE m.observation_id = ?", (observation_id,)).fetchone()
+    return None if row is None else (int(row[0]), row[1], row[2])
+
+
+def earlier_turns(conn: sqlite3.Connection, session_id: str, before: int, scope: str, limit: int) -> list[int]:
+    """Row ids of at most ``limit`` settled turns with a user message before turn row ``before``,
+    newest first, none of whose observations lies outside ``scope``."""
+    return [r[0] for r in conn.execute(
+        "SELECT t.id FROM session_turns t WHERE t.session_id = ? AND t.id < ? AND t.state = 'settled' AND t.has_user = 1"
+        " AND NOT EXISTS (SELECT 1 FROM session_messages m JOIN observations o ON o.id = m.observation_id"
+        " WHERE m.turn = t.id AND o.scope != ?) ORDER BY t.id DESC LIMIT ?",
+        (session_id, before, scope, limit))]
+
+
+def turn_messages(conn: sqlite3.Connection, turn_row: int) -> list[tuple[str, str, str | None, str, str | None]]:
+    """A turn's messages in order, as ``(message id, role, kept text, observed at, observation text)``."""
+    return conn.execute(
+        "SELECT m.message_id, m.role, m.text, m.observed_at, o.text FROM session_messages m"
+        " LEFT JOIN observations o ON o.id = m.observation_id WHERE m.turn = ? ORDER BY m.sequence", (turn_row,)
+    ).fetchall()
+
+
+def host_turn_id(conn: sqlite3.Connection, turn_row: int) -> str:
+    """The host's id of the turn in row ``turn_row``."""
+    return conn.execute("SELECT turn_id FROM session_turns WHERE id = ?", (turn_row,)).fetchone()[0]
 
 
 def ended(conn: sqlite3.Connection, session_id: str) -> bool:
     """True once a real session end (``end``) closed the session."""
     row = conn.execute("SELECT closing FROM sessions WHERE id = ?", (session_id,)).fetchone()
     return row is not None and bool(row[0])
-
-
-def isolate(conn: sqlite3.Connection, session_id: str, inbox_id: int | None, code: str) -> None:
-    """Record a session-level failure (any host): the session's inbox is skipped until
-    ``cm session-drain --recover <id>`` asks for another try; nothing admitted is dropped.
-    (The table keeps its first name, ``codex_failures``; it holds Pi sessions too.)"""
-    conn.execute(
-        "INSERT OR REPLACE INTO codex_failures(session_id, inbox_id, recovery_id, issue, failed_at, retry_requested)"
-        " VALUES (?, ?, ?, ?, ?, 0)", (session_id, inbox_id, os.urandom(16).hex(), code, _now()),
-    )
 
 
 def consume_or_isolate(conn: sqlite3.Connection, consume: Callable[[], None], isolating: frozenset[str],

@@ -19,7 +19,7 @@ import os
 import sqlite3
 import time
 
-from cmrunner.capture import observations
+from cmrunner.capture import codex_inbox, failures, observations, pi_inbox
 from cmrunner.core import config as config_mod, drainfailures, drainlease, envfile, migrations, reasons, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths, config_path, env_path
@@ -115,17 +115,14 @@ def gather(home: str) -> dict:
         report["store"]["schemaVersion"] = version
         if version < 1:
             return report
-        report["inbox"] = {
-            "codex": conn.execute("SELECT COUNT(*) FROM codex_inbox").fetchone()[0],
-            "pi": conn.execute("SELECT COUNT(*) FROM pi_inbox").fetchone()[0],
-            "candidates": conn.execute("SELECT COUNT(*) FROM codex_candidates WHERE text IS NOT NULL").fetchone()[0],
-        }
+        codex_rows, candidates = codex_inbox.waiting(conn)
+        report["inbox"] = {"codex": codex_rows, "pi": pi_inbox.waiting(conn), "candidates": candidates}
         report["observations"] = _counts(conn, "SELECT state, COUNT(*) FROM observations GROUP BY state ORDER BY state")
         report["jobs"] = _counts(conn, "SELECT state, COUNT(*) FROM jobs GROUP BY state ORDER BY state")
         report["isolatedSessions"] = [
             {"recoveryId": row[0], "issue": row[1], "failedAt": row[2], "reason": reasons.explain(row[1]).reason,
              "remedy": reasons.remedy(row[1], "isolated", [row[0]])}
-            for row in conn.execute("SELECT recovery_id, issue, failed_at FROM codex_failures ORDER BY failed_at")
+            for row in failures.listed(conn)
         ]
         report["problems"] = problems(conn)
         report["jobList"] = job_list(conn)
