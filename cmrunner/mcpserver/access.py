@@ -28,13 +28,12 @@ from __future__ import annotations
 import json
 import re
 
-from cmrunner.core import config as config_mod, projects, workspace
+from cmrunner.core import config as config_mod, projects, scopes, workspace
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 
 CAPABILITIES = ("relay", "init", "read")
 ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
-CONTEXT_RE = re.compile(r"^(global|project:[A-Za-z0-9_-]{1,128})$")
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:-]{0,63}$")
 BASES = ("saved_memories", "chat_history", "current_conversation", "project_context", "mixed", "unknown")
 MAX_MESSAGE_BYTES = 1 << 20  # the stdio framing limit of one JSON-RPC message
@@ -212,7 +211,7 @@ def context_id(args: dict, required: bool = True) -> str | None:
     value = args.get("contextId")
     if value is None and not required:
         return None
-    if not isinstance(value, str) or not CONTEXT_RE.match(value):
+    if not isinstance(value, str) or not scopes.is_scope(value):
         raise ToolFailure("CONTEXT_UNAVAILABLE",
                           "contextId must be one of the exact contexts memory_status {} lists (global or project:<id>)")
     return value

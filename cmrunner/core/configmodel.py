@@ -1,0 +1,380 @@
+"""The pydantic model of ``config.json`` (``schemaVersion: 2``): the one validator of the file.
+
+Contract:
+- ``ConfigFile`` is strict: unknown keys are refused, nothing is coerced (``true`` is not an
+  integer, ``"1"`` is not a number), ranges, enums and patterns are the reference's (Appendix A).
+  Its attributes are typed, snake_case names of the camelCase keys.
+- ``validate`` raises ``ConfigError`` with the codes and one-line messages cm has always used:
+  ``UNSUPPORTED_CONFIG_VERSION`` for any ``schemaVersion`` but the integer 2, else
+  ``CONFIG_INVALID`` "config.json field '<dotted path>' must be <what is accepted>; …".
+- One error is reported, the first in this order: at each level of the file, unknown keys (in the
+  file's order), then missing required keys, then each field in declaration order (a nested
+  section is checked completely before the next field). Cross-field rules (``reasoningEffort``
+  only with ``api: responses``, …) are checked on the field they forbid, after the fields they
+  depend on, so they too name that field.
+- ``validate`` returns its input unchanged: the file keeps its keys, order and values.
+Never on the hook path (pydantic costs tens of milliseconds to import): hooks read the
+pre-validated cache ``cmrunner.core.config`` keeps, and come here only when it is stale.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+from cmrunner.core import scopes
+from cmrunner.core.configdefs import APIS, DEFAULT_SCHEDULER, EFFORTS, MAX_SAFE_INT, PRESETS, PROVENANCE, SCHEMA_VERSION
+from cmrunner.core.errors import ConfigError
+
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_URL_RE = re.compile(r"^https?://[^\s/@]+(/[^\s]*)?$")
+_DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+class Expect:
+    """Field metadata: what the error message says the field must be."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _refuse(expected: str, sub: str = "") -> PydanticCustomError:
+    """An error whose message is not the field's usual one; ``sub`` names a child key to blame."""
+    return PydanticCustomError("cm_config", "{expected}", {"expected": expected, "sub": sub})
+
+
+def _not_null(value: object) -> object:
+    # Optional keys may be absent, but an explicit null is a wrong type unless the field allows it.
+    if value is None:
+        raise ValueError("null")
+    return value
+
+
+def _int(lo: int, hi: int = MAX_SAFE_INT, nullable: bool = False) -> Any:
+    expect = Expect(f"an integer from {lo} to {hi}" + (" or null" if nullable else ""))
+    if nullable:
+        return Annotated[Annotated[int, Field(ge=lo, le=hi)] | None, expect]
+    return Annotated[int, Field(ge=lo, le=hi), expect]
+
+
+def _optional(kind: Any) -> Any:
+    # The member's Expect is lifted to the field, where the error mapping looks for it.
+    expects = [m for m in getattr(kind, "__metadata__", ()) if isinstance(m, Expect)]
+    return Annotated[(kind | None, BeforeValidator(_not_null), *expects)]
+
+
+def _env_name(example: str) -> Any:
+    def check(value: str) -> str:
+        if not ENV_NAME_RE.match(value):
+            raise ValueError("name")
+        return value
+    return Annotated[str, AfterValidator(check), Expect(f"an environment-variable name such as {example}")]
+
+
+def _one_of(*accepted: str) -> Any:
+    return Annotated[Literal[accepted], Expect("one of " + ", ".join(accepted))]  # type: ignore[valid-type]
+
+
+def _unique_list(item_ok: Any, what: str) -> Any:
+    def check(items: list[str]) -> list[str]:
+        if len(set(items)) != len(items):
+            raise _refuse(f"a list of {what} without duplicates")
+        return items
+
+    def item(value: str) -> str:
+        if not item_ok(value):
+            raise ValueError("item")
+        return value
+    return Annotated[list[Annotated[str, AfterValidator(item)]], Field(min_length=1), AfterValidator(check),
+                     Expect(f"a non-empty list of {what}")]
+
+
+_SCOPES = "scopes (global or project:<id>)"
+
+
+class _Section(BaseModel):
+    """A strict section: camelCase keys, no extras, no coercion. ``ACCEPTED`` orders the message."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, alias_generator=to_camel)
+    ACCEPTED: ClassVar[tuple[str, ...]] = ()
+
+
+class Thinking(_Section):
+    ACCEPTED = ("type",)
+    type: _one_of("enabled", "disabled")
+
+
+class UnknownCapability(_Section):
+    ACCEPTED = ("source", "contextWindow", "maxOutput")
+    source: Literal["unknown/custom"]
+    context_window: Any
+    max_output: Any
+
+    @model_validator(mode="after")
+    def _nulls(self) -> UnknownCapability:
+        if self.context_window is not None or self.max_output is not None:
+            raise _refuse("{source: unknown/custom, contextWindow: null, maxOutput: null}")
+        return self
+
+
+class CatalogCapability(_Section):
+    ACCEPTED = ("source", "version", "digest", "contextWindow", "maxOutput")
+    source: Literal["official-catalog"]
+    version: Annotated[str, Field(min_length=1), Expect("a non-empty catalog version")]
+    digest: Annotated[str, AfterValidator(lambda v: v if _DIGEST_RE.match(v) else _raise()),
+                      Expect("64 lowercase hex digits")]
+    context_window: _int(1)
+    max_output: _int(1)
+
+
+class PlainProxy(_Section):
+    ACCEPTED = ("mode",)
+    mode: Literal["direct", "env"]
+
+
+class CustomProxy(_Section):
+    ACCEPTED = ("mode", "urlEnv", "noProxy")
+    mode: Literal["custom"]
+    url_env: _env_name("COMMON_MEMORY_PROXY_URL")
+    no_proxy: Annotated[_optional(str), Expect("a string of comma-separated bypass rules")] = None
+
+
+def _raise() -> str:
+    raise ValueError("invalid")
+
+
+def _tagged(key: str, accepted: tuple[str, ...], sub_message: str) -> BeforeValidator:
+    def check(value: object) -> object:
+        if not isinstance(value, dict) or value.get(key) not in accepted:
+            raise _refuse(sub_message, key)
+        return value
+    return BeforeValidator(check)
+
+
+class Remote(_Section):
+    ACCEPTED = ("provider", "baseUrl", "model", "apiKeyEnv", "api", "preset", "capability", "apiKeySource",
+                "maxOutputTokens", "maxAgentTurns", "reasoningEffort", "thinking", "enableThinking", "proxy",
+                "caFileEnv", "deadlineMs")
+    provider: Annotated[Literal["openai-compatible"], Expect("openai-compatible")]
+    base_url: Annotated[str, AfterValidator(lambda v: v if _URL_RE.match(v) else _raise()),
+                        Expect("an http:// or https:// URL without credentials or spaces")]
+    model: Annotated[str, AfterValidator(lambda v: v if v.strip() else _raise()), Expect("a non-empty model name")]
+    api_key_env: _env_name("OPENAI_API_KEY")
+    api: _one_of(*APIS) = "responses"
+    preset: _optional(_one_of(*PRESETS)) = None
+    api_key_source: _optional(_one_of("private-env")) = None
+    max_output_tokens: _int(1, nullable=True) = None
+    max_agent_turns: _optional(_int(1, 1024)) = None
+    deadline_ms: _optional(_int(1000, 3_600_000)) = None
+    reasoning_effort: _optional(_one_of(*EFFORTS)) = None
+    thinking: Annotated[_optional(Thinking), Expect("an object")] = None
+    enable_thinking: Annotated[_optional(bool), Expect("true or false")] = None
+    capability: Annotated[
+        Annotated[UnknownCapability | CatalogCapability, Field(discriminator="source")] | None,
+        _tagged("source", ("unknown/custom", "official-catalog"), "unknown/custom or official-catalog"),
+    ] = None
+    proxy: Annotated[
+        Annotated[PlainProxy | CustomProxy, Field(discriminator="mode")] | None,
+        _tagged("mode", ("direct", "env", "custom"), "one of direct, env, custom"),
+    ] = None
+    ca_file_env: _optional(_env_name("COMMON_MEMORY_CA_FILE")) = None
+
+    @field_validator("reasoning_effort")
+    @classmethod
+    def _effort_needs_responses(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if info.data.get("api") != "responses":
+            raise _refuse("absent unless remote.api is responses")
+        return value
+
+    @field_validator("thinking", mode="before")
+    @classmethod
+    def _thinking_needs_chat(cls, value: object, info: ValidationInfo) -> object:
+        if info.data.get("api") != "chat_completions":
+            raise _refuse("absent unless remote.api is chat_completions")
+        return value
+
+    @field_validator("enable_thinking", mode="before")
+    @classmethod
+    def _enable_needs_chat(cls, value: object, info: ValidationInfo) -> object:
+        if info.data.get("api") != "chat_completions":
+            raise _refuse("absent unless remote.api is chat_completions")
+        return value
+
+    @field_validator("enable_thinking")
+    @classmethod
+    def _enable_excludes_thinking(cls, value: bool | None, info: ValidationInfo) -> bool | None:
+        if info.data.get("thinking") is not None:
+            raise _refuse("absent when remote.thinking is set (they are exclusive)")
+        return value
+
+    @field_validator("ca_file_env")
+    @classmethod
+    def _ca_needs_proxy(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if info.data.get("proxy") is None:
+            raise _refuse("used only together with an explicit remote.proxy mode")
+        return value
+
+
+class Disclosure(_Section):
+    ACCEPTED = ("enabled", "allowedScopes", "allowedProvenance", "maxExcerptBytes", "maxCandidateBytes",
+                "maxTotalBytes")
+    enabled: Annotated[bool, Expect("true or false")]
+    allowed_scopes: _unique_list(scopes.is_scope, _SCOPES)
+    allowed_provenance: _unique_list(PROVENANCE.__contains__,
+                                     "provenance classes (" + ", ".join(PROVENANCE) + ")")
+    max_excerpt_bytes: _optional(_int(1)) = None
+    max_candidate_bytes: _optional(_int(1)) = None
+    max_total_bytes: _int(1, nullable=True) = None
+
+
+class Scheduler(_Section):
+    ACCEPTED = tuple(DEFAULT_SCHEDULER)
+    turn_threshold: _int(1)
+    byte_threshold: _int(1)
+    idle_ms: _int(1)
+    max_wait_ms: _int(1)
+    lease_ms: _int(1)
+    max_attempts: _int(1)
+
+
+class SessionCache(_Section):
+    ACCEPTED = ("maxSessionBytes", "maxTotalBytes", "contextTailTurns")
+    max_session_bytes: _optional(_int(1)) = None
+    max_total_bytes: _optional(_int(1)) = None
+    context_tail_turns: _optional(_int(0, 1024)) = None
+
+
+def _schema_version(value: object) -> object:
+    if type(value) is not int or value != SCHEMA_VERSION:
+        raise PydanticCustomError("cm_version", "unsupported")
+    return value
+
+
+def _absolute(value: str) -> str:
+    if "\x00" in value or not os.path.isabs(value):
+        raise ValueError("relative")
+    return value
+
+
+class ConfigFile(_Section):
+    ACCEPTED = ("schemaVersion", "dataRoot", "disclosure", "writableScopes", "scheduler", "remote", "sessionCache")
+    schema_version: Annotated[int, BeforeValidator(_schema_version)]
+    data_root: Annotated[str, AfterValidator(_absolute), Expect("an absolute path")]
+    remote: Annotated[_optional(Remote), Expect("an object")] = None
+    disclosure: Annotated[Disclosure, Expect("an object")]
+    writable_scopes: _unique_list(scopes.is_scope, _SCOPES)
+    scheduler: Annotated[Scheduler, Expect("an object")]
+    session_cache: Annotated[_optional(SessionCache), Expect("an object")] = None
+
+
+# ---------------------------------------------------------------- errors
+
+
+def _fail(path: str, expected: str) -> ConfigError:
+    return ConfigError(
+        "CONFIG_INVALID",
+        f"config.json field '{path}' must be {expected}; edit the file or rerun `cm config init --force`",
+    )
+
+
+def _models(annotation: Any) -> list[type[_Section]]:
+    """The sections a field's annotation can hold (several for a tagged union)."""
+    if isinstance(annotation, type) and issubclass(annotation, _Section):
+        return [annotation]
+    found: list[type[_Section]] = []
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found += _models(arg)
+    return found
+
+
+def _tag_model(candidates: list[type[_Section]], tag: object) -> type[_Section] | None:
+    for model in candidates:
+        field = model.model_fields.get("source") or model.model_fields.get("mode")
+        if field is not None and tag in getattr(field.annotation, "__args__", ()):
+            return model
+    return None
+
+
+def _locate(error: dict[str, Any], data: object) -> tuple[tuple[tuple[int, int], ...], str, str]:
+    """Where an error is (its rank, dotted path) and what the field there must be."""
+    loc, kind = tuple(error["loc"]), error["type"]
+    model: type[_Section] | None = ConfigFile
+    node = data
+    parts: list[str] = []
+    rank: list[tuple[int, int]] = []
+    expected = "an object"
+    index = 0
+    while index < len(loc) and model is not None:
+        key = loc[index]
+        index += 1
+        if not isinstance(key, str):
+            break  # an item of a list: the message names the whole list
+        aliases = {info.alias: (n, info) for n, info in enumerate(model.model_fields.values())}
+        parts.append(key)
+        if key not in aliases:  # an unknown key: absent, whatever the value
+            position = list(node).index(key) if isinstance(node, dict) and key in node else 0
+            rank.append((0, position))
+            expected = f"absent (unknown field; accepted fields: {', '.join(model.ACCEPTED)})"
+            break
+        n, info = aliases[key]
+        rank.append((1 if kind == "missing" and index == len(loc) else 2, n))
+        if kind == "missing" and index == len(loc):
+            expected = "present (it is required)"
+            break
+        expected = next((m.text for m in info.metadata if isinstance(m, Expect)), "an object")
+        node = node.get(key) if isinstance(node, dict) else None
+        candidates = _models(info.annotation)
+        if len(candidates) > 1:
+            model = _tag_model(candidates, loc[index]) if index < len(loc) else None
+            index += 1
+        else:
+            model = candidates[0] if candidates else None
+        if model is not None:
+            expected = "an object"
+    if kind == "cm_config":
+        ctx = error.get("ctx") or {}
+        expected = str(ctx.get("expected", expected))
+        if ctx.get("sub"):
+            parts.append(str(ctx["sub"]))
+    return tuple(rank), ".".join(parts), expected
+
+
+def validate(data: object) -> dict:
+    """Validate a parsed configuration strictly; return it unchanged or raise (see module contract)."""
+    parse(data)
+    assert isinstance(data, dict)
+    return data
+
+
+def parse(data: object) -> ConfigFile:
+    """The typed model of a parsed configuration, or the first error as a ``ConfigError``."""
+    try:
+        return ConfigFile.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+    located = sorted((_locate(e, data) + (e["type"],) for e in errors), key=lambda item: item[0])
+    _, path, expected, kind = located[0]
+    if kind == "cm_version":
+        raise ConfigError(
+            "UNSUPPORTED_CONFIG_VERSION",
+            f"config.json schemaVersion must be {SCHEMA_VERSION}; older layouts are not migrated, "
+            "move the file aside and run `cm config init`",
+        ) from None
+    raise _fail(path, expected) from None
