@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import os
 import stat
@@ -174,3 +175,62 @@ def test_corrupt_copies_never_overwrite_each_other(home):
         kept.append(config_mod.keep_aside(home))
     assert len(set(kept)) == 3
     assert [open(k).read() for k in kept] == ["corrupt 0", "corrupt 1", "corrupt 2"]
+
+
+def _cache(home: str) -> dict:
+    with open(os.path.join(home, config_mod.CACHE_NAME)) as handle:
+        return json.load(handle)
+
+
+def test_a_save_leaves_a_private_cache_of_exactly_what_it_wrote(home):
+    data = _valid(home, remote=_remote())
+    config_mod.save(home, data)
+    cache = _cache(home)
+    assert stat.S_IMODE(os.stat(os.path.join(home, config_mod.CACHE_NAME)).st_mode) == 0o600
+    with open(os.path.join(home, "config.json"), "rb") as handle:
+        assert cache["digest"] == hashlib.sha256(handle.read()).hexdigest()
+    assert cache["config"] == data
+
+
+def test_a_hand_edit_is_validated_again_not_read_from_the_cache(home):
+    config_mod.save(home, _valid(home))
+    path = os.path.join(home, "config.json")
+    with open(path) as handle:
+        data = json.load(handle)
+    data["scheduler"]["idleMs"] = 0
+    with open(path, "w") as handle:
+        json.dump(data, handle)
+    with pytest.raises(ConfigError) as caught:
+        config_mod.load(home)
+    assert caught.value.code == "CONFIG_INVALID" and "'scheduler.idleMs'" in caught.value.message
+    data["scheduler"]["idleMs"] = 7
+    with open(path, "w") as handle:
+        json.dump(data, handle)
+    assert config_mod.load(home).scheduler["idleMs"] == 7
+    assert _cache(home)["config"]["scheduler"]["idleMs"] == 7  # the cache follows the validated edit
+
+
+@pytest.mark.parametrize("forge", ["digest", "stamp", "garbage"])
+def test_a_cache_that_does_not_match_is_ignored(home, forge):
+    config_mod.save(home, _valid(home))
+    cache_file = os.path.join(home, config_mod.CACHE_NAME)
+    cache = _cache(home)
+    cache["config"]["dataRoot"] = "/elsewhere"
+    if forge == "digest":
+        cache["digest"] = "0" * 64
+    elif forge == "stamp":
+        cache["stamp"] = "an older cm"
+    with open(cache_file, "w") as handle:
+        handle.write("{not json" if forge == "garbage" else json.dumps(cache))
+    assert config_mod.load(home).data_root == os.path.join(home, "data")
+    assert _cache(home)["config"]["dataRoot"] == os.path.join(home, "data")  # rewritten from the real file
+
+
+def test_the_cache_of_an_unchanged_file_is_used(home):
+    config_mod.save(home, _valid(home))
+    cache_file = os.path.join(home, config_mod.CACHE_NAME)
+    cache = _cache(home)
+    cache["config"]["scheduler"]["turnThreshold"] = 99  # visible only if the cache is what load returns
+    with open(cache_file, "w") as handle:
+        json.dump(cache, handle)
+    assert config_mod.load(home).scheduler["turnThreshold"] == 99
