@@ -132,6 +132,12 @@ class Disclosure:
         self.max_candidate_bytes: int | None = section.get("maxCandidateBytes")
         self.max_total_bytes: int | None = section.get("maxTotalBytes")
 
+    @property
+    def source_cap(self) -> int | None:
+        """The explicit per-source byte cap the Writer enforces (smallest configured cap), or ``None``."""
+        caps = (self.max_excerpt_bytes, self.max_candidate_bytes, self.max_total_bytes)
+        return min((c for c in caps if c), default=None)
+
 
 class Config:
     """A validated configuration plus where it came from; typed attributes over ``data``.

@@ -41,12 +41,6 @@ SOURCE_FRAMING = 32  # the Writer counts this much JSON framing with every sourc
 POLL_MS = 2000
 
 
-def source_cap(disclosure: dict) -> int | None:
-    """The explicit per-source byte cap the Writer enforces (smallest configured cap), or ``None``."""
-    caps = [disclosure.get(k) for k in ("maxExcerptBytes", "maxCandidateBytes", "maxTotalBytes")]
-    return min((c for c in caps if c), default=None)
-
-
 class ToolFailure(CmError):
     """A tool call refused with a stable code; nothing was admitted."""
 
@@ -143,23 +137,23 @@ class Binding:
 
     def _compute(self, cfg: config_mod.Config, registry: list[projects.Project]) -> Access:
         allowed = cfg.allowed_scopes
-        disclosure = cfg.data["disclosure"]
+        disclosure = cfg.disclosure
         contexts = ["global"] if self.launch.allow_global and "global" in allowed else []
         current = {p.scope: p.path for p in registry}
         for scope, path in self.bound.items():
             if scope in allowed and current.get(scope) == path and scope not in contexts:
                 contexts.append(scope)
         caps = self.launch.capabilities
-        provenance = disclosure["allowedProvenance"]
-        discloses = bool(disclosure["enabled"])
-        cap = source_cap(disclosure)
+        provenance = disclosure.allowed_provenance
+        discloses = disclosure.enabled
+        cap = disclosure.source_cap
         return Access(
             caps, contexts,
             submission_enabled=("relay" in caps and self.launch.accept_user_turns and discloses
                                 and "user_explicit" in provenance and bool(contexts)),
             init_enabled="init" in caps and discloses and "agent_observation" in provenance and bool(contexts),
             read_enabled="read" in caps and bool(contexts),
-            max_input_bytes=disclosure.get("maxTotalBytes"),
+            max_input_bytes=disclosure.max_total_bytes,
             max_source_bytes=None if cap is None else max(0, cap - SOURCE_FRAMING),
         )
 
