@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Annotated, Any, ClassVar, Literal
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -67,46 +68,74 @@ def _not_null(value: object) -> object:
     return value
 
 
-def _int(lo: int, hi: int = MAX_SAFE_INT, nullable: bool = False) -> Any:
-    expect = Expect(f"an integer from {lo} to {hi}" + (" or null" if nullable else ""))
-    if nullable:
-        return Annotated[Annotated[int, Field(ge=lo, le=hi)] | None, expect]
-    return Annotated[int, Field(ge=lo, le=hi), expect]
+def _range(lo: int, hi: int = MAX_SAFE_INT, nullable: bool = False) -> Expect:
+    return Expect(f"an integer from {lo} to {hi}" + (" or null" if nullable else ""))
 
 
-def _optional(kind: Any) -> Any:
-    # The member's Expect is lifted to the field, where the error mapping looks for it.
-    expects = [m for m in getattr(kind, "__metadata__", ()) if isinstance(m, Expect)]
-    return Annotated[(kind | None, BeforeValidator(_not_null), *expects)]
+def _one_of(accepted: tuple[str, ...]) -> Expect:
+    return Expect("one of " + ", ".join(accepted))
 
 
-def _env_name(example: str) -> Any:
+def _matching(pattern: re.Pattern[str]) -> AfterValidator:
     def check(value: str) -> str:
-        if not ENV_NAME_RE.match(value):
-            raise ValueError("name")
+        if not pattern.match(value):
+            raise ValueError("pattern")
         return value
-    return Annotated[str, AfterValidator(check), Expect(f"an environment-variable name such as {example}")]
+    return AfterValidator(check)
 
 
-def _one_of(*accepted: str) -> Any:
-    return Annotated[Literal[accepted], Expect("one of " + ", ".join(accepted))]  # type: ignore[valid-type]
+def _non_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("blank")
+    return value
 
 
-def _unique_list(item_ok: Any, what: str) -> Any:
+def _unique(what: str) -> AfterValidator:
     def check(items: list[str]) -> list[str]:
         if len(set(items)) != len(items):
             raise _refuse(f"a list of {what} without duplicates")
         return items
+    return AfterValidator(check)
 
-    def item(value: str) -> str:
-        if not item_ok(value):
+
+def _each(ok: Callable[[str], bool]) -> AfterValidator:
+    def check(value: str) -> str:
+        if not ok(value):
             raise ValueError("item")
         return value
-    return Annotated[list[Annotated[str, AfterValidator(item)]], Field(min_length=1), AfterValidator(check),
-                     Expect(f"a non-empty list of {what}")]
+    return AfterValidator(check)
 
 
+def _tagged(key: str, accepted: tuple[str, ...], sub_message: str) -> BeforeValidator:
+    def check(value: object) -> object:
+        if not isinstance(value, dict) or value.get(key) not in accepted:
+            raise _refuse(sub_message, key)
+        return value
+    return BeforeValidator(check)
+
+
+_NOT_NULL = BeforeValidator(_not_null)
 _SCOPES = "scopes (global or project:<id>)"
+_PROVENANCES = "provenance classes (" + ", ".join(PROVENANCE) + ")"
+
+Api = Literal["responses", "chat_completions"]
+Preset = Literal["deepseek", "qwen", "openai", "zhipu", "opencode-go", "kimi", "custom"]
+Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
+Provenance = Literal["user_explicit", "agent_observation", "document_import", "conversation_context"]
+if (get_args(Api), get_args(Preset), get_args(Effort), get_args(Provenance)) != (APIS, PRESETS, EFFORTS, PROVENANCE):
+    raise ImportError("configmodel's enums differ from configdefs")  # one list of accepted values, two spellings
+
+Count = Annotated[int, Field(ge=1, le=MAX_SAFE_INT), _range(1)]
+OptionalCount = Annotated[Annotated[int, Field(ge=1, le=MAX_SAFE_INT)] | None, _NOT_NULL, _range(1)]
+NullableCount = Annotated[Annotated[int, Field(ge=1, le=MAX_SAFE_INT)] | None, _range(1, nullable=True)]
+ScopeList = Annotated[list[Annotated[str, _each(scopes.is_scope)]], Field(min_length=1), _unique(_SCOPES),
+                      Expect(f"a non-empty list of {_SCOPES}")]
+ProvenanceList = Annotated[list[Annotated[str, _each(PROVENANCE.__contains__)]], Field(min_length=1),
+                           _unique(_PROVENANCES), Expect(f"a non-empty list of {_PROVENANCES}")]
+
+
+def _env(example: str) -> Expect:
+    return Expect(f"an environment-variable name such as {example}")
 
 
 class _Section(BaseModel):
@@ -118,7 +147,7 @@ class _Section(BaseModel):
 
 class Thinking(_Section):
     ACCEPTED = ("type",)
-    type: _one_of("enabled", "disabled")
+    type: Annotated[Literal["enabled", "disabled"], _one_of(("enabled", "disabled"))]
 
 
 class UnknownCapability(_Section):
@@ -138,10 +167,9 @@ class CatalogCapability(_Section):
     ACCEPTED = ("source", "version", "digest", "contextWindow", "maxOutput")
     source: Literal["official-catalog"]
     version: Annotated[str, Field(min_length=1), Expect("a non-empty catalog version")]
-    digest: Annotated[str, AfterValidator(lambda v: v if _DIGEST_RE.match(v) else _raise()),
-                      Expect("64 lowercase hex digits")]
-    context_window: _int(1)
-    max_output: _int(1)
+    digest: Annotated[str, _matching(_DIGEST_RE), Expect("64 lowercase hex digits")]
+    context_window: Count
+    max_output: Count
 
 
 class PlainProxy(_Section):
@@ -152,20 +180,12 @@ class PlainProxy(_Section):
 class CustomProxy(_Section):
     ACCEPTED = ("mode", "urlEnv", "noProxy")
     mode: Literal["custom"]
-    url_env: _env_name("COMMON_MEMORY_PROXY_URL")
-    no_proxy: Annotated[_optional(str), Expect("a string of comma-separated bypass rules")] = None
+    url_env: Annotated[str, _matching(ENV_NAME_RE), _env("COMMON_MEMORY_PROXY_URL")]
+    no_proxy: Annotated[str | None, _NOT_NULL, Expect("a string of comma-separated bypass rules")] = None
 
 
-def _raise() -> str:
-    raise ValueError("invalid")
-
-
-def _tagged(key: str, accepted: tuple[str, ...], sub_message: str) -> BeforeValidator:
-    def check(value: object) -> object:
-        if not isinstance(value, dict) or value.get(key) not in accepted:
-            raise _refuse(sub_message, key)
-        return value
-    return BeforeValidator(check)
+Capability = Annotated[UnknownCapability | CatalogCapability, Field(discriminator="source")]
+Proxy = Annotated[PlainProxy | CustomProxy, Field(discriminator="mode")]
 
 
 class Remote(_Section):
@@ -173,28 +193,23 @@ class Remote(_Section):
                 "maxOutputTokens", "maxAgentTurns", "reasoningEffort", "thinking", "enableThinking", "proxy",
                 "caFileEnv", "deadlineMs")
     provider: Annotated[Literal["openai-compatible"], Expect("openai-compatible")]
-    base_url: Annotated[str, AfterValidator(lambda v: v if _URL_RE.match(v) else _raise()),
-                        Expect("an http:// or https:// URL without credentials or spaces")]
-    model: Annotated[str, AfterValidator(lambda v: v if v.strip() else _raise()), Expect("a non-empty model name")]
-    api_key_env: _env_name("OPENAI_API_KEY")
-    api: _one_of(*APIS) = "responses"
-    preset: _optional(_one_of(*PRESETS)) = None
-    api_key_source: _optional(_one_of("private-env")) = None
-    max_output_tokens: _int(1, nullable=True) = None
-    max_agent_turns: _optional(_int(1, 1024)) = None
-    deadline_ms: _optional(_int(1000, 3_600_000)) = None
-    reasoning_effort: _optional(_one_of(*EFFORTS)) = None
-    thinking: Annotated[_optional(Thinking), Expect("an object")] = None
-    enable_thinking: Annotated[_optional(bool), Expect("true or false")] = None
-    capability: Annotated[
-        Annotated[UnknownCapability | CatalogCapability, Field(discriminator="source")] | None,
-        _tagged("source", ("unknown/custom", "official-catalog"), "unknown/custom or official-catalog"),
-    ] = None
-    proxy: Annotated[
-        Annotated[PlainProxy | CustomProxy, Field(discriminator="mode")] | None,
-        _tagged("mode", ("direct", "env", "custom"), "one of direct, env, custom"),
-    ] = None
-    ca_file_env: _optional(_env_name("COMMON_MEMORY_CA_FILE")) = None
+    base_url: Annotated[str, _matching(_URL_RE), Expect("an http:// or https:// URL without credentials or spaces")]
+    model: Annotated[str, AfterValidator(_non_blank), Expect("a non-empty model name")]
+    api_key_env: Annotated[str, _matching(ENV_NAME_RE), _env("OPENAI_API_KEY")]
+    api: Annotated[Api, _one_of(APIS)] = "responses"
+    preset: Annotated[Preset | None, _NOT_NULL, _one_of(PRESETS)] = None
+    api_key_source: Annotated[Literal["private-env"] | None, _NOT_NULL, _one_of(("private-env",))] = None
+    max_output_tokens: NullableCount = None
+    max_agent_turns: Annotated[Annotated[int, Field(ge=1, le=1024)] | None, _NOT_NULL, _range(1, 1024)] = None
+    deadline_ms: Annotated[Annotated[int, Field(ge=1000, le=3600000)] | None, _NOT_NULL,
+                           _range(1000, 3_600_000)] = None
+    reasoning_effort: Annotated[Effort | None, _NOT_NULL, _one_of(EFFORTS)] = None
+    thinking: Annotated[Thinking | None, _NOT_NULL, Expect("an object")] = None
+    enable_thinking: Annotated[bool | None, _NOT_NULL, Expect("true or false")] = None
+    capability: Annotated[Capability | None, _tagged("source", ("unknown/custom", "official-catalog"),
+                                                        "unknown/custom or official-catalog")] = None
+    proxy: Annotated[Proxy | None, _tagged("mode", ("direct", "env", "custom"), "one of direct, env, custom")] = None
+    ca_file_env: Annotated[str | None, _NOT_NULL, _matching(ENV_NAME_RE), _env("COMMON_MEMORY_CA_FILE")] = None
 
     @field_validator("reasoning_effort")
     @classmethod
@@ -236,29 +251,28 @@ class Disclosure(_Section):
     ACCEPTED = ("enabled", "allowedScopes", "allowedProvenance", "maxExcerptBytes", "maxCandidateBytes",
                 "maxTotalBytes")
     enabled: Annotated[bool, Expect("true or false")]
-    allowed_scopes: _unique_list(scopes.is_scope, _SCOPES)
-    allowed_provenance: _unique_list(PROVENANCE.__contains__,
-                                     "provenance classes (" + ", ".join(PROVENANCE) + ")")
-    max_excerpt_bytes: _optional(_int(1)) = None
-    max_candidate_bytes: _optional(_int(1)) = None
-    max_total_bytes: _int(1, nullable=True) = None
+    allowed_scopes: ScopeList
+    allowed_provenance: ProvenanceList
+    max_excerpt_bytes: OptionalCount = None
+    max_candidate_bytes: OptionalCount = None
+    max_total_bytes: NullableCount = None
 
 
 class Scheduler(_Section):
     ACCEPTED = tuple(DEFAULT_SCHEDULER)
-    turn_threshold: _int(1)
-    byte_threshold: _int(1)
-    idle_ms: _int(1)
-    max_wait_ms: _int(1)
-    lease_ms: _int(1)
-    max_attempts: _int(1)
+    turn_threshold: Count
+    byte_threshold: Count
+    idle_ms: Count
+    max_wait_ms: Count
+    lease_ms: Count
+    max_attempts: Count
 
 
 class SessionCache(_Section):
     ACCEPTED = ("maxSessionBytes", "maxTotalBytes", "contextTailTurns")
-    max_session_bytes: _optional(_int(1)) = None
-    max_total_bytes: _optional(_int(1)) = None
-    context_tail_turns: _optional(_int(0, 1024)) = None
+    max_session_bytes: OptionalCount = None
+    max_total_bytes: OptionalCount = None
+    context_tail_turns: Annotated[Annotated[int, Field(ge=0, le=1024)] | None, _NOT_NULL, _range(0, 1024)] = None
 
 
 def _schema_version(value: object) -> object:
@@ -277,11 +291,11 @@ class ConfigFile(_Section):
     ACCEPTED = ("schemaVersion", "dataRoot", "disclosure", "writableScopes", "scheduler", "remote", "sessionCache")
     schema_version: Annotated[int, BeforeValidator(_schema_version)]
     data_root: Annotated[str, AfterValidator(_absolute), Expect("an absolute path")]
-    remote: Annotated[_optional(Remote), Expect("an object")] = None
+    remote: Annotated[Remote | None, _NOT_NULL, Expect("an object")] = None
     disclosure: Annotated[Disclosure, Expect("an object")]
-    writable_scopes: _unique_list(scopes.is_scope, _SCOPES)
+    writable_scopes: ScopeList
     scheduler: Annotated[Scheduler, Expect("an object")]
-    session_cache: Annotated[_optional(SessionCache), Expect("an object")] = None
+    session_cache: Annotated[SessionCache | None, _NOT_NULL, Expect("an object")] = None
 
 
 # ---------------------------------------------------------------- errors
@@ -312,7 +326,7 @@ def _tag_model(candidates: list[type[_Section]], tag: object) -> type[_Section] 
     return None
 
 
-def _locate(error: dict[str, Any], data: object) -> tuple[tuple[tuple[int, int], ...], str, str]:
+def _locate(error: Mapping[str, Any], data: object) -> tuple[tuple[tuple[int, int], ...], str, str]:
     """Where an error is (its rank, dotted path) and what the field there must be."""
     loc, kind = tuple(error["loc"]), error["type"]
     model: type[_Section] | None = ConfigFile
