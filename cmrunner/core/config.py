@@ -15,8 +15,8 @@ Contract:
 The pre-validated cache (why hooks never import pydantic): every successful full validation (a
 ``load`` that had to validate, or a ``save``) writes ``<home>/.config.validated.json`` (0600,
 atomic) holding the sha256 of the exact ``config.json`` bytes it validated, a stamp of the
-validator's installed source (``VALIDATOR_FILES``: size and mtime, so an upgrade or reinstall
-invalidates it) and the parsed configuration. ``load`` reads ``config.json``, hashes it with the
+installed validator (size and mtime of ``configmodel.py``: installing cm writes it anew, so an
+upgrade or reinstall invalidates every cache) and the parsed configuration. ``load`` reads ``config.json``, hashes it with the
 builtin sha256 (``cmrunner.core.sha``) and, when digest and stamp both match, uses the cached data
 without validating again; otherwise (a hand edit, no cache, a corrupt or foreign cache) it runs the
 full validation once and rewrites the cache. The cache is never trusted without that match, and a
@@ -43,6 +43,7 @@ from cmrunner.core.configdefs import (
 )
 from cmrunner.core.errors import CmError, ConfigError
 from cmrunner.core.home import config_path, default_data_root
+from cmrunner.core.sha import sha256
 
 __all__ = ["APIS", "CACHE_NAME", "CONFIG_LIMIT", "DEFAULT_SCHEDULER", "DEFAULT_SESSION_CACHE", "EFFORTS",
            "MAX_SAFE_INT", "PRESETS", "PROVENANCE", "SCHEMA_VERSION", "UNREADABLE_CODES", "Config", "Disclosure",
@@ -52,8 +53,6 @@ CONFIG_LIMIT = 1 << 20
 UNREADABLE_CODES = frozenset({"CONFIG_INVALID", "UNSUPPORTED_CONFIG_VERSION"})
 CACHE_NAME = ".config.validated.json"
 CACHE_FORMAT = 1
-# The sources whose change can change what validates (stat only, never imported here).
-VALIDATOR_FILES = ("configmodel.py", "configdefs.py", "scopes.py")
 
 
 def validate(config: object) -> dict:
@@ -68,21 +67,15 @@ def cache_path(home: str) -> str:
 
 
 def _stamp() -> str:
-    here = os.path.dirname(os.path.abspath(__file__))
-    parts = [str(CACHE_FORMAT)]
-    for name in VALIDATOR_FILES:
-        try:
-            st = os.stat(os.path.join(here, name))
-        except OSError:
-            parts.append("-")
-        else:
-            parts.append(f"{st.st_size}:{st.st_mtime_ns}")
-    return " ".join(parts)
+    # One stat, not an import: the validator module is stamped, never loaded, on the hook path.
+    try:
+        st = os.stat(os.path.join(os.path.dirname(__file__), "configmodel.py"))
+    except OSError:
+        return f"{CACHE_FORMAT} -"
+    return f"{CACHE_FORMAT} {st.st_size}:{st.st_mtime_ns}"
 
 
 def _digest(raw: bytes) -> str:
-    from cmrunner.core.sha import sha256
-
     return sha256(raw).hexdigest()
 
 
