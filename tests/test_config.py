@@ -234,3 +234,60 @@ def test_the_cache_of_an_unchanged_file_is_used(home):
     with open(cache_file, "w") as handle:
         json.dump(cache, handle)
     assert config_mod.load(home).scheduler["turnThreshold"] == 99
+
+
+FIRST_ERROR = [
+    # several problems at once: unknown keys first, then missing ones, then fields in order
+    (lambda d: (d.update(extra=1), d.pop("scheduler")), "extra",
+     "absent (unknown field; accepted fields: schemaVersion, dataRoot, disclosure, writableScopes, scheduler, "
+     "remote, sessionCache)"),
+    (lambda d: (d.pop("scheduler"), d.update(dataRoot="rel")), "scheduler", "present (it is required)"),
+    (lambda d: (d.update(dataRoot="rel"), d["disclosure"].update(enabled=1)), "dataRoot", "an absolute path"),
+    (lambda d: d.update(remote=_remote(model="", bogus=1)), "remote.bogus",
+     "absent (unknown field; accepted fields: provider, baseUrl, model, apiKeyEnv, api, preset, capability, "
+     "apiKeySource, maxOutputTokens, maxAgentTurns, reasoningEffort, thinking, enableThinking, proxy, caFileEnv, "
+     "deadlineMs)"),
+    (lambda d: (d.update(remote=_remote(model="")), d["disclosure"].update(enabled=1)), "remote.model",
+     "a non-empty model name"),
+    (lambda d: d.update(writableScopes=["global", "global", 5]), "writableScopes",
+     "a list of scopes (global or project:<id>) without duplicates"),
+    (lambda d: d.update(writableScopes=["global", 5, "global"]), "writableScopes",
+     "a non-empty list of scopes (global or project:<id>)"),
+    # whole-string match (cmrunner.core.scopes): the old $-anchored pattern let a trailing newline through
+    (lambda d: d.update(writableScopes=["global\n"]), "writableScopes",
+     "a non-empty list of scopes (global or project:<id>)"),
+    (lambda d: d.update(remote=_remote(api="chat_completions", reasoningEffort="low", thinking={"type": "x"})),
+     "remote.reasoningEffort", "absent unless remote.api is responses"),
+    (lambda d: d.update(remote=_remote(capability={"source": "official-catalog"})), "remote.capability.version",
+     "present (it is required)"),
+    (lambda d: d.update(remote=_remote(capability=None)), "remote.capability.source",
+     "unknown/custom or official-catalog"),
+    (lambda d: d.update(remote=_remote(capability={"source": "unknown/custom", "contextWindow": 1, "maxOutput": None})),
+     "remote.capability", "{source: unknown/custom, contextWindow: null, maxOutput: null}"),
+    (lambda d: d.update(remote=_remote(proxy={"mode": "env", "urlEnv": "X"})), "remote.proxy.urlEnv",
+     "absent (unknown field; accepted fields: mode)"),
+    (lambda d: d.update(sessionCache=None), "sessionCache", "an object"),
+    (lambda d: d.update(remote=_remote(maxAgentTurns=None)), "remote.maxAgentTurns", "an integer from 1 to 1024"),
+    (lambda d: d["disclosure"].update(maxTotalBytes=1.0), "disclosure.maxTotalBytes",
+     "an integer from 1 to 9007199254740991 or null"),
+]
+
+
+@pytest.mark.parametrize(("mutate", "field", "expected"), FIRST_ERROR)
+def test_the_first_problem_is_reported_word_for_word(home, mutate, field, expected):
+    data = config_mod.default_config(home)
+    mutate(data)
+    with pytest.raises(ConfigError) as caught:
+        config_mod.validate(data)
+    assert caught.value.code == "CONFIG_INVALID"
+    assert caught.value.message == (f"config.json field '{field}' must be {expected}; edit the file or rerun "
+                                    "`cm config init --force`")
+
+
+@pytest.mark.parametrize("version", [1, 2.0, True, "2", None])
+def test_only_the_integer_2_is_a_supported_version(home, version):
+    with pytest.raises(ConfigError) as caught:
+        config_mod.validate(_valid(home, schemaVersion=version))
+    assert caught.value.code == "UNSUPPORTED_CONFIG_VERSION"
+    assert caught.value.message == ("config.json schemaVersion must be 2; older layouts are not migrated, move the "
+                                    "file aside and run `cm config init`")

@@ -16,11 +16,12 @@ The pre-validated cache (why hooks never import pydantic): every successful full
 ``load`` that had to validate, or a ``save``) writes ``<home>/.config.validated.json`` (0600,
 atomic) holding the sha256 of the exact ``config.json`` bytes it validated, a stamp of the
 installed validator (size and mtime of ``configmodel.py``: installing cm writes it anew, so an
-upgrade or reinstall invalidates every cache) and the parsed configuration. ``load`` reads ``config.json``, hashes it with the
-builtin sha256 (``cmrunner.core.sha``) and, when digest and stamp both match, uses the cached data
-without validating again; otherwise (a hand edit, no cache, a corrupt or foreign cache) it runs the
-full validation once and rewrites the cache. The cache is never trusted without that match, and a
-cache that cannot be written only costs the next load a validation.
+upgrade or reinstall invalidates every cache) and the parsed configuration. ``load`` reads
+``config.json``, hashes it with the builtin sha256 (``cmrunner.core.sha``) and, when digest and
+stamp both match, uses the cached data without validating again; otherwise (a hand edit, no
+cache, a corrupt or foreign cache) it runs the full validation once and rewrites the cache. The
+cache is never trusted without that match, and a cache that cannot be written only costs the
+next load a validation. Uninstall removes it with ``config.json``.
 Stdlib only at import time: hooks read the configuration to find the data root and the disclosure
 rules; pydantic is imported only when a full validation is needed.
 """

@@ -11,7 +11,8 @@ Contract:
   file's order), then missing required keys, then each field in declaration order (a nested
   section is checked completely before the next field). Cross-field rules (``reasoningEffort``
   only with ``api: responses``, …) are checked on the field they forbid, after the fields they
-  depend on, so they too name that field.
+  depend on, so they too name that field. A list is scanned in order: its first malformed or
+  repeated item decides the message.
 - ``validate`` returns its input unchanged: the file keeps its keys, order and values.
 Never on the hook path (pydantic costs tens of milliseconds to import): hooks read the
 pre-validated cache ``cmrunner.core.config`` keeps, and come here only when it is stale.
@@ -90,20 +91,21 @@ def _non_blank(value: str) -> str:
     return value
 
 
-def _unique(what: str) -> AfterValidator:
-    def check(items: list[str]) -> list[str]:
-        if len(set(items)) != len(items):
-            raise _refuse(f"a list of {what} without duplicates")
-        return items
-    return AfterValidator(check)
-
-
-def _each(ok: Callable[[str], bool]) -> AfterValidator:
-    def check(value: str) -> str:
-        if not ok(value):
-            raise ValueError("item")
+def _distinct_items(ok: Callable[[object], bool], what: str) -> BeforeValidator:
+    # One ordered pass, so the first bad item decides: a duplicate before a malformed item is
+    # reported as the duplicate, as a reader scanning the list would find it.
+    def check(value: object) -> object:
+        if not isinstance(value, list) or not value:
+            raise ValueError("empty")
+        seen: set[object] = set()
+        for item in value:
+            if not isinstance(item, str) or not ok(item):
+                raise ValueError("item")
+            if item in seen:
+                raise _refuse(f"a list of {what} without duplicates")
+            seen.add(item)
         return value
-    return AfterValidator(check)
+    return BeforeValidator(check)
 
 
 def _tagged(key: str, accepted: tuple[str, ...], sub_message: str) -> BeforeValidator:
@@ -128,10 +130,9 @@ if (get_args(Api), get_args(Preset), get_args(Effort), get_args(Provenance)) != 
 Count = Annotated[int, Field(ge=1, le=MAX_SAFE_INT), _range(1)]
 OptionalCount = Annotated[Annotated[int, Field(ge=1, le=MAX_SAFE_INT)] | None, _NOT_NULL, _range(1)]
 NullableCount = Annotated[Annotated[int, Field(ge=1, le=MAX_SAFE_INT)] | None, _range(1, nullable=True)]
-ScopeList = Annotated[list[Annotated[str, _each(scopes.is_scope)]], Field(min_length=1), _unique(_SCOPES),
-                      Expect(f"a non-empty list of {_SCOPES}")]
-ProvenanceList = Annotated[list[Annotated[str, _each(PROVENANCE.__contains__)]], Field(min_length=1),
-                           _unique(_PROVENANCES), Expect(f"a non-empty list of {_PROVENANCES}")]
+ScopeList = Annotated[list[str], _distinct_items(scopes.is_scope, _SCOPES), Expect(f"a non-empty list of {_SCOPES}")]
+ProvenanceList = Annotated[list[str], _distinct_items(PROVENANCE.__contains__, _PROVENANCES),
+                           Expect(f"a non-empty list of {_PROVENANCES}")]
 
 
 def _env(example: str) -> Expect:
