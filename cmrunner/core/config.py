@@ -32,23 +32,18 @@ import json
 import os
 
 from cmrunner.core import fsutil
+
+# APIS and PRESETS are re-exported: the CLI's choices name them through this module.
 from cmrunner.core.configdefs import (
-    APIS,
+    APIS as APIS,
     DEFAULT_SCHEDULER,
     DEFAULT_SESSION_CACHE,
-    EFFORTS,
-    MAX_SAFE_INT,
-    PRESETS,
-    PROVENANCE,
+    PRESETS as PRESETS,
     SCHEMA_VERSION,
 )
 from cmrunner.core.errors import CmError, ConfigError
 from cmrunner.core.home import config_path, default_data_root
 from cmrunner.core.sha import sha256
-
-__all__ = ["APIS", "CACHE_NAME", "CONFIG_LIMIT", "DEFAULT_SCHEDULER", "DEFAULT_SESSION_CACHE", "EFFORTS",
-           "MAX_SAFE_INT", "PRESETS", "PROVENANCE", "SCHEMA_VERSION", "UNREADABLE_CODES", "Config", "Disclosure",
-           "cache_path", "default_config", "keep_aside", "load", "save", "validate"]
 
 CONFIG_LIMIT = 1 << 20
 UNREADABLE_CODES = frozenset({"CONFIG_INVALID", "UNSUPPORTED_CONFIG_VERSION"})
@@ -85,8 +80,8 @@ def _cached(home: str, raw: bytes) -> dict | None:
     try:
         body = fsutil.read_regular_file(cache_path(home), CONFIG_LIMIT + 4096, "configuration cache")
         cache = json.loads(body) if body is not None else None
-    except (CmError, ValueError):
-        return None
+    except (CmError, ValueError, RecursionError):
+        return None  # unreadable, not JSON, or absurdly nested: validate instead
     if (not isinstance(cache, dict) or cache.get("digest") != _digest(raw) or cache.get("stamp") != _stamp()
             or not isinstance(cache.get("config"), dict)):
         return None

@@ -135,10 +135,6 @@ ProvenanceList = Annotated[list[str], _distinct_items(PROVENANCE.__contains__, _
                            Expect(f"a non-empty list of {_PROVENANCES}")]
 
 
-def _env(example: str) -> Expect:
-    return Expect(f"an environment-variable name such as {example}")
-
-
 class _Section(BaseModel):
     """A strict section: camelCase keys, no extras, no coercion. ``ACCEPTED`` orders the message."""
 
@@ -181,7 +177,7 @@ class PlainProxy(_Section):
 class CustomProxy(_Section):
     ACCEPTED = ("mode", "urlEnv", "noProxy")
     mode: Literal["custom"]
-    url_env: Annotated[str, _matching(ENV_NAME_RE), _env("COMMON_MEMORY_PROXY_URL")]
+    url_env: Annotated[str, _matching(ENV_NAME_RE), Expect("an environment-variable name such as COMMON_MEMORY_PROXY_URL")]
     no_proxy: Annotated[str | None, _NOT_NULL, Expect("a string of comma-separated bypass rules")] = None
 
 
@@ -196,7 +192,7 @@ class Remote(_Section):
     provider: Annotated[Literal["openai-compatible"], Expect("openai-compatible")]
     base_url: Annotated[str, _matching(_URL_RE), Expect("an http:// or https:// URL without credentials or spaces")]
     model: Annotated[str, AfterValidator(_non_blank), Expect("a non-empty model name")]
-    api_key_env: Annotated[str, _matching(ENV_NAME_RE), _env("OPENAI_API_KEY")]
+    api_key_env: Annotated[str, _matching(ENV_NAME_RE), Expect("an environment-variable name such as OPENAI_API_KEY")]
     api: Annotated[Api, _one_of(APIS)] = "responses"
     preset: Annotated[Preset | None, _NOT_NULL, _one_of(PRESETS)] = None
     api_key_source: Annotated[Literal["private-env"] | None, _NOT_NULL, _one_of(("private-env",))] = None
@@ -210,7 +206,7 @@ class Remote(_Section):
     capability: Annotated[Capability | None, _tagged("source", ("unknown/custom", "official-catalog"),
                                                         "unknown/custom or official-catalog")] = None
     proxy: Annotated[Proxy | None, _tagged("mode", ("direct", "env", "custom"), "one of direct, env, custom")] = None
-    ca_file_env: Annotated[str | None, _NOT_NULL, _matching(ENV_NAME_RE), _env("COMMON_MEMORY_CA_FILE")] = None
+    ca_file_env: Annotated[str | None, _NOT_NULL, _matching(ENV_NAME_RE), Expect("an environment-variable name such as COMMON_MEMORY_CA_FILE")] = None
 
     @field_validator("reasoning_effort")
     @classmethod
