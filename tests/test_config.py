@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import os
 import stat
@@ -174,3 +175,119 @@ def test_corrupt_copies_never_overwrite_each_other(home):
         kept.append(config_mod.keep_aside(home))
     assert len(set(kept)) == 3
     assert [open(k).read() for k in kept] == ["corrupt 0", "corrupt 1", "corrupt 2"]
+
+
+def _cache(home: str) -> dict:
+    with open(os.path.join(home, config_mod.CACHE_NAME)) as handle:
+        return json.load(handle)
+
+
+def test_a_save_leaves_a_private_cache_of_exactly_what_it_wrote(home):
+    data = _valid(home, remote=_remote())
+    config_mod.save(home, data)
+    cache = _cache(home)
+    assert stat.S_IMODE(os.stat(os.path.join(home, config_mod.CACHE_NAME)).st_mode) == 0o600
+    with open(os.path.join(home, "config.json"), "rb") as handle:
+        assert cache["digest"] == hashlib.sha256(handle.read()).hexdigest()
+    assert cache["config"] == data
+
+
+def test_a_hand_edit_is_validated_again_not_read_from_the_cache(home):
+    config_mod.save(home, _valid(home))
+    path = os.path.join(home, "config.json")
+    with open(path) as handle:
+        data = json.load(handle)
+    data["scheduler"]["idleMs"] = 0
+    with open(path, "w") as handle:
+        json.dump(data, handle)
+    with pytest.raises(ConfigError) as caught:
+        config_mod.load(home)
+    assert caught.value.code == "CONFIG_INVALID" and "'scheduler.idleMs'" in caught.value.message
+    data["scheduler"]["idleMs"] = 7
+    with open(path, "w") as handle:
+        json.dump(data, handle)
+    assert config_mod.load(home).scheduler["idleMs"] == 7
+    assert _cache(home)["config"]["scheduler"]["idleMs"] == 7  # the cache follows the validated edit
+
+
+@pytest.mark.parametrize("forge", ["digest", "stamp", "garbage"])
+def test_a_cache_that_does_not_match_is_ignored(home, forge):
+    config_mod.save(home, _valid(home))
+    cache_file = os.path.join(home, config_mod.CACHE_NAME)
+    cache = _cache(home)
+    cache["config"]["dataRoot"] = "/elsewhere"
+    if forge == "digest":
+        cache["digest"] = "0" * 64
+    elif forge == "stamp":
+        cache["stamp"] = "an older cm"
+    with open(cache_file, "w") as handle:
+        handle.write("{not json" if forge == "garbage" else json.dumps(cache))
+    assert config_mod.load(home).data_root == os.path.join(home, "data")
+    assert _cache(home)["config"]["dataRoot"] == os.path.join(home, "data")  # rewritten from the real file
+
+
+def test_the_cache_of_an_unchanged_file_is_used(home):
+    config_mod.save(home, _valid(home))
+    cache_file = os.path.join(home, config_mod.CACHE_NAME)
+    cache = _cache(home)
+    cache["config"]["scheduler"]["turnThreshold"] = 99  # visible only if the cache is what load returns
+    with open(cache_file, "w") as handle:
+        json.dump(cache, handle)
+    assert config_mod.load(home).scheduler["turnThreshold"] == 99
+
+
+FIRST_ERROR = [
+    # several problems at once: unknown keys first, then missing ones, then fields in order
+    (lambda d: (d.update(extra=1), d.pop("scheduler")), "extra",
+     "absent (unknown field; accepted fields: schemaVersion, dataRoot, disclosure, writableScopes, scheduler, "
+     "remote, sessionCache)"),
+    (lambda d: (d.pop("scheduler"), d.update(dataRoot="rel")), "scheduler", "present (it is required)"),
+    (lambda d: (d.update(dataRoot="rel"), d["disclosure"].update(enabled=1)), "dataRoot", "an absolute path"),
+    (lambda d: d.update(remote=_remote(model="", bogus=1)), "remote.bogus",
+     "absent (unknown field; accepted fields: provider, baseUrl, model, apiKeyEnv, api, preset, capability, "
+     "apiKeySource, maxOutputTokens, maxAgentTurns, reasoningEffort, thinking, enableThinking, proxy, caFileEnv, "
+     "deadlineMs)"),
+    (lambda d: (d.update(remote=_remote(model="")), d["disclosure"].update(enabled=1)), "remote.model",
+     "a non-empty model name"),
+    (lambda d: d.update(writableScopes=["global", "global", 5]), "writableScopes",
+     "a list of scopes (global or project:<id>) without duplicates"),
+    (lambda d: d.update(writableScopes=["global", 5, "global"]), "writableScopes",
+     "a non-empty list of scopes (global or project:<id>)"),
+    # whole-string match (cmrunner.core.scopes): the old $-anchored pattern let a trailing newline through
+    (lambda d: d.update(writableScopes=["global\n"]), "writableScopes",
+     "a non-empty list of scopes (global or project:<id>)"),
+    (lambda d: d.update(remote=_remote(api="chat_completions", reasoningEffort="low", thinking={"type": "x"})),
+     "remote.reasoningEffort", "absent unless remote.api is responses"),
+    (lambda d: d.update(remote=_remote(capability={"source": "official-catalog"})), "remote.capability.version",
+     "present (it is required)"),
+    (lambda d: d.update(remote=_remote(capability=None)), "remote.capability.source",
+     "unknown/custom or official-catalog"),
+    (lambda d: d.update(remote=_remote(capability={"source": "unknown/custom", "contextWindow": 1, "maxOutput": None})),
+     "remote.capability", "{source: unknown/custom, contextWindow: null, maxOutput: null}"),
+    (lambda d: d.update(remote=_remote(proxy={"mode": "env", "urlEnv": "X"})), "remote.proxy.urlEnv",
+     "absent (unknown field; accepted fields: mode)"),
+    (lambda d: d.update(sessionCache=None), "sessionCache", "an object"),
+    (lambda d: d.update(remote=_remote(maxAgentTurns=None)), "remote.maxAgentTurns", "an integer from 1 to 1024"),
+    (lambda d: d["disclosure"].update(maxTotalBytes=1.0), "disclosure.maxTotalBytes",
+     "an integer from 1 to 9007199254740991 or null"),
+]
+
+
+@pytest.mark.parametrize(("mutate", "field", "expected"), FIRST_ERROR)
+def test_the_first_problem_is_reported_word_for_word(home, mutate, field, expected):
+    data = config_mod.default_config(home)
+    mutate(data)
+    with pytest.raises(ConfigError) as caught:
+        config_mod.validate(data)
+    assert caught.value.code == "CONFIG_INVALID"
+    assert caught.value.message == (f"config.json field '{field}' must be {expected}; edit the file or rerun "
+                                    "`cm config init --force`")
+
+
+@pytest.mark.parametrize("version", [1, 2.0, True, "2", None])
+def test_only_the_integer_2_is_a_supported_version(home, version):
+    with pytest.raises(ConfigError) as caught:
+        config_mod.validate(_valid(home, schemaVersion=version))
+    assert caught.value.code == "UNSUPPORTED_CONFIG_VERSION"
+    assert caught.value.message == ("config.json schemaVersion must be 2; older layouts are not migrated, move the "
+                                    "file aside and run `cm config init`")

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
-from conftest import CM, Transcript, event, hook_env
+from conftest import CM, Transcript, event, hook_env, run_cm
 
 FORBIDDEN = ("cmrunner.writer_proc", "pydantic", "httpx", "httpx2", "openai", "mcp", "click", "asyncio",
              # not named by the issue, but each costs 20-50 ms (python-notes.md §1.3): keep them off too
@@ -76,3 +77,33 @@ def test_cmrunner_package_init_is_empty():
         tree = ast.parse(handle.read())
     assert ast.get_docstring(tree)
     assert len(tree.body) == 1, "cmrunner/__init__.py must hold only its docstring"
+
+
+def test_a_configured_home_stays_light_and_a_hand_edit_is_validated_once(home, tmp_path, workdir):
+    """A home set up by `cm config init` is read through the pre-validated cache: no pydantic per turn.
+    A hand edit of config.json is validated (pydantic) by the next hook, which refreshes the cache."""
+    assert run_cm(["config", "init"]).returncode == 0
+    transcript = Transcript(str(tmp_path / "t.jsonl"), "s-1")
+    start = event("SessionStart", transcript, workdir, source="startup")
+    subprocess.run([CM, "hook", "codex", "--home", home], input=json.dumps(start).encode(),
+                   env=hook_env(), check=True, capture_output=True)
+
+    def prompt(n: int) -> set[str]:
+        transcript.user_turn(f"t{n}", f"hello {n}")
+        payload = event("UserPromptSubmit", transcript, workdir, turn_id=f"t{n}", prompt=f"hello {n}")
+        return _imported(["hook", "codex", "--home", home], json.dumps(payload).encode())
+
+    first = prompt(1)
+    _assert_light(first, PER_TURN_FORBIDDEN)
+    assert "cmrunner.core.configmodel" not in first
+    path = os.path.join(home, "config.json")
+    with open(path) as handle:
+        data = json.load(handle)
+    data["disclosure"]["allowedProvenance"].append("agent_observation")
+    with open(path, "w") as handle:
+        json.dump(data, handle, indent=4)  # a hand edit: other bytes, other layout
+    edited = prompt(2)
+    assert "pydantic" in edited and "cmrunner.core.configmodel" in edited
+    again = prompt(3)
+    _assert_light(again, PER_TURN_FORBIDDEN)
+    assert "cmrunner.core.configmodel" not in again

@@ -24,7 +24,7 @@ MULTI_WORD = re.compile(r"[A-Z][A-Z0-9]*(_[A-Z0-9]+)+")
 SOURCES = [
     *(f"capture/{name}" for name in ("observations.py", "sessions.py", "codex_consumer.py", "pi_inbox.py", "rollout.py")),
     *(f"core/{name}" for name in ("sections.py", "safety.py", "fsutil.py", "db.py", "store.py", "gate.py",
-                                   "migrations.py", "config.py", "envfile.py", "projects.py")),
+                                   "migrations.py", "config.py", "configmodel.py", "envfile.py", "projects.py")),
     "capture/transcript.py",
     *(f"writer_proc/{name}" for name in (
         "writer.py", "shaping.py", "jobs.py", "agent.py", "wire.py", "tools.py", "reads.py", "contract.py",

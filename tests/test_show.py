@@ -9,6 +9,8 @@ import anyio
 from conftest import run_cm, run_cm_terminal
 from mcp_support import allow, configure, register, session, write_doc
 
+from cmrunner.core import config as config_mod
+
 TOKEN = re.compile(r"common-memory-data [0-9a-f]+>>>")
 
 
@@ -43,7 +45,7 @@ def test_absent_storage_is_shown_empty_and_not_created(home):
     proc = run_cm(["show"])
     assert proc.returncode == 0
     assert "(no memory is stored yet for these scopes)" in proc.stdout.decode()
-    assert os.listdir(home) == ["config.json"]
+    assert [n for n in os.listdir(home) if n != config_mod.CACHE_NAME] == ["config.json"]
 
 
 def test_scopes_left_out_are_explained(home, tmp_path):

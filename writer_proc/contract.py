@@ -43,7 +43,6 @@ Heavy side only: imports pydantic; never imported on a hook, capture or read pat
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
@@ -51,9 +50,9 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from cmrunner.core import textchars
-from cmrunner.core.config import SCOPE_RE
+from cmrunner.core import scopes, textchars
 from cmrunner.core.errors import CmError
+from cmrunner.core.scopes import target_scope
 
 PROTOCOL_VERSION = "memory_maintenance_v2"
 MAX_DECISIONS = 64
@@ -69,18 +68,10 @@ DECISION_KINDS = ("retain", "forget", "maintain", "ignore")
 SOURCE_PROVENANCE = ("user_explicit", "agent_observation", "document_import")
 IMPORT_PROVENANCE = frozenset({"agent_observation", "document_import"})
 
-TARGET_RE = re.compile(r"^(profile|preferences|project:[A-Za-z0-9_-]{1,128})$")
-GLOBAL_TARGETS = ("profile", "preferences")
-
 
 def evidence_handle(observation_id: int) -> str:
     """The handle the agent cites for a current-batch observation."""
     return f"ev_{observation_id}"
-
-
-def target_scope(target: str) -> str:
-    """The scope a (well-formed) target belongs to: ``global`` or ``project:<id>``."""
-    return "global" if target in GLOBAL_TARGETS else target
 
 
 # ---------------------------------------------------------------- pydantic models
@@ -235,7 +226,7 @@ class EvidenceSource:
     provenance: str
 
     def __post_init__(self) -> None:
-        if not SCOPE_RE.match(self.scope) or self.provenance not in SOURCE_PROVENANCE:
+        if not scopes.is_scope(self.scope) or self.provenance not in SOURCE_PROVENANCE:
             raise ValueError("EvidenceSource needs a scope and a source provenance class")
 
     @property
@@ -278,13 +269,13 @@ class DecisionContext:
     edit_scope: str | None = None
 
     def __post_init__(self) -> None:
-        if not SCOPE_RE.match(self.batch_scope):
+        if not scopes.is_scope(self.batch_scope):
             raise ValueError("DecisionContext.batch_scope must be global or project:<id>")
         if self.edit_task != (self.edit_scope is not None):
             raise ValueError("DecisionContext.edit_scope is required exactly for edit tasks")
-        if self.edit_scope is not None and not SCOPE_RE.match(self.edit_scope):
+        if self.edit_scope is not None and not scopes.is_scope(self.edit_scope):
             raise ValueError("DecisionContext.edit_scope must be global or project:<id>")
-        if any(not TARGET_RE.match(t) for t in self.snapshot):
+        if any(not scopes.is_target(t) for t in self.snapshot):
             raise ValueError("DecisionContext.snapshot keys must be targets")
 
 
@@ -427,7 +418,7 @@ def _check_characters(path: str, op: PutSection | RemoveSection) -> None:
 def _check_operation(ctx: DecisionContext, path: str, applicability: str,
                      op: PutSection | RemoveSection, seen_refs: set[tuple[str, str]]) -> None:
     _check_characters(path, op)
-    if not TARGET_RE.match(op.target) or op.target not in ctx.snapshot:
+    if not scopes.is_target(op.target) or op.target not in ctx.snapshot:
         raise _reject("INVALID_TARGET_REFERENCE", f"{path}.target", "is not a target of this snapshot",
                       "use a target listed by inspect_memory")
     if op.section is not None and op.section not in ctx.snapshot[op.target]:

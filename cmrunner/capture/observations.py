@@ -22,7 +22,7 @@ import sqlite3
 import time
 import unicodedata
 
-from cmrunner.core.config import SCOPE_RE
+from cmrunner.core import scopes
 from cmrunner.core.errors import CmError
 
 PROVENANCE = {
@@ -74,7 +74,7 @@ def admit(conn: sqlite3.Connection, *, namespace: str, entry_id: str, text: str,
           batch_id: str | None = None) -> Admitted:
     """Admit one observation inside the caller's transaction (see module contract)."""
     _check_text(text)
-    if not SCOPE_RE.match(scope):
+    if not scopes.is_scope(scope):
         raise CmError("INVALID_OBSERVATION", "an observation's scope must be global or project:<id>")
     if task_kind not in TASK_KINDS or state not in ADMISSION_STATES:
         raise CmError("INVALID_TASK_KIND", "task kind must be observation or edit, state buffered or pending")

@@ -8,9 +8,10 @@ import sys
 import click
 
 from cmrunner.commands.base import _home, cli, echo
-from cmrunner.core import config as config_mod, envfile, projects
+from cmrunner.core import config as config_mod, projects
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
+from cmrunner.manage import configinit
 from cmrunner.views import status as status_mod
 
 
@@ -102,46 +103,20 @@ def config_init(ctx: click.Context, data_root: str | None, base_url: str | None,
                 force: bool) -> None:
     """Write a valid config.json (and optionally the private key) non-interactively."""
     home = _home(ctx)
-    unreadable = False
-    try:
-        exists = config_mod.load(home).exists
-    except CmError as exc:
-        if not force or exc.code not in config_mod.UNREADABLE_CODES:
-            raise
-        exists = unreadable = True  # the advice in that error: --force replaces it, keeping a copy
-    if exists and not force:
-        raise CmError("CONFIG_EXISTS", "config.json already exists; pass --force to replace it")
-    data = config_mod.default_config(home)
-    if data_root:
-        data["dataRoot"] = data_root
-    if allow_scope:
-        data["disclosure"]["allowedScopes"] = list(allow_scope)
-    if allow_provenance:
-        data["disclosure"]["allowedProvenance"] = list(allow_provenance)
-    if writable_scope:
-        data["writableScopes"] = list(writable_scope)
-    if (base_url is None) != (model is None):
-        raise CmError("CONFIG_INVALID", "--base-url and --model go together; pass both or neither")
-    if base_url is not None:
-        remote: dict = {"provider": "openai-compatible", "baseUrl": base_url, "model": model,
-                        "apiKeyEnv": api_key_env, "apiKeySource": "private-env", "proxy": {"mode": proxy_mode}}
-        if api:
-            remote["api"] = api
-        if preset:
-            remote["preset"] = preset
-        data["remote"] = remote
-    config_mod.validate(data)
+    unreadable = configinit.replaceable(home, force)
+    data = configinit.fresh(home, data_root=data_root, base_url=base_url, model=model, api=api, preset=preset,
+                            api_key_env=api_key_env, proxy_mode=proxy_mode, allowed_scopes=allow_scope,
+                            allowed_provenance=allow_provenance, writable_scopes=writable_scope)
+    keys: dict[str, str] = {}
     if api_key_stdin:
         if base_url is None:
             raise CmError("CONFIG_INVALID", "--api-key-stdin needs --base-url and --model")
         key = sys.stdin.readline().strip()
         if not key:
             raise CmError("API_KEY_EMPTY", "no API key arrived on stdin; pipe it in, e.g. `cm config init … --api-key-stdin < keyfile`")
-        envfile.update(home, {api_key_env: key})
-    if unreadable:
-        kept = config_mod.keep_aside(home)
-        echo(f"kept the unreadable config.json as {kept} (its settings were not carried over)")
-    config_mod.save(home, data)
+        keys[api_key_env] = key
+    configinit.publish(home, data, keys, keep_unreadable=unreadable, on_kept=lambda kept: echo(
+        f"kept the unreadable config.json as {kept} (its settings were not carried over)"))
     echo(f"wrote {home}/config.json")
 
 

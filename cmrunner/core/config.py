@@ -1,9 +1,10 @@
-"""``config.json`` (``schemaVersion: 2``): loading, strict validation, defaults and saving.
+"""``config.json`` (``schemaVersion: 2``): loading, defaults, saving, and the pre-validated cache.
 
 Contract:
-- The field set is the reference's (reference-facts Appendix A) with strict keys: an unknown key,
-  a wrong type or a value out of range raises ``ConfigError("CONFIG_INVALID", …)`` naming the
-  field path and the accepted values. Nothing is silently coerced.
+- The field set is the reference's (reference-facts Appendix A) with strict keys; the one validator
+  is the pydantic model in ``cmrunner.core.configmodel``: an unknown key, a wrong type or a value
+  out of range raises ``ConfigError("CONFIG_INVALID", …)`` naming the field path and the accepted
+  values. Nothing is silently coerced.
 - ``remote`` may be absent: capture needs no model, and an install can capture before a model is
   chosen. Every other section has documented defaults when the whole file is absent.
 - The file holds no secrets; keys live in the private ``.env`` (``cmrunner.core.envfile``).
@@ -11,210 +12,88 @@ Contract:
 - A file that exists but does not load (not JSON, invalid or unsupported fields: ``UNREADABLE_CODES``)
   can be replaced by ``cm config init --force``; ``keep_aside`` first copies it, byte for byte, to
   ``config.json.corrupt-<UTC time>`` (0600, never overwriting an earlier copy), so nothing is lost.
-Stdlib only: hooks read the configuration to find the data root and the disclosure rules.
+The pre-validated cache (why hooks never import pydantic): every successful full validation (a
+``load`` that had to validate, or a ``save``) writes ``<home>/.config.validated.json`` (0600,
+atomic) holding the sha256 of the exact ``config.json`` bytes it validated, a stamp of the
+installed validator (size and mtime of ``configmodel.py``: installing cm writes it anew, so an
+upgrade or reinstall invalidates every cache) and the parsed configuration. ``load`` reads
+``config.json``, hashes it with the builtin sha256 (``cmrunner.core.sha``) and, when digest and
+stamp both match, uses the cached data without validating again; otherwise (a hand edit, no
+cache, a corrupt or foreign cache) it runs the full validation once and rewrites the cache. The
+cache is never trusted without that match, and a cache that cannot be written only costs the
+next load a validation. Uninstall removes it with ``config.json``.
+Stdlib only at import time: hooks read the configuration to find the data root and the disclosure
+rules; pydantic is imported only when a full validation is needed.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 
 from cmrunner.core import fsutil
-from cmrunner.core.errors import ConfigError
-from cmrunner.core.home import config_path, default_data_root
 
-SCHEMA_VERSION = 2
+# APIS and PRESETS are re-exported: the CLI's choices name them through this module.
+from cmrunner.core.configdefs import (
+    APIS as APIS,
+    DEFAULT_SCHEDULER,
+    DEFAULT_SESSION_CACHE,
+    PRESETS as PRESETS,
+    SCHEMA_VERSION,
+)
+from cmrunner.core.errors import CmError, ConfigError
+from cmrunner.core.home import config_path, default_data_root
+from cmrunner.core.sha import sha256
+
 CONFIG_LIMIT = 1 << 20
 UNREADABLE_CODES = frozenset({"CONFIG_INVALID", "UNSUPPORTED_CONFIG_VERSION"})
-
-SCOPE_RE = re.compile(r"^(global|project:[A-Za-z0-9_-]{1,128})$")
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
-PROVENANCE = ("user_explicit", "agent_observation", "document_import", "conversation_context")
-PRESETS = ("deepseek", "qwen", "openai", "zhipu", "opencode-go", "kimi", "custom")
-EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
-APIS = ("responses", "chat_completions")
-
-DEFAULT_SCHEDULER = {
-    "turnThreshold": 6,
-    "byteThreshold": 16384,
-    "idleMs": 120_000,
-    "maxWaitMs": 600_000,
-    "leaseMs": 120_000,
-    "maxAttempts": 5,
-}
-DEFAULT_SESSION_CACHE = {"maxSessionBytes": 8_388_608, "maxTotalBytes": 67_108_864, "contextTailTurns": 2}
-MAX_SAFE_INT = 2**53 - 1
-
-
-def _fail(path: str, expected: str) -> ConfigError:
-    return ConfigError(
-        "CONFIG_INVALID",
-        f"config.json field '{path}' must be {expected}; edit the file or rerun `cm config init --force`",
-    )
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _keys(obj: object, path: str, required: tuple[str, ...], optional: tuple[str, ...]) -> dict:
-    if not isinstance(obj, dict):
-        raise _fail(path, "an object")
-    for key in obj:
-        if key not in required and key not in optional:
-            allowed = ", ".join(required + optional)
-            raise _fail(f"{path}.{key}" if path else key, f"absent (unknown field; accepted fields: {allowed})")
-    for key in required:
-        if key not in obj:
-            raise _fail(f"{path}.{key}" if path else key, "present (it is required)")
-    return obj
-
-
-def _int(obj: dict, key: str, path: str, lo: int, hi: int = MAX_SAFE_INT, nullable: bool = False) -> None:
-    if key not in obj:
-        return
-    value = obj[key]
-    if nullable and value is None:
-        return
-    if not _is_int(value) or not lo <= value <= hi:
-        raise _fail(f"{path}.{key}", f"an integer from {lo} to {hi}" + (" or null" if nullable else ""))
-
-
-def _enum(obj: dict, key: str, path: str, accepted: tuple[str, ...]) -> None:
-    if key in obj and obj[key] not in accepted:
-        raise _fail(f"{path}.{key}", "one of " + ", ".join(accepted))
-
-
-def _string_list(value: object, path: str, pattern: re.Pattern[str] | None, accepted: tuple[str, ...] | None,
-                 what: str) -> None:
-    if not isinstance(value, list) or not value:
-        raise _fail(path, f"a non-empty list of {what}")
-    seen = set()
-    for item in value:
-        ok = isinstance(item, str) and (
-            (pattern is not None and pattern.match(item)) or (accepted is not None and item in accepted)
-        )
-        if not ok:
-            raise _fail(path, f"a non-empty list of {what}")
-        if item in seen:
-            raise _fail(path, f"a list of {what} without duplicates")
-        seen.add(item)
-
-
-def _validate_remote(remote: object) -> None:
-    path = "remote"
-    _keys(remote, path, ("provider", "baseUrl", "model", "apiKeyEnv"),
-          ("api", "preset", "capability", "apiKeySource", "maxOutputTokens", "maxAgentTurns",
-           "reasoningEffort", "thinking", "enableThinking", "proxy", "caFileEnv", "deadlineMs"))
-    assert isinstance(remote, dict)
-    if remote["provider"] != "openai-compatible":
-        raise _fail("remote.provider", "openai-compatible")
-    url = remote["baseUrl"]
-    if not isinstance(url, str) or not re.match(r"^https?://[^\s/@]+(/[^\s]*)?$", url):
-        raise _fail("remote.baseUrl", "an http:// or https:// URL without credentials or spaces")
-    if not isinstance(remote["model"], str) or not remote["model"].strip():
-        raise _fail("remote.model", "a non-empty model name")
-    if not isinstance(remote["apiKeyEnv"], str) or not ENV_NAME_RE.match(remote["apiKeyEnv"]):
-        raise _fail("remote.apiKeyEnv", "an environment-variable name such as OPENAI_API_KEY")
-    _enum(remote, "api", path, APIS)
-    _enum(remote, "preset", path, PRESETS)
-    _enum(remote, "apiKeySource", path, ("private-env",))
-    _int(remote, "maxOutputTokens", path, 1, nullable=True)
-    _int(remote, "maxAgentTurns", path, 1, 1024)
-    _int(remote, "deadlineMs", path, 1000, 3_600_000)
-    _enum(remote, "reasoningEffort", path, EFFORTS)
-    api = remote.get("api", "responses")
-    if "reasoningEffort" in remote and api != "responses":
-        raise _fail("remote.reasoningEffort", "absent unless remote.api is responses")
-    if "thinking" in remote:
-        if api != "chat_completions":
-            raise _fail("remote.thinking", "absent unless remote.api is chat_completions")
-        thinking = _keys(remote["thinking"], "remote.thinking", ("type",), ())
-        _enum(thinking, "type", "remote.thinking", ("enabled", "disabled"))
-    if "enableThinking" in remote:
-        if api != "chat_completions":
-            raise _fail("remote.enableThinking", "absent unless remote.api is chat_completions")
-        if not isinstance(remote["enableThinking"], bool):
-            raise _fail("remote.enableThinking", "true or false")
-        if "thinking" in remote:
-            raise _fail("remote.enableThinking", "absent when remote.thinking is set (they are exclusive)")
-    if "capability" in remote:
-        _validate_capability(remote["capability"])
-    if "proxy" in remote:
-        proxy = remote["proxy"]
-        if not isinstance(proxy, dict) or proxy.get("mode") not in ("direct", "env", "custom"):
-            raise _fail("remote.proxy.mode", "one of direct, env, custom")
-        if proxy["mode"] == "custom":
-            _keys(proxy, "remote.proxy", ("mode", "urlEnv"), ("noProxy",))
-            if not isinstance(proxy["urlEnv"], str) or not ENV_NAME_RE.match(proxy["urlEnv"]):
-                raise _fail("remote.proxy.urlEnv", "an environment-variable name such as COMMON_MEMORY_PROXY_URL")
-            if "noProxy" in proxy and not isinstance(proxy["noProxy"], str):
-                raise _fail("remote.proxy.noProxy", "a string of comma-separated bypass rules")
-        else:
-            _keys(proxy, "remote.proxy", ("mode",), ())
-    if "caFileEnv" in remote:
-        if not isinstance(remote["caFileEnv"], str) or not ENV_NAME_RE.match(remote["caFileEnv"]):
-            raise _fail("remote.caFileEnv", "an environment-variable name such as COMMON_MEMORY_CA_FILE")
-        if "proxy" not in remote:
-            raise _fail("remote.caFileEnv", "used only together with an explicit remote.proxy mode")
-
-
-def _validate_capability(cap: object) -> None:
-    path = "remote.capability"
-    if not isinstance(cap, dict) or cap.get("source") not in ("unknown/custom", "official-catalog"):
-        raise _fail(f"{path}.source", "unknown/custom or official-catalog")
-    if cap["source"] == "unknown/custom":
-        _keys(cap, path, ("source", "contextWindow", "maxOutput"), ())
-        if cap["contextWindow"] is not None or cap["maxOutput"] is not None:
-            raise _fail(path, "{source: unknown/custom, contextWindow: null, maxOutput: null}")
-    else:
-        _keys(cap, path, ("source", "version", "digest", "contextWindow", "maxOutput"), ())
-        if not isinstance(cap["version"], str) or not cap["version"]:
-            raise _fail(f"{path}.version", "a non-empty catalog version")
-        if not isinstance(cap["digest"], str) or not re.match(r"^[0-9a-f]{64}$", cap["digest"]):
-            raise _fail(f"{path}.digest", "64 lowercase hex digits")
-        _int(cap, "contextWindow", path, 1)
-        _int(cap, "maxOutput", path, 1)
+CACHE_NAME = ".config.validated.json"
+CACHE_FORMAT = 1
 
 
 def validate(config: object) -> dict:
     """Validate a parsed configuration strictly; return it unchanged or raise CONFIG_INVALID."""
-    _keys(config, "", ("schemaVersion", "dataRoot", "disclosure", "writableScopes", "scheduler"),
-          ("remote", "sessionCache"))
-    assert isinstance(config, dict)
-    if config["schemaVersion"] != SCHEMA_VERSION or not _is_int(config["schemaVersion"]):
-        raise ConfigError(
-            "UNSUPPORTED_CONFIG_VERSION",
-            f"config.json schemaVersion must be {SCHEMA_VERSION}; older layouts are not migrated, "
-            "move the file aside and run `cm config init`",
-        )
-    root = config["dataRoot"]
-    if not isinstance(root, str) or "\x00" in root or not os.path.isabs(root):
-        raise _fail("dataRoot", "an absolute path")
-    if "remote" in config:
-        _validate_remote(config["remote"])
-    disclosure = _keys(config["disclosure"], "disclosure", ("enabled", "allowedScopes", "allowedProvenance"),
-                       ("maxExcerptBytes", "maxCandidateBytes", "maxTotalBytes"))
-    if not isinstance(disclosure["enabled"], bool):
-        raise _fail("disclosure.enabled", "true or false")
-    _string_list(disclosure["allowedScopes"], "disclosure.allowedScopes", SCOPE_RE, None,
-                 "scopes (global or project:<id>)")
-    _string_list(disclosure["allowedProvenance"], "disclosure.allowedProvenance", None, PROVENANCE,
-                 "provenance classes (" + ", ".join(PROVENANCE) + ")")
-    _int(disclosure, "maxExcerptBytes", "disclosure", 1)
-    _int(disclosure, "maxCandidateBytes", "disclosure", 1)
-    _int(disclosure, "maxTotalBytes", "disclosure", 1, nullable=True)
-    _string_list(config["writableScopes"], "writableScopes", SCOPE_RE, None, "scopes (global or project:<id>)")
-    scheduler = _keys(config["scheduler"], "scheduler", tuple(DEFAULT_SCHEDULER), ())
-    for key in DEFAULT_SCHEDULER:
-        _int(scheduler, key, "scheduler", 1)
-    if "sessionCache" in config:
-        cache = _keys(config["sessionCache"], "sessionCache", (), tuple(DEFAULT_SESSION_CACHE))
-        _int(cache, "maxSessionBytes", "sessionCache", 1)
-        _int(cache, "maxTotalBytes", "sessionCache", 1)
-        _int(cache, "contextTailTurns", "sessionCache", 0, 1024)
-    return config
+    from cmrunner.core import configmodel
+
+    return configmodel.validate(config)
+
+
+def cache_path(home: str) -> str:
+    return os.path.join(home, CACHE_NAME)
+
+
+def _stamp() -> str:
+    # One stat, not an import: the validator module is stamped, never loaded, on the hook path.
+    try:
+        st = os.stat(os.path.join(os.path.dirname(__file__), "configmodel.py"))
+    except OSError:
+        return f"{CACHE_FORMAT} -"
+    return f"{CACHE_FORMAT} {st.st_size}:{st.st_mtime_ns}"
+
+
+def _digest(raw: bytes) -> str:
+    return sha256(raw).hexdigest()
+
+
+def _cached(home: str, raw: bytes) -> dict | None:
+    """The cached configuration validated from exactly ``raw``, or ``None``."""
+    try:
+        body = fsutil.read_regular_file(cache_path(home), CONFIG_LIMIT + 4096, "configuration cache")
+        cache = json.loads(body) if body is not None else None
+    except (CmError, ValueError, RecursionError):
+        return None  # unreadable, not JSON, or absurdly nested: validate instead
+    if (not isinstance(cache, dict) or cache.get("digest") != _digest(raw) or cache.get("stamp") != _stamp()
+            or not isinstance(cache.get("config"), dict)):
+        return None
+    return cache["config"]
+
+
+def _remember(home: str, raw: bytes, data: dict) -> None:
+    body = {"digest": _digest(raw), "stamp": _stamp(), "config": data}
+    try:
+        fsutil.write_atomic(cache_path(home), (json.dumps(body, ensure_ascii=False) + "\n").encode("utf-8"))
+    except (CmError, OSError):
+        pass  # a home we cannot write: the next load validates again
 
 
 def default_config(home: str) -> dict:
@@ -228,8 +107,33 @@ def default_config(home: str) -> dict:
     }
 
 
+class Disclosure:
+    """``disclosure``, typed: what the Writer may send and what readers may see."""
+
+    __slots__ = ("enabled", "allowed_scopes", "allowed_provenance", "max_excerpt_bytes", "max_candidate_bytes",
+                 "max_total_bytes")
+
+    def __init__(self, section: dict) -> None:
+        self.enabled: bool = section["enabled"]
+        self.allowed_scopes: list[str] = list(section["allowedScopes"])
+        self.allowed_provenance: list[str] = list(section["allowedProvenance"])
+        self.max_excerpt_bytes: int | None = section.get("maxExcerptBytes")
+        self.max_candidate_bytes: int | None = section.get("maxCandidateBytes")
+        self.max_total_bytes: int | None = section.get("maxTotalBytes")
+
+    @property
+    def source_cap(self) -> int | None:
+        """The explicit per-source byte cap the Writer enforces (smallest configured cap), or ``None``."""
+        caps = (self.max_excerpt_bytes, self.max_candidate_bytes, self.max_total_bytes)
+        return min((c for c in caps if c), default=None)
+
+
 class Config:
-    """A validated configuration plus where it came from."""
+    """A validated configuration plus where it came from; typed attributes over ``data``.
+
+    ``data`` is the file's object exactly as validated (key order kept, what ``config show`` and
+    ``save`` write back); the attributes are read-only views of it.
+    """
 
     __slots__ = ("home", "data", "exists")
 
@@ -237,6 +141,10 @@ class Config:
         self.home = home
         self.data = data
         self.exists = exists
+
+    @property
+    def schema_version(self) -> int:
+        return self.data["schemaVersion"]
 
     @property
     def data_root(self) -> str:
@@ -247,8 +155,20 @@ class Config:
         return self.data.get("remote")
 
     @property
+    def disclosure(self) -> Disclosure:
+        return Disclosure(self.data["disclosure"])
+
+    @property
     def allowed_scopes(self) -> list[str]:
         return list(self.data["disclosure"]["allowedScopes"])
+
+    @property
+    def writable_scopes(self) -> list[str]:
+        return list(self.data["writableScopes"])
+
+    @property
+    def scheduler(self) -> dict[str, int]:
+        return self.data["scheduler"]
 
     @property
     def session_cache(self) -> dict:
@@ -257,25 +177,35 @@ class Config:
         return merged
 
 
+def _parse(path: str, raw: bytes) -> object:
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise ConfigError("CONFIG_INVALID", f"{path} is not valid UTF-8 JSON; fix it or rerun `cm config init --force`") from None
+
+
 def load(home: str) -> Config:
-    """Load and validate ``<home>/config.json``; the defaults if it does not exist."""
+    """Load ``<home>/config.json`` (validated, or pre-validated by the cache); the defaults if absent."""
     path = config_path(home)
     raw = fsutil.read_regular_file(path, CONFIG_LIMIT, "config.json")
     if raw is None:
         return Config(home, default_config(home), exists=False)
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        raise ConfigError("CONFIG_INVALID", f"{path} is not valid UTF-8 JSON; fix it or rerun `cm config init --force`") from None
-    return Config(home, validate(data), exists=True)
+    cached = _cached(home, raw)
+    if cached is not None:
+        return Config(home, cached, exists=True)
+    data = validate(_parse(path, raw))
+    _remember(home, raw, data)
+    return Config(home, data, exists=True)
 
 
 def save(home: str, data: dict) -> None:
     """Validate and publish ``config.json`` atomically (the home is created 0700 if needed)."""
     validate(data)
     fsutil.ensure_private_dir(home, "configuration home")
-    body = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-    fsutil.write_atomic(config_path(home), body.encode("utf-8"))
+    raw = (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    fsutil.write_atomic(config_path(home), raw)
+    # What a load of these bytes parses to (no tuples, no aliasing of the caller's objects).
+    _remember(home, raw, json.loads(raw))
 
 
 def keep_aside(home: str) -> str:

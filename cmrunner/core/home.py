@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from cmrunner.core import scopes
 from cmrunner.core.errors import CmError
 
 HOME_ENV = "COMMON_MEMORY_HOME"
@@ -55,11 +56,10 @@ class DataPaths:
             return os.path.join(self.memory, "profile.md")
         if target == "preferences":
             return os.path.join(self.memory, "preferences.md")
-        if target.startswith("project:"):
-            project_id = target[len("project:"):]
-            # The id becomes a file name: only the registry's id alphabet can never escape projects/.
-            if 0 < len(project_id) <= 128 and all(c.isascii() and (c.isalnum() or c in "_-") for c in project_id):
-                return os.path.join(self.projects_dir, project_id + ".md")
+        # The id becomes a file name: only the scope grammar's id alphabet can never escape projects/.
+        project_id = scopes.project_id(target)
+        if project_id is not None:
+            return os.path.join(self.projects_dir, project_id + ".md")
         raise CmError("INVALID_TARGET_REFERENCE", f"unknown memory target {target!r}")
 
 

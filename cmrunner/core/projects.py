@@ -21,12 +21,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from cmrunner.core import fsutil
+from cmrunner.core import fsutil, scopes
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 
 REGISTRY_LIMIT = 1 << 20
-PROJECT_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
 
 class Project:
@@ -40,7 +39,7 @@ class Project:
 
     @property
     def scope(self) -> str:
-        return f"project:{self.id}"
+        return scopes.project_scope(self.id)
 
     def as_json(self) -> dict:
         return {"id": self.id, "path": self.path, "name": self.name, "registeredAt": self.registered_at}
@@ -63,7 +62,7 @@ def load(paths: DataPaths) -> list[Project]:
         ]
     except (ValueError, KeyError, TypeError, UnicodeDecodeError):
         raise _invalid() from None
-    if any(not PROJECT_ID_RE.match(p.id) or not os.path.isabs(p.path) for p in projects):
+    if any(not scopes.is_project_id(p.id) or not os.path.isabs(p.path) for p in projects):
         raise _invalid()
     return projects
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 
-from cmrunner.core import fsutil
+from cmrunner.core import fsutil, scopes
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 
@@ -73,12 +73,12 @@ def _entry(documents: dict[str, list], digest: str) -> list[tuple[int, str, str,
 
 def current_documents(paths: DataPaths) -> list[tuple[str, str]]:
     """``(target, markdown)`` of every readable memory document, profile, preferences, projects."""
-    targets = ["profile", "preferences"]
+    targets = list(scopes.GLOBAL_TARGETS)
     try:
         names = sorted(os.listdir(paths.projects_dir))
     except OSError:
         names = []
-    targets += [f"project:{name[:-3]}" for name in names if name.endswith(".md")]
+    targets += [scopes.project_scope(name[:-3]) for name in names if name.endswith(".md")]
     out = []
     for target in targets:
         try:

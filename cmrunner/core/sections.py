@@ -50,7 +50,7 @@ import hashlib
 import re
 from typing import NamedTuple
 
-from cmrunner.core import textchars
+from cmrunner.core import scopes, textchars
 from cmrunner.core.errors import CmError
 
 DEFAULT_SOFT_BUDGET = 8192
@@ -63,7 +63,6 @@ REF_MIN_HEX = 12
 
 _TARGET_TITLES = {"profile": "Profile", "preferences": "Preferences"}
 _PROJECT_TITLE = "Project"
-_PROJECT_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _REF_RE = re.compile(r"sec_([0-9a-f]{12,64})")
 
 _ATX_RE = re.compile(r" {0,3}(#{1,6})(?:[ \t]|$)")
@@ -115,7 +114,7 @@ def target_title(target: str) -> str:
     title = _TARGET_TITLES.get(target)
     if title is not None:
         return title
-    if target.startswith("project:") and _PROJECT_ID_RE.fullmatch(target[len("project:"):]):
+    if scopes.project_id(target) is not None:
         return _PROJECT_TITLE
     raise CmError("INVALID_TARGET_REFERENCE",
                   "a target must be profile, preferences or project:<id> with id [A-Za-z0-9_-]{1,128}")
@@ -124,9 +123,7 @@ def target_title(target: str) -> str:
 def target_relpath(target: str) -> str:
     """The document's path relative to the data root, with ``/`` separators."""
     target_title(target)
-    if target.startswith("project:"):
-        return f"memory/projects/{target[len('project:'):]}.md"
-    return f"memory/{target}.md"
+    return "memory/" + scopes.document_name(target)
 
 
 def missing_document_text(target: str) -> str:

@@ -29,7 +29,7 @@ import hashlib
 import re
 from typing import NamedTuple
 
-from cmrunner.core import allowlist, secretcache
+from cmrunner.core import allowlist, scopes, secretcache
 from cmrunner.core.home import DataPaths
 
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
@@ -116,15 +116,11 @@ def _title(part: str) -> str:
     return part.partition("\n")[0][3:].strip()
 
 
-def _name(target: str) -> str:
-    return f"projects/{target[len('project:'):]}.md" if target.startswith("project:") else f"{target}.md"
-
-
 def placeholder(target: str, index: int, title: str | None, rules: tuple[str, ...]) -> str:
     where = "the text before the first section" if index == 0 else (
         f"section '{title}'" if title is not None else f"section {index} (its heading is withheld too)")
     plural = "s" if len(rules) > 1 else ""
-    return (f"[cm withheld {where} of {_name(target)}: it holds what looks like a secret "
+    return (f"[cm withheld {where} of {scopes.document_name(target)}: it holds what looks like a secret "
             f"(rule{plural} {', '.join(rules)}); remove it from the file, or if it is not a secret run "
             f"`cm secrets list` and `cm secrets allow <fingerprint>`]")
 

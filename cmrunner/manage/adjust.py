@@ -48,7 +48,7 @@ class ScopeChoice:
 def scopes(home: str) -> list[ScopeChoice]:
     """Personal memory and registered projects authorized for reading and writing."""
     cfg = config_mod.load(home)
-    allowed, writable = set(cfg.allowed_scopes), set(cfg.data["writableScopes"])
+    allowed, writable = set(cfg.allowed_scopes), set(cfg.writable_scopes)
     found = [ScopeChoice("global", "Personal memory (Profile and Preferences)")] \
         if "global" in allowed and "global" in writable else []
     for project in projects.load(DataPaths(cfg.data_root)):
@@ -75,7 +75,7 @@ def check_request(home: str, scope: str, text: str) -> str:
         raise CmError("UNAUTHORIZED_SCOPE", f"{scope} is not authorized for reading and writing; add it to "
                                             "disclosure.allowedScopes and writableScopes first")
     cfg = config_mod.load(home)
-    if "user_explicit" not in cfg.data["disclosure"]["allowedProvenance"] or not cfg.data["disclosure"]["enabled"]:
+    if "user_explicit" not in cfg.disclosure.allowed_provenance or not cfg.disclosure.enabled:
         raise CmError("UNAUTHORIZED_PROVENANCE", "your own requests (user_explicit) are not allowed to reach the "
                                                  "model; enable them in disclosure.allowedProvenance")
     if not text.strip():

@@ -155,7 +155,7 @@ def prepare(cfg: config_mod.Config, paths: DataPaths, path: str, workspace_path:
             label: str | None) -> Prepared:
     """Every check before queuing, in the order the user can fix them."""
     author = check_author(author)
-    if "document_import" not in cfg.data["disclosure"]["allowedProvenance"]:
+    if "document_import" not in cfg.disclosure.allowed_provenance:
         raise CmError("IMPORT_DISABLED",
                       "imports are disabled: add document_import to disclosure.allowedProvenance in config.json")
     scope = import_scope(cfg, paths, workspace_path)
@@ -172,9 +172,7 @@ def prepare(cfg: config_mod.Config, paths: DataPaths, path: str, workspace_path:
         "fileName": file_name, "contentDigest": f"sha256:{digest}", "part": {"index": 1, "count": 1},
         "headingPath": [], "blocks": blocks_of(text), "text": text,
     }, ensure_ascii=False)
-    disclosure = cfg.data["disclosure"]
-    caps = [disclosure.get(k) for k in ("maxExcerptBytes", "maxCandidateBytes", "maxTotalBytes")]
-    cap = min((c for c in caps if c), default=None)
+    cap = cfg.disclosure.source_cap
     # The Writer refuses a source over an explicit cap (plus its framing); refusing here keeps it unqueued.
     if cap is not None and len(envelope.encode("utf-8")) + 32 > cap:
         raise CmError("IMPORT_CHUNK_TOO_LARGE",

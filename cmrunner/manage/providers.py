@@ -29,6 +29,7 @@ from typing import Any
 
 from cmrunner.core import config as config_mod, envfile
 from cmrunner.core.errors import CmError
+from cmrunner.manage import configinit
 
 KEY_PREFIX = "COMMON_MEMORY_API_KEY"
 MODEL_LIST_LIMIT = 4 << 20
@@ -220,10 +221,8 @@ def commit_model(home: str, choice: ModelChoice, api_key: str | None) -> dict:
     else:
         key_env = f"{KEY_PREFIX}_{os.urandom(4).hex().upper()}"
     data["remote"] = build_remote(old, choice, key_env)
-    config_mod.validate(data)
-    if api_key is not None:
-        envfile.update(home, {key_env: check_api_key(api_key)})
-    config_mod.save(home, data)
+    config_mod.validate(data)  # before the key is checked, as `cm config init` orders it
+    configinit.publish(home, data, {key_env: check_api_key(api_key)} if api_key is not None else {})
     stale = [name for name in envfile.read(home) if name.startswith(KEY_PREFIX) and name != key_env]
     if stale:
         envfile.update(home, {name: None for name in stale})

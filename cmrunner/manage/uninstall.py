@@ -8,7 +8,7 @@ Contract:
   configuration that cm did not write (removing the program would leave it dangling), and any
   integration removal that ``manager.plan`` refuses (an owned file the user changed).
 - ``execute`` re-checks the blockers, removes the integrations in one transaction, then the
-  private ``.env``, ``config.json`` and cm's state files, then — only with ``remove_data`` — the
+  private ``.env``, ``config.json`` (with its pre-validated cache) and cm's state files, then — only with ``remove_data`` — the
   data root's known entries (``memory/``, ``runtime.sqlite*``, ``runtime/``; anything else is kept
   and reported), then empty folders, then the program itself when asked and when cm was installed
   as a package (a source checkout or editable install is never removed: fail closed).
@@ -197,6 +197,9 @@ def execute(home: str, planned: UninstallPlan, remove_data: bool, remove_program
         if os.path.lexists(path):
             os.unlink(path)
             done.append(f"removed {path}")
+    # Derived from config.json, not a setting of its own: it goes with it, unreported.
+    if os.path.lexists(config_mod.cache_path(home)):
+        os.unlink(config_mod.cache_path(home))
     if remove_data and os.path.isdir(planned.data_root):
         kept = _remove_data(planned.data_root)
         done.append(f"removed Memory Data in {planned.data_root}")

@@ -28,24 +28,17 @@ from __future__ import annotations
 import json
 import re
 
-from cmrunner.core import config as config_mod, projects, workspace
+from cmrunner.core import config as config_mod, projects, scopes, workspace
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 
 CAPABILITIES = ("relay", "init", "read")
 ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
-CONTEXT_RE = re.compile(r"^(global|project:[A-Za-z0-9_-]{1,128})$")
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:-]{0,63}$")
 BASES = ("saved_memories", "chat_history", "current_conversation", "project_context", "mixed", "unknown")
 MAX_MESSAGE_BYTES = 1 << 20  # the stdio framing limit of one JSON-RPC message
 SOURCE_FRAMING = 32  # the Writer counts this much JSON framing with every source against the cap
 POLL_MS = 2000
-
-
-def source_cap(disclosure: dict) -> int | None:
-    """The explicit per-source byte cap the Writer enforces (smallest configured cap), or ``None``."""
-    caps = [disclosure.get(k) for k in ("maxExcerptBytes", "maxCandidateBytes", "maxTotalBytes")]
-    return min((c for c in caps if c), default=None)
 
 
 class ToolFailure(CmError):
@@ -144,23 +137,23 @@ class Binding:
 
     def _compute(self, cfg: config_mod.Config, registry: list[projects.Project]) -> Access:
         allowed = cfg.allowed_scopes
-        disclosure = cfg.data["disclosure"]
+        disclosure = cfg.disclosure
         contexts = ["global"] if self.launch.allow_global and "global" in allowed else []
         current = {p.scope: p.path for p in registry}
         for scope, path in self.bound.items():
             if scope in allowed and current.get(scope) == path and scope not in contexts:
                 contexts.append(scope)
         caps = self.launch.capabilities
-        provenance = disclosure["allowedProvenance"]
-        discloses = bool(disclosure["enabled"])
-        cap = source_cap(disclosure)
+        provenance = disclosure.allowed_provenance
+        discloses = disclosure.enabled
+        cap = disclosure.source_cap
         return Access(
             caps, contexts,
             submission_enabled=("relay" in caps and self.launch.accept_user_turns and discloses
                                 and "user_explicit" in provenance and bool(contexts)),
             init_enabled="init" in caps and discloses and "agent_observation" in provenance and bool(contexts),
             read_enabled="read" in caps and bool(contexts),
-            max_input_bytes=disclosure.get("maxTotalBytes"),
+            max_input_bytes=disclosure.max_total_bytes,
             max_source_bytes=None if cap is None else max(0, cap - SOURCE_FRAMING),
         )
 
@@ -212,7 +205,7 @@ def context_id(args: dict, required: bool = True) -> str | None:
     value = args.get("contextId")
     if value is None and not required:
         return None
-    if not isinstance(value, str) or not CONTEXT_RE.match(value):
+    if not isinstance(value, str) or not scopes.is_scope(value):
         raise ToolFailure("CONTEXT_UNAVAILABLE",
                           "contextId must be one of the exact contexts memory_status {} lists (global or project:<id>)")
     return value

@@ -40,7 +40,7 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetad
 from mcp.types import CallToolResult, Completion, Resource as MCPResource, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
-from cmrunner.core import consumer
+from cmrunner.core import consumer, scopes
 from cmrunner.core.errors import CmError
 from cmrunner.mcpserver import access as mcp_access
 from cmrunner.mcpserver.access import Access, Binding, ToolFailure
@@ -134,7 +134,7 @@ class ReadResult(_Out):
 # -- input schemas (advertised; cm checks the raw arguments itself to answer with its codes) ----
 
 _ID = {"type": "string", "pattern": mcp_access.ID_RE.pattern, "minLength": 1, "maxLength": 128}
-_CONTEXT = {"type": "string", "pattern": mcp_access.CONTEXT_RE.pattern, "maxLength": 160,
+_CONTEXT = {"type": "string", "pattern": scopes.SCOPE_PATTERN, "maxLength": 160,
             "description": "An exact context id from memory_status {}: global or project:<id>."}
 
 

@@ -124,7 +124,7 @@ class InitScreen(CmScreen):
             self.agents.proceed(self.selected, False, False)
             return
         cfg = config_mod.load(self.app.home)  # type: ignore[attr-defined]
-        if "agent_observation" in cfg.data["disclosure"]["allowedProvenance"]:
+        if "agent_observation" in cfg.disclosure.allowed_provenance:
             self.agents.proceed(self.selected, True, False)
         else:
             self.app.push_screen(DisclosureScreen(self.agents, self.selected))

@@ -75,7 +75,7 @@ def gather(home: str) -> dict:
         report["config"]["error"] = {"code": exc.code, "message": exc.message}
         return report
     remote = cfg.remote
-    report["config"]["schemaVersion"] = cfg.data["schemaVersion"]
+    report["config"]["schemaVersion"] = cfg.schema_version
     report["model"] = None
     if remote is not None:
         try:

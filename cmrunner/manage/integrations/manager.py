@@ -66,7 +66,7 @@ def _text(path: str) -> str:
 
 
 def _needs_grant(cfg: config_mod.Config) -> bool:
-    return "agent_observation" not in cfg.data["disclosure"]["allowedProvenance"]
+    return "agent_observation" not in cfg.disclosure.allowed_provenance
 
 
 def _roots(selected: list[str], recorded: dict, hosts: dict[str, discovery.Host]) -> dict[str, str]:

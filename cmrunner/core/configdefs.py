@@ -1,0 +1,25 @@
+"""The constants of ``config.json`` shared by its model and its light reader: version, enums, defaults.
+
+Contract: plain data, no behaviour. ``cmrunner.core.configmodel`` (the validator) and
+``cmrunner.core.config`` (the reader the hooks use) both import it, so neither imports the other
+at module level. Stdlib only.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 2
+PROVENANCE = ("user_explicit", "agent_observation", "document_import", "conversation_context")
+PRESETS = ("deepseek", "qwen", "openai", "zhipu", "opencode-go", "kimi", "custom")
+EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+APIS = ("responses", "chat_completions")
+MAX_SAFE_INT = 2**53 - 1
+
+DEFAULT_SCHEDULER = {
+    "turnThreshold": 6,
+    "byteThreshold": 16384,
+    "idleMs": 120_000,
+    "maxWaitMs": 600_000,
+    "leaseMs": 120_000,
+    "maxAttempts": 5,
+}
+DEFAULT_SESSION_CACHE = {"maxSessionBytes": 8_388_608, "maxTotalBytes": 67_108_864, "contextTailTurns": 2}
