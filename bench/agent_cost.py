@@ -130,19 +130,32 @@ def play(prompts: tuple[str, ...], batch: bool) -> dict:
 
 
 def _row(name: str, r: dict) -> str:
-    return (f"| {name} | {r['turns']} | {r['jobs']} | {r['requests']} | {r['bytes'] / 1024:.1f} KiB | "
-            f"{r['per_turn_bytes'] / 1024:.2f} KiB | {r['per_turn_tokens']:.0f} | {r['per_turn_requests']:.2f} | "
-            f"{r['fixed']['instructions']} / {r['fixed']['tools']} / {r['fixed']['task']} |")
+    return (f"| {name} | {r['turns']} | {r['jobs']} | {r['requests']} | {r['bytes']:,} | {r['tokens']:,} | "
+            f"{r['per_turn_bytes']:,.0f} | {r['per_turn_tokens']:,.0f} | {r['per_turn_requests']:.2f} | "
+            f"{r['fixed']['instructions']:,} / {r['fixed']['tools']:,} / {r['fixed']['task']:,} |")
 
 
-def measure() -> list[str]:
-    runs = [("21-turn Codex session, one call per response", play(PROMPTS_21, False)),
-            ("21-turn Codex session, parallel calls", play(PROMPTS_21, True)),
-            ("`cm demo`'s two turns, one call per response", play(demo_mod.PROMPTS, False))]
-    return ["| session | user turns | jobs committed | requests | bytes sent | bytes / user turn | tokens / user turn "
-            "(est.) | requests / user turn | fixed text of one request: instructions / tools / task (bytes) |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---|",
-            *(_row(name, r) for name, r in runs)]
+# The issue's targets: a 21-turn session in at most 5 KB (5,000 bytes) per user turn and 12 requests
+# (the conservative one-call-per-response model), the demo's two turns in at most 4 requests.
+TARGETS = {"session": (5000, 12), "demo": (None, 4)}
+
+
+def measure() -> tuple[list[str], list[str]]:
+    session, parallel, demo = play(PROMPTS_21, False), play(PROMPTS_21, True), play(demo_mod.PROMPTS, False)
+    rows = ["| session | user turns | jobs committed | requests | bytes sent | tokens (est.) | bytes / user turn | "
+            "tokens / user turn | requests / user turn | fixed text of one request: instructions / tools / task "
+            "(bytes) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+            _row("21-turn Codex session, one call per response", session),
+            _row("21-turn Codex session, parallel calls", parallel),
+            _row("`cm demo`'s two turns, one call per response", demo)]
+    per_turn, requests = TARGETS["session"]
+    verdict = [f"Targets: 21-turn session ≤ {per_turn:,} bytes per user turn "
+               f"({'met' if session['per_turn_bytes'] <= per_turn else 'NOT met'}: {session['per_turn_bytes']:,.0f}) "
+               f"and ≤ {requests} requests ({'met' if session['requests'] <= requests else 'NOT met'}: "
+               f"{session['requests']}); demo ≤ {TARGETS['demo'][1]} requests "
+               f"({'met' if demo['requests'] <= TARGETS['demo'][1] else 'NOT met'}: {demo['requests']})."]
+    return rows, verdict
 
 
 def main() -> None:
@@ -150,8 +163,9 @@ def main() -> None:
     parser.add_argument("--write", action="store_true")
     parser.add_argument("--label", choices=("before", "after"), default="after")
     args = parser.parse_args()
+    rows, verdict = measure()
     body = "\n".join([f"Machine: {machine()}. Fake model on 127.0.0.1 (diligent policy), real hooks and drain, "
-                      "Responses protocol; tokens estimated as ceil(bytes / 4) per request.", "", *measure()])
+                      "Responses protocol; tokens estimated as ceil(bytes / 4) per request.", "", *rows, "", *verdict])
     print(body)
     if args.write:
         write_section(f"agent-cost-{args.label}", body)

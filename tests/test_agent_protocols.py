@@ -181,3 +181,17 @@ def test_system_prompt_and_tool_definitions_pass_the_scanner():
     for edit in (False, True):
         assert safety.scan_value(tools.definitions(contract.decision_json_schema(edit))) == []
     assert "submit_memory_decision" in system_prompt(), "the prompt ships inside the installed package"
+
+
+def test_the_fixed_text_of_every_request_stays_small():
+    """Instructions and tool schemas travel with every request (store: false allows no reuse), so they
+    are the bulk of what a job sends; 9,000 bytes keeps a 21-turn session under 5 KB per user turn
+    (bench/agent_cost.py). Grow them only with a reason worth paying for on every request."""
+    from cmrunner.writer_proc import contract, wire
+
+    conv = wire.conversation({"model": "m"}, system_prompt(), tools.definitions(contract.decision_json_schema(True)),
+                             "{}")
+    body = conv.body()
+    fixed = len(json.dumps({"instructions": body["instructions"], "tools": body["tools"]}, ensure_ascii=False,
+                           separators=(",", ":")).encode())
+    assert fixed <= 9_000, fixed

@@ -202,15 +202,15 @@ class ReadPort:
             raise ReadRejected("INVALID_SNAPSHOT_HANDLE", "unknown snapshot handle; use the one from the task")
         if target is None:
             documents, budget = [], BULK_PAGE
-            for t, doc in self.snapshot.items():
-                entry: dict = {"target": t, "hash": doc.hash, "bytes": len(doc.data), "writable": t in self.writable,
-                               "sections": [{"ref": s.ref, "title": s.title} for s in doc.sections],
-                               "soft_budget_bytes": doc.budgets.soft, "hard_budget_bytes": doc.budgets.hard}
-                chunk, end = _page(doc.data, 0, 0, budget) if budget > 0 else (b"", 0)
-                if chunk or not doc.data:
+            for t, listed in self.snapshot.items():
+                entry: dict = {"target": t, "hash": listed.hash, "bytes": len(listed.data), "writable": t in self.writable,
+                               "sections": [{"ref": s.ref, "title": s.title} for s in listed.sections],
+                               "soft_budget_bytes": listed.budgets.soft, "hard_budget_bytes": listed.budgets.hard}
+                chunk, end = _page(listed.data, 0, 0, budget) if budget > 0 else (b"", 0)
+                if chunk or not listed.data:
                     self._memory_covered[t] = max(self._memory_covered[t], end)
                     budget -= len(chunk)
-                    entry.update({"text": chunk.decode("utf-8"), "next": end if end < len(doc.data) else None})
+                    entry.update({"text": chunk.decode("utf-8"), "next": end if end < len(listed.data) else None})
                 else:
                     entry["next"] = 0
                 documents.append(entry)
