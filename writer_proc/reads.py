@@ -7,7 +7,8 @@ Contract:
 - Bulk reads save round trips without weakening coverage: ``read_ingest_all`` (the tool's
   ``handle: null``) serves every bundle in task order, block after block, as much text as fits
   ``BULK_PAGE`` bytes, with each block's compact descriptor; its ``offset``/``next`` count bytes
-  across all blocks in that order. The manifest (``inspect_memory`` without target) carries each
+  across all blocks in that order, and a block split by a page boundary also carries its own
+  ``offset``/``next``, so it may equally be read on with ``read_ingest``. The manifest (``inspect_memory`` without target) carries each
   document's text inline while the page's ``BULK_PAGE`` budget lasts, with ``next`` per document
   (null: read to the end; otherwise continue with that target's pages). Both are ordinary reads:
   they update the same per-block and per-document coverage and obey the same contiguity rule.
