@@ -29,35 +29,56 @@ def _manifest(handle: str) -> dict:
                                                                       "context_only": False, "metadata": {"role": "user"}}]}
 
 
+def _block(n: int, text: str, offset: int | None = None, next_: int | None = None) -> dict:
+    block = {"handle": f"ingest_{n}", "block_id": "b1", "evidence_ref": f"ev_{n}", "role": "user"}
+    if offset is not None:
+        block.update({"offset": offset, "next": next_})
+    return {**block, "text": text}
+
+
+BULK = {"handle": None, "block": None}
+
+
 def test_next_calls_follow_pages_and_the_manifest():
     seen = fakepolicy.view("/v1/chat/completions", _chat_body([]))
-    assert fakepolicy.next_calls(seen) == [("inspect_ingest", {"handle": "ingest_1", "offset": 0})]
-    assert [c[0] for c in fakepolicy.next_calls(seen, batch=True)] == ["inspect_ingest", "inspect_ingest", "inspect_memory"]
-    calls = [("inspect_ingest", {"handle": "ingest_1", "offset": 0}, _manifest("ingest_1")),
-             ("inspect_ingest", {"handle": "ingest_2", "offset": 0}, _manifest("ingest_2")),
-             ("read_ingest", {"handle": "ingest_1", "block": "b1", "offset": 0},
-              {"offset": 0, "next": 8192, "text": "A" * 8192}),
-             ("read_ingest", {"handle": "ingest_2", "block": "b1", "offset": 0}, {"error": "MEMORY_TOOL_REJECTED"})]
+    assert fakepolicy.next_calls(seen) == [("read_ingest", {**BULK, "offset": 0})]
+    assert [c[0] for c in fakepolicy.next_calls(seen, batch=True)] == ["read_ingest", "inspect_memory"]
+    calls = [("read_ingest", {**BULK, "offset": 0}, {"offset": 0, "next": 8192, "blocks": [_block(1, "A" * 8192, 0, 8192)]}),
+             ("read_ingest", {**BULK, "offset": 8192}, {"error": "MEMORY_TOOL_REJECTED"})]
     seen = fakepolicy.view("/v1/chat/completions", _chat_body(calls))
-    assert fakepolicy.next_calls(seen, batch=True)[:2] == [
-        ("read_ingest", {"handle": "ingest_1", "block": "b1", "offset": 8192}),
-        ("read_ingest", {"handle": "ingest_2", "block": "b1", "offset": 0})], "a rejected read is read again"
-    calls += [("read_ingest", {"handle": "ingest_1", "block": "b1", "offset": 8192}, {"offset": 8192, "next": None, "text": "B"}),
-              ("read_ingest", {"handle": "ingest_2", "block": "b1", "offset": 0}, {"offset": 0, "next": None, "text": "C"}),
+    assert fakepolicy.next_calls(seen, batch=True)[:1] == [("read_ingest", {**BULK, "offset": 8192})], \
+        "a rejected read is read again"
+    calls += [("read_ingest", {**BULK, "offset": 8192},
+               {"offset": 8192, "next": None, "blocks": [_block(1, "B", 8192, None), _block(2, "C")]}),
               ("inspect_memory", {"handle": "snap", "target": None, "offset": 0},
-               {"handle": "snap", "documents": [{"target": "profile", "bytes": 10, "sections": []},
-                                                {"target": "preferences", "bytes": 0, "sections": []}]})]
+               {"handle": "snap", "documents": [
+                   {"target": "profile", "bytes": 16, "sections": [], "text": "# Profile\n", "next": 10},
+                   {"target": "preferences", "bytes": 0, "sections": [], "text": "", "next": None}]})]
     seen = fakepolicy.view("/v1/chat/completions", _chat_body(calls))
-    assert fakepolicy.next_calls(seen, batch=True) == [("inspect_memory", {"handle": "snap", "target": "profile", "offset": 0})]
-    calls.append(("inspect_memory", {"handle": "snap", "target": "profile", "offset": 0},
-                  {"target": "profile", "offset": 0, "next": None, "text": "# Profile\n"}))
+    assert fakepolicy.next_calls(seen, batch=True) == [("inspect_memory", {"handle": "snap", "target": "profile", "offset": 10})]
+    calls.append(("inspect_memory", {"handle": "snap", "target": "profile", "offset": 10},
+                  {"target": "profile", "offset": 10, "next": None, "text": "## A\nb\n"}))
     seen = fakepolicy.view("/v1/chat/completions", _chat_body(calls))
     assert fakepolicy.next_calls(seen, batch=True) == []
     state = fakepolicy.policy_state(seen)
     assert [s["text"] for s in state["sources"]] == ["A" * 8192 + "B", "C"]
+    assert state["documents"]["profile"]["text"] == "# Profile\n## A\nb\n"
     decision = fakepolicy.decide(seen, fakepolicy.load_policy("remember_user_turns"))
     assert decision["request_id"] == "job-1"
     assert [op["title"] for op in decision["decisions"][0]["operations"]] == ["User turn 1", "User turn 2"]
+
+
+def test_blocks_listed_one_by_one_are_read_to_their_end_too():
+    calls = [("inspect_ingest", {"handle": "ingest_1", "offset": 0}, _manifest("ingest_1")),
+             ("read_ingest", {"handle": "ingest_1", "block": "b1", "offset": 0},
+              {"offset": 0, "next": 8192, "text": "A" * 8192})]
+    seen = fakepolicy.view("/v1/chat/completions", _chat_body(calls))
+    assert ("read_ingest", {"handle": "ingest_1", "block": "b1", "offset": 8192}) in fakepolicy.next_calls(seen, batch=True)
+    calls.append(("read_ingest", {"handle": "ingest_1", "block": "b1", "offset": 8192},
+                  {"offset": 8192, "next": None, "text": "B"}))
+    seen = fakepolicy.view("/v1/chat/completions", _chat_body(calls))
+    assert [c for c in fakepolicy.next_calls(seen, batch=True) if c[1].get("handle") == "ingest_1"] == []
+    assert fakepolicy.policy_state(seen)["sources"][0]["text"] == "A" * 8192 + "B"
 
 
 def test_a_policy_from_a_file_decides(home, tmp_path):
@@ -91,7 +112,7 @@ def test_bad_policy_scripts_are_refused_before_start(tmp_path, script):
 
 
 def test_injected_lists_are_consumed_per_cue_and_done_answers_with_text(tmp_path):
-    script = policy("ignore", inject={"inspect_ingest": [{"text": "one"}, {"text": "two"}]})
+    script = policy("ignore", inject={"read_ingest": [{"text": "one"}, {"text": "two"}]})
     with fakemodel.running(str(tmp_path), script) as fm:
         conn = http.client.HTTPConnection("127.0.0.1", fm.port, timeout=10)
         texts = []
@@ -106,8 +127,8 @@ def test_injected_lists_are_consumed_per_cue_and_done_answers_with_text(tmp_path
         done = json.loads(conn.getresponse().read())["choices"][0]["message"]["content"]
         conn.close()
         cues = [r["cue"] for r in fm.requests()]
-    assert texts == ["one", "two", "inspect_ingest"]
-    assert done == "The decision was submitted." and cues == ["inspect_ingest"] * 3 + ["done"]
+    assert texts == ["one", "two", "read_ingest"]
+    assert done == "The decision was submitted." and cues == ["read_ingest"] * 3 + ["done"]
 
 
 def test_a_broken_policy_answers_500_and_says_so(tmp_path):

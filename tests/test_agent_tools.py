@@ -39,7 +39,10 @@ def test_definitions_are_strict_and_named_exactly():
 @pytest.mark.parametrize(("name", "raw", "code", "errors"), [
     ("read_ingest", "{", "TOOL_ARGUMENTS_INVALID", [{"path": "$", "rule": "json"}]),
     ("read_ingest", "[1]", "TOOL_ARGUMENTS_INVALID", [{"path": "$", "rule": "type"}]),
-    ("read_ingest", json.dumps({"handle": "ingest_7"}), "TOOL_ARGUMENTS_INVALID", [{"path": "$.block", "rule": "required"}]),
+    ("inspect_ingest", json.dumps({"offset": 0}), "TOOL_ARGUMENTS_INVALID", [{"path": "$.handle", "rule": "required"}]),
+    ("read_ingest", json.dumps({"handle": "ingest_7"}), "INVALID_BLOCK_REFERENCE", None),
+    ("read_ingest", json.dumps({"handle": None, "block": "b1", "offset": 0}), "INVALID_BLOCK_REFERENCE", None),
+    ("read_ingest", json.dumps({"handle": None, "block": None, "offset": 5}), "NONCONTIGUOUS_READ", None),
     ("read_ingest", json.dumps({"handle": "ingest_7", "block": "b1", "offset": -1}), "TOOL_ARGUMENTS_INVALID",
      [{"path": "$.offset", "rule": "type"}]),
     ("inspect_ingest", json.dumps({"handle": "ingest_7", SECRET_LOOKING: 1}), "TOOL_ARGUMENTS_INVALID",
@@ -103,3 +106,77 @@ def test_sensitive_result_and_lost_lease_end_the_attempt():
     with pytest.raises(CmError) as caught:
         box.call("inspect_ingest", json.dumps({"handle": "ingest_7", "offset": 0}))
     assert caught.value.code == "STALE_LEASE"
+
+
+def _bulk_port() -> ReadPort:
+    texts = ["Schön " * 25, "", "I use Nix flakes."]
+    sources = [Source(n + 1, text, "global", "user_explicit", "codex_user_delivery", "2026-11-30T00:00:00.000Z")
+               for n, text in enumerate(texts)]
+    snapshot = {"profile": sections.parse("profile", b"# Profile\n\n## Walks\n" + b"long " * 30 + b"\n"),
+                "preferences": sections.parse("preferences", b"# Preferences\n\n## Tabs\nalways\n")}
+    return ReadPort("job-1", sources, snapshot, frozenset({"global"}), lambda p, r: ("ok", {}), lambda: None)
+
+
+def test_bulk_read_pages_every_block_in_order_and_counts_as_coverage(monkeypatch):
+    from cmrunner.writer_proc import reads as reads_mod
+
+    monkeypatch.setattr(reads_mod, "BULK_PAGE", 102)  # byte 102 is inside an "ö": the page ends before it
+    reads = _bulk_port()
+    box = tools.Toolbox(reads, contract.decision_json_schema(False))
+    pieces: dict[str, list[str]] = {}
+    offset, pages = 0, []
+    while offset is not None:
+        page = box.call("read_ingest", json.dumps({"handle": None, "block": None, "offset": offset}))
+        assert not page.rejected and page.result["offset"] == offset
+        assert not reads.ingest_fully_read or page.result["next"] is None, "coverage is complete only at the end"
+        for block in page.result["blocks"]:
+            assert block["evidence_ref"] == "ev_" + block["handle"].split("_")[1] and block["role"] == "user"
+            pieces.setdefault(block["handle"], []).append(block["text"])
+        pages.append(sum(len(b["text"].encode()) for b in page.result["blocks"]))
+        offset = page.result["next"]
+    assert reads.ingest_fully_read and pages == [101, 175 - 101 + 17]
+    assert {h: "".join(t) for h, t in pieces.items()} == {h: s.text for h, s in reads.sources.items()}
+    assert list(pieces) == ["ingest_1", "ingest_2", "ingest_3"], "task order, an empty block included"
+    assert box.call("processing_state", "").result["complete"] is True
+
+
+def test_bulk_read_keeps_the_contiguity_rule(monkeypatch):
+    from cmrunner.writer_proc import reads as reads_mod
+
+    monkeypatch.setattr(reads_mod, "BULK_PAGE", 102)
+    reads = _bulk_port()
+    first = reads.read_ingest_all(0)
+    assert first["blocks"][0]["next"] == first["next"] < len(reads.sources["ingest_1"].data)
+    with pytest.raises(CmError) as caught:
+        reads.read_ingest_all(first["next"] + 7)  # skips bytes of the first block
+    assert caught.value.code == "NONCONTIGUOUS_READ"
+    with pytest.raises(CmError) as caught:
+        reads.read_ingest_all(first["next"] + 1)  # inside a two-byte character
+    assert caught.value.code == "INVALID_PAGE_OFFSET"
+    # A block read on with its own pages from where the bulk page stopped is covered the same way.
+    rest = reads.read_ingest("ingest_1", "b1", first["next"])
+    assert rest["next"] is None and not reads.ingest_fully_read
+    reads.read_ingest("ingest_3", "b1", 0)
+    assert reads.ingest_fully_read
+
+
+def test_manifest_carries_document_text_and_marks_what_it_served_as_read(monkeypatch):
+    from cmrunner.writer_proc import reads as reads_mod
+
+    reads = _bulk_port()
+    manifest = reads.inspect_memory(reads.snapshot_handle)
+    docs = {d["target"]: d for d in manifest["documents"]}
+    assert docs["profile"]["text"].encode() == reads.snapshot["profile"].data and docs["profile"]["next"] is None
+    assert reads.fully_read_targets == {"profile", "preferences"}
+    monkeypatch.setattr(reads_mod, "BULK_PAGE", 60)
+    reads = _bulk_port()
+    docs = {d["target"]: d for d in reads.inspect_memory(reads.snapshot_handle)["documents"]}
+    assert len(docs["profile"]["text"].encode()) == 60 and docs["profile"]["next"] == 60
+    assert "text" not in docs["preferences"] and docs["preferences"]["next"] == 0, "the page budget was spent"
+    assert reads.fully_read_targets == frozenset(), "nothing counts as read before its end"
+    with pytest.raises(CmError) as caught:
+        reads.inspect_memory(reads.snapshot_handle, "profile", 120)
+    assert caught.value.code == "NONCONTIGUOUS_READ"
+    assert reads.inspect_memory(reads.snapshot_handle, "profile", 60)["next"] is None
+    assert reads.inspect_memory(reads.snapshot_handle, "preferences", 0)["next"] is None
+    assert reads.fully_read_targets == {"profile", "preferences"}

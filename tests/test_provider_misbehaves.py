@@ -165,9 +165,9 @@ def test_one_event_larger_than_the_event_cap_is_refused_before_it_ends(home, tmp
 
 def test_the_attempt_budget_spans_turns(home, tmp_path, monkeypatch):
     # Each response stays under the per-response cap, but together they exceed the attempt's.
-    monkeypatch.setattr(limits, "ATTEMPT_BYTE_LIMIT", 3 << 20)
+    monkeypatch.setattr(limits, "ATTEMPT_BYTE_LIMIT", 2 << 20)  # a job takes three turns; two floods exceed it
     flood = {"policy": True, "flood": 1 << 20}
-    script = policy(inject={"first": flood, "inspect_ingest": flood, "read_ingest": flood, "inspect_memory": flood})
+    script = policy(inject={"first": flood, "inspect_memory": flood, "submit": flood})
     paths, outcome, log, *_ = _once(home, tmp_path, script)
     assert (outcome.state, outcome.code) == ("retry", "INVALID_RESPONSE")
     assert _job(paths)["diagnostic"]["reason"] == "body_too_large"

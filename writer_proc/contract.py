@@ -13,8 +13,10 @@ Contract:
   the nullable ``section`` is ``"type": ["string", "null"]``. Definitions are inlined, never
   ``$ref``/``$defs``: DeepSeek's strict mode mishandles ``$ref`` inside ``anyOf`` and older Gemini
   has no references, and the schema is small enough that repetition costs little. Counts, lengths
-  and numeric ranges are stated in ``description`` only, because several strict modes reject
-  ``minItems``/``maxLength``/``minimum``; ``validate_decision`` enforces them.
+  and numeric ranges are never schema keywords, because several strict modes reject
+  ``minItems``/``maxLength``/``minimum``: the Memory Agent's instructions (``memory_agent.md``)
+  state them once and ``validate_decision`` enforces them. The schema travels with every request,
+  so it carries no ``description``: the instructions explain each field once.
 - ``validate_decision(payload, ctx)`` checks one submission against the job's
   ``DecisionContext`` and raises ``DecisionRejected`` on the first failure; the submission is
   accepted or rejected as a whole. Order: schema (``INVALID_DECISION``) → ``request_id`` →
@@ -152,67 +154,58 @@ class EditMaintenanceDecision(MaintenanceDecision):
 # ---------------------------------------------------------------- strict JSON Schema
 
 
-def _text(description: str) -> dict[str, Any]:
-    return {"type": "string", "description": description}
+def _text() -> dict[str, Any]:
+    return {"type": "string"}
 
 
-def _enum(values: tuple[str, ...], description: str) -> dict[str, Any]:
-    return {"type": "string", "enum": list(values), "description": description}
+def _enum(values: tuple[str, ...]) -> dict[str, Any]:
+    return {"type": "string", "enum": list(values)}
 
 
-def _object(properties: dict[str, dict[str, Any]], description: str) -> dict[str, Any]:
-    return {"type": "object", "description": description, "properties": properties,
-            "required": list(properties), "additionalProperties": False}
+def _object(properties: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
+# No descriptions: every request re-sends this schema, and memory_agent.md states each field's meaning,
+# counts and limits once.
 def _operation_schemas() -> list[dict[str, Any]]:
-    target = _text("A target from the snapshot manifest: profile, preferences or project:<id>.")
     put = _object({
-        "op": _enum(("put_section",), "Create, append or replace one section."),
-        "target": target,
-        "section": {"type": ["string", "null"],
-                    "description": "Ref of the section to replace, or null to append a new section."},
-        "title": _text("The section's H2 title: non-empty, one line, no surrounding spaces."),
-        "body": _text("Markdown under the title; no H1/H2 headings outside fenced code."),
-    }, "put_section")
-    remove = _object({
-        "op": _enum(("remove_section",), "Delete one existing section."),
-        "target": target,
-        "section": _text("Ref of the section to delete."),
-    }, "remove_section")
+        "op": _enum(("put_section",)),
+        "target": _text(),
+        "section": {"type": ["string", "null"]},
+        "title": _text(),
+        "body": _text(),
+    })
+    remove = _object({"op": _enum(("remove_section",)), "target": _text(), "section": _text()})
     return [put, remove]
 
 
 def _decision_schema(kind: str) -> dict[str, Any]:
     properties: dict[str, dict[str, Any]] = {
-        "kind": _enum((kind,), f"A {kind} decision."),
-        "applicability": _enum(APPLICABILITY, "global targets profile/preferences, project the current "
-                               "project's document; uncertain is allowed only with ignore."),
-        "confidence": {"type": "number", "description": "From 0 to 1; not an admission threshold."},
-        "evidence": {"type": "array", "items": {"type": "string"},
-                     "description": f"At most {MAX_EVIDENCE} ev_<id> handles of current sources."},
-        "reason": _text(f"At most {MAX_REASON_CHARS} characters; never stored."),
+        "kind": _enum((kind,)),
+        "applicability": _enum(APPLICABILITY),
+        "confidence": {"type": "number"},
+        "evidence": {"type": "array", "items": {"type": "string"}},
+        "reason": _text(),
     }
     if kind == "retain":
-        properties["admission"] = _enum(ADMISSION, "Why this is retained.")
-        properties["lifetime"] = _enum(LIFETIME, "How long the retained state holds.")
+        properties["admission"] = _enum(ADMISSION)
+        properties["lifetime"] = _enum(LIFETIME)
     if kind != "ignore":
-        properties["operations"] = {"type": "array", "items": {"anyOf": _operation_schemas()},
-                                    "description": f"1 to {MAX_OPERATIONS} section operations."}
-    return _object(properties, f"{kind} decision")
+        properties["operations"] = {"type": "array", "items": {"anyOf": _operation_schemas()}}
+    return _object(properties)
 
 
 def decision_json_schema(edit_task: bool) -> dict[str, Any]:
     """The strict-mode JSON Schema of a submission; the edit-task variant requires ``edit_result``."""
     properties: dict[str, dict[str, Any]] = {
-        "version": _enum((PROTOCOL_VERSION,), "The protocol version."),
-        "request_id": _text("The task's request_id, copied exactly."),
-        "decisions": {"type": "array", "items": {"anyOf": [_decision_schema(k) for k in DECISION_KINDS]},
-                      "description": f"1 to {MAX_DECISIONS} decisions."},
+        "version": _enum((PROTOCOL_VERSION,)),
+        "request_id": _text(),
+        "decisions": {"type": "array", "items": {"anyOf": [_decision_schema(k) for k in DECISION_KINDS]}},
     }
     if edit_task:
-        properties["edit_result"] = _enum(EDIT_RESULTS, "modified exactly when some decision is not ignore.")
-    return _object(properties, PROTOCOL_VERSION)
+        properties["edit_result"] = _enum(EDIT_RESULTS)
+    return _object(properties)
 
 
 # ---------------------------------------------------------------- context and result

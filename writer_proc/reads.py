@@ -4,6 +4,14 @@ Contract:
 - The agent sees handles, never raw source text or Markdown in its task: ``inspect_ingest``
   pages block descriptors (``MANIFEST_PAGE`` per page), ``read_ingest`` and ``inspect_memory`` page
   bytes (``BYTE_PAGE`` per page, always ending on a UTF-8 boundary).
+- Bulk reads save round trips without weakening coverage: ``read_ingest_all`` (the tool's
+  ``handle: null``) serves every bundle in task order, block after block, as much text as fits
+  ``BULK_PAGE`` bytes, with each block's compact descriptor; its ``offset``/``next`` count bytes
+  across all blocks in that order, and a block split by a page boundary also carries its own
+  ``offset``/``next``, so it may equally be read on with ``read_ingest``. The manifest (``inspect_memory`` without target) carries each
+  document's text inline while the page's ``BULK_PAGE`` budget lasts, with ``next`` per document
+  (null: read to the end; otherwise continue with that target's pages). Both are ordinary reads:
+  they update the same per-block and per-document coverage and obey the same contiguity rule.
 - Reads are contiguous: an offset must sit on a character boundary and may not skip bytes not
   read yet (``NONCONTIGUOUS_READ``), so "read to the end" really means every byte was served.
 - Coverage is tracked here and handed to the decision contract: every current source block must be
@@ -27,6 +35,7 @@ from cmrunner.writer_proc import contract
 
 MANIFEST_PAGE = 32
 BYTE_PAGE = 8192
+BULK_PAGE = 65536  # generous: one page holds a whole ordinary batch, or all documents up to their hard budgets
 
 
 class ReadRejected(CmError):
@@ -82,14 +91,22 @@ class Source:
             "evidence_ref": self.evidence_ref, "metadata": metadata,
         }
 
+    def compact(self) -> dict:
+        """The descriptor a bulk page carries: what the task's bundle entry does not already say, and
+        what deciding needs (``inspect_ingest`` has the full descriptor, with ``observed_at``)."""
+        entry: dict = {"handle": self.handle, "block_id": "b1", "evidence_ref": self.evidence_ref, "role": self.role}
+        if self.turn is not None:
+            entry["turn_id"] = self.turn
+        return entry
 
-def _page(data: bytes, offset: int, covered: int) -> tuple[bytes, int]:
-    """The page of ``data`` starting at ``offset``; checks boundaries and contiguity."""
+
+def _page(data: bytes, offset: int, covered: int, size: int = BYTE_PAGE) -> tuple[bytes, int]:
+    """The page of ``data`` starting at ``offset`` (at most ``size`` bytes); checks boundaries and contiguity."""
     if offset < 0 or offset > len(data) or (offset < len(data) and (data[offset] & 0xC0) == 0x80):
         raise ReadRejected("INVALID_PAGE_OFFSET", "offset must be a character boundary inside the content")
     if offset > covered:
         raise ReadRejected("NONCONTIGUOUS_READ", f"read from offset {covered} first; bytes may not be skipped")
-    end = min(len(data), offset + BYTE_PAGE)
+    end = min(len(data), offset + size)
     while end < len(data) and (data[end] & 0xC0) == 0x80:
         end -= 1
     return data[offset:end], end
@@ -149,16 +166,56 @@ class ReadPort:
                 "text": chunk.decode("utf-8"), "next": end if end < len(source.data) else None,
                 "descriptor": source.descriptor()}
 
+    def read_ingest_all(self, offset: int = 0) -> dict:
+        """One bulk page over every bundle in task order (see module contract)."""
+        self._guard()
+        order = list(self.sources.values())
+        total = sum(len(s.data) for s in order)
+        if offset < 0 or offset > total:
+            raise ReadRejected("INVALID_PAGE_OFFSET", "offset must be 0 or the 'next' of the previous bulk page")
+        index, local = 0, offset
+        while index < len(order) and local >= len(order[index].data) and (local > 0 or order[index].data):
+            local -= len(order[index].data)
+            index += 1
+        blocks: list[dict] = []
+        budget, position = BULK_PAGE, offset
+        while index < len(order):
+            source = order[index]
+            chunk, end = _page(source.data, local, self._ingest_covered[source.handle], budget)
+            if not chunk and end < len(source.data):
+                break  # not even one character fits what is left of this page
+            self._ingest_covered[source.handle] = max(self._ingest_covered[source.handle], end)
+            entry = source.compact()
+            if local or end < len(source.data):
+                entry.update({"offset": local, "next": end if end < len(source.data) else None})
+            entry["text"] = chunk.decode("utf-8")
+            blocks.append(entry)
+            budget -= len(chunk)
+            position += len(chunk)
+            if end < len(source.data):
+                break
+            index, local = index + 1, 0
+        return {"offset": offset, "next": position if position < total else None, "blocks": blocks}
+
     def inspect_memory(self, handle: str, target: str | None = None, offset: int = 0) -> dict:
         self._guard()
         if handle != self.snapshot_handle:
             raise ReadRejected("INVALID_SNAPSHOT_HANDLE", "unknown snapshot handle; use the one from the task")
         if target is None:
-            return {"handle": handle, "documents": [
-                {"target": t, "hash": doc.hash, "bytes": len(doc.data), "writable": t in self.writable,
-                 "sections": [{"ref": s.ref, "title": s.title} for s in doc.sections],
-                 "soft_budget_bytes": doc.budgets.soft, "hard_budget_bytes": doc.budgets.hard}
-                for t, doc in self.snapshot.items()]}
+            documents, budget = [], BULK_PAGE
+            for t, listed in self.snapshot.items():
+                entry: dict = {"target": t, "hash": listed.hash, "bytes": len(listed.data), "writable": t in self.writable,
+                               "sections": [{"ref": s.ref, "title": s.title} for s in listed.sections],
+                               "soft_budget_bytes": listed.budgets.soft, "hard_budget_bytes": listed.budgets.hard}
+                chunk, end = _page(listed.data, 0, 0, budget) if budget > 0 else (b"", 0)
+                if chunk or not listed.data:
+                    self._memory_covered[t] = max(self._memory_covered[t], end)
+                    budget -= len(chunk)
+                    entry.update({"text": chunk.decode("utf-8"), "next": end if end < len(listed.data) else None})
+                else:
+                    entry["next"] = 0
+                documents.append(entry)
+            return {"handle": handle, "documents": documents}
         doc = self.snapshot.get(target)
         if doc is None:
             raise ReadRejected("INVALID_TARGET_REFERENCE", "that target is not in this snapshot")

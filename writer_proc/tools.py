@@ -4,7 +4,9 @@ Contract:
 - ``definitions(decision_schema)`` lists exactly ``inspect_ingest``, ``read_ingest``,
   ``inspect_memory``, ``processing_state``, ``record_working_notes`` and ``submit_memory_decision``
   with strict-mode parameter schemas (every property required, optional ones nullable, no extra
-  properties); the submission's parameters are the task's decision schema.
+  properties); the submission's parameters are the task's decision schema. ``read_ingest`` with
+  ``handle`` and ``block`` both null is the bulk read (``ReadPort.read_ingest_all``); one of them
+  null without the other is ``INVALID_BLOCK_REFERENCE``.
 - ``Toolbox.call(name, raw_arguments)`` runs one call against the job's ``ReadPort`` and returns a
   ``ToolOutcome``: the JSON result for the model, whether it was rejected, and whether a decision
   was accepted. Rejections come back as ``{error: MEMORY_TOOL_REJECTED, tool, code,
@@ -26,7 +28,7 @@ import re
 from cmrunner.core import safety
 from cmrunner.core.errors import CmError
 from cmrunner.writer_proc import boundedjson, contract, limits
-from cmrunner.writer_proc.reads import ReadPort
+from cmrunner.writer_proc.reads import BULK_PAGE, BYTE_PAGE, ReadPort
 
 TOOL_NAMES = ("inspect_ingest", "read_ingest", "inspect_memory", "processing_state", "record_working_notes",
               "submit_memory_decision")
@@ -39,7 +41,7 @@ _HINTS = {
     "UNKNOWN_TOOL": "use only the tools listed in this request",
     "TOOL_ARGUMENTS_INVALID": "send a JSON object with exactly the parameters this tool declares",
     "INVALID_INGEST_HANDLE": "use an ingest_id from the task's bundles",
-    "INVALID_BLOCK_REFERENCE": "use a block_id returned by inspect_ingest",
+    "INVALID_BLOCK_REFERENCE": "use a block_id returned by inspect_ingest, or null handle and block to read all",
     "INVALID_SNAPSHOT_HANDLE": "use the snapshot handle from the task",
     "INVALID_TARGET_REFERENCE": "use a target or section ref from the snapshot manifest",
     "INVALID_PAGE_OFFSET": "use offset 0 or the 'next' value of the previous page",
@@ -54,41 +56,34 @@ _HINTS = {
 }
 
 
-def _nullable(kind: str, description: str) -> dict:
-    return {"type": [kind, "null"], "description": description}
-
-
 def _params(properties: dict[str, dict]) -> dict:
     return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
-_HANDLE = {"type": "string", "description": "A handle from the task."}
-_OFFSET = _nullable("integer", "Byte offset: null or 0 for the first page, then the previous page's 'next'.")
+# Descriptions are terse on purpose: every request re-sends them, and memory_agent.md explains the protocol.
+_HANDLE = {"type": "string"}
+_NULLABLE_TEXT = {"type": ["string", "null"]}
+_OFFSET = {"type": ["integer", "null"]}
+_KIB = BULK_PAGE // 1024
 
 
 def definitions(decision_schema: dict) -> list[dict]:
     """Name, description and JSON-Schema parameters of each tool, in a fixed order."""
     return [
         {"name": "inspect_ingest", "parameters": _params({"handle": _HANDLE, "offset": _OFFSET}),
-         "description": "List the blocks of one ingest bundle (32 descriptors per page)."},
-        {"name": "read_ingest",
-         "parameters": _params({"handle": _HANDLE, "block": {"type": "string", "description": "A block_id."},
-                                "offset": _OFFSET}),
-         "description": "Read one block's text, 8192 bytes per page; follow 'next' until it is null."},
+         "description": "Block descriptors of one bundle."},
+        {"name": "read_ingest", "parameters": _params({"handle": _NULLABLE_TEXT, "block": _NULLABLE_TEXT,
+                                                       "offset": _OFFSET}),
+         "description": f"Source text; handle and block null: all bundles, {_KIB} KiB pages."},
         {"name": "inspect_memory",
-         "parameters": _params({"handle": _HANDLE,
-                                "target": _nullable("string", "null for the manifest, or a target to read"),
-                                "offset": _OFFSET}),
-         "description": "Without target: the snapshot manifest (targets, sections, budgets). With target: "
-                        "that document's Markdown, 8192 bytes per page."},
-        {"name": "processing_state", "parameters": _params({}),
-         "description": "How many required source bytes have been read so far."},
-        {"name": "record_working_notes",
-         "parameters": _params({"notes": {"type": "string", "description": "Replaces earlier notes."}}),
-         "description": "Keep short private working notes for this task (never stored)."},
+         "parameters": _params({"handle": _HANDLE, "target": _NULLABLE_TEXT, "offset": _OFFSET}),
+         "description": f"target null: manifest with document text ({_KIB} KiB); else one document, "
+                        f"{BYTE_PAGE // 1024} KiB pages."},
+        {"name": "processing_state", "parameters": _params({}), "description": "Required source bytes read."},
+        {"name": "record_working_notes", "parameters": _params({"notes": {"type": "string"}}),
+         "description": "Replace your private notes."},
         {"name": "submit_memory_decision", "parameters": decision_schema,
-         "description": "Submit the one memory_maintenance_v2 decision for this task. Only the first valid "
-                        "submission counts and it ends the task; prose answers are never decisions."},
+         "description": "Submit the decision; the first valid one ends the task."},
     ]
 
 
@@ -169,7 +164,12 @@ class Toolbox:
         if name == "inspect_ingest":
             return self.reads.inspect_ingest(args["handle"], offset)
         if name == "read_ingest":
-            return self.reads.read_ingest(args["handle"], args["block"], offset)
+            handle, block = args.get("handle"), args.get("block")
+            if handle is None or block is None:
+                if handle is not None or block is not None:
+                    raise CmError("INVALID_BLOCK_REFERENCE", "handle and block are both given or both null")
+                return self.reads.read_ingest_all(offset)
+            return self.reads.read_ingest(handle, block, offset)
         if name == "inspect_memory":
             return self.reads.inspect_memory(args["handle"], args.get("target"), offset)
         if name == "processing_state":

@@ -4,10 +4,11 @@ Contract:
 - ``view(path, body)`` reads one request of either protocol (Responses ``input`` items or Chat
   ``messages``) and rebuilds what the model has seen: the task (the first user message that parses
   as a ``memory_task_v1``), every tool call with its arguments and its result, in order.
-- ``next_calls(view, batch)`` is what a diligent model does next: ``inspect_ingest`` every bundle
-  (following manifest pages), ``read_ingest`` every block from offset 0 following ``next`` until
-  it is null, the ``inspect_memory`` manifest, then every non-empty document page by page; an empty
-  list means everything has been read. With ``batch`` every independent next call is returned at
+- ``next_calls(view, batch)`` is what a diligent model does next, as ``memory_agent.md`` asks:
+  the bulk ``read_ingest`` (``handle`` and ``block`` null) from offset 0 following ``next`` until it
+  is null, every block listed by an ``inspect_ingest`` read to its end, the ``inspect_memory``
+  manifest (with its inline document text), then every non-empty document not yet read to its end,
+  page by page from where the manifest stopped; an empty list means everything has been read. With ``batch`` every independent next call is returned at
   once (several calls in one turn), else only the first.
 - ``decide(view, policy)`` builds the ``submit_memory_decision`` arguments from a policy: a
   callable ``policy(state) -> body | [decisions]`` given ``{task, sources, documents, rejections,
@@ -127,53 +128,93 @@ def _next_offset(pages: list[dict]) -> int | None:
     return pages[-1].get("next")
 
 
+def _bulk(args: dict) -> bool:
+    return args.get("handle") is None and args.get("block") is None
+
+
+def _documents(seen: View) -> tuple[dict | None, dict[str, list[dict]]]:
+    """The snapshot manifest (or None) and each document's pages: inline manifest text, then target reads."""
+    memory = seen.results("inspect_memory")
+    manifest = next((r for a, r in memory if a.get("target") is None and "documents" in r), None)
+    pages: dict[str, list[dict]] = {}
+    for doc in (manifest or {}).get("documents") or []:
+        inline = [{"offset": 0, "text": doc["text"], "next": doc.get("next")}] if isinstance(doc.get("text"), str) else []
+        pages[doc["target"]] = inline + _pages(memory, lambda a, t=doc["target"]: a.get("target") == t)
+    return manifest, pages
+
+
 def next_calls(seen: View, batch: bool = False) -> list[tuple[str, dict]]:
     task = seen.task or {}
     calls: list[tuple[str, dict]] = []
-    manifests = seen.results("inspect_ingest")
     reads = seen.results("read_ingest")
-    for bundle in task.get("bundles") or []:
-        handle = bundle["ingest_id"]
-        pages = _pages(manifests, lambda a, h=handle: a.get("handle") == h)
-        offset = _next_offset(pages)
-        if offset is not None:
-            calls.append(("inspect_ingest", {"handle": handle, "offset": offset}))
-        for page in pages:
-            for block in page.get("blocks") or []:
-                bid = block["block_id"]
-                at = _next_offset(_pages(reads, lambda a, h=handle, b=bid: a.get("handle") == h and a.get("block") == b))
-                if at is not None:
-                    calls.append(("read_ingest", {"handle": handle, "block": bid, "offset": at}))
+    if task.get("bundles"):
+        at = _next_offset(_pages(reads, _bulk))
+        if at is not None:
+            calls.append(("read_ingest", {"handle": None, "block": None, "offset": at}))
+    # Blocks listed through inspect_ingest (a model may also read one block at a time) are read to their end.
+    for _args, page in seen.results("inspect_ingest"):
+        for block in page.get("blocks") or []:
+            handle, bid = page["handle"], block["block_id"]
+            at = _source_next(reads, handle, bid)
+            if at is not None:
+                calls.append(("read_ingest", {"handle": handle, "block": bid, "offset": at}))
     snapshot = (task.get("snapshot") or {}).get("handle")
-    memory = seen.results("inspect_memory")
-    manifest = next((r for a, r in memory if a.get("target") is None and "documents" in r), None)
+    manifest, pages = _documents(seen)
     if snapshot and manifest is None:
         calls.append(("inspect_memory", {"handle": snapshot, "target": None, "offset": 0}))
     for doc in (manifest or {}).get("documents") or []:
         if doc.get("bytes", 0) == 0:
             continue
-        at = _next_offset(_pages(memory, lambda a, t=doc["target"]: a.get("target") == t))
+        ordered = sorted(pages[doc["target"]], key=lambda r: r.get("offset") or 0)
+        at = _next_offset(ordered) if ordered else doc.get("next", 0)
         if at is not None:
             calls.append(("inspect_memory", {"handle": snapshot, "target": doc["target"], "offset": at}))
     return calls if batch else calls[:1]
 
 
+def _source_pieces(reads: list[tuple[dict, dict]]) -> dict[tuple[str, str], dict]:
+    """Every block seen, in first-seen order: its descriptor fields and text pieces by offset."""
+    blocks: dict[tuple[str, str], dict] = {}
+    for args, page in reads:
+        if _bulk(args):
+            for entry in page.get("blocks") or []:
+                key = (entry["handle"], entry["block_id"])
+                info = blocks.setdefault(key, {"evidence_ref": entry.get("evidence_ref"),
+                                               "context_only": entry.get("evidence_ref") is None,
+                                               "metadata": {k: entry[k] for k in ("role", "turn_id", "observed_at")
+                                                            if k in entry}, "pieces": {}})
+                info["pieces"][entry.get("offset") or 0] = (entry.get("text", ""), entry.get("next"))
+        else:
+            key = (args.get("handle"), args.get("block"))
+            info = blocks.setdefault(key, {"evidence_ref": None, "context_only": False, "metadata": {}, "pieces": {}})
+            info["pieces"][page.get("offset") or 0] = (page.get("text", ""), page.get("next"))
+    return blocks
+
+
+def _source_next(reads: list[tuple[dict, dict]], handle: str, block: str) -> int | None:
+    """Where one block's reading continues (0 before any piece, None at its end)."""
+    info = _source_pieces(reads).get((handle, block))
+    if info is None:
+        return 0
+    return info["pieces"][max(info["pieces"])][1]
+
+
 def policy_state(seen: View) -> dict:
     """What a policy decides from: the task, reassembled sources and documents, earlier rejections."""
-    reads = seen.results("read_ingest")
-    sources = []
+    blocks = _source_pieces(seen.results("read_ingest"))
     for _args, page in seen.results("inspect_ingest"):
         for block in page.get("blocks") or []:
-            texts = _pages(reads, lambda a, h=page["handle"], b=block["block_id"]: a.get("handle") == h and a.get("block") == b)
-            sources.append({"handle": page["handle"], "block": block["block_id"], "evidence_ref": block.get("evidence_ref"),
-                            "context_only": block.get("context_only", False), "metadata": block.get("metadata") or {},
-                            "text": "".join(p.get("text", "") for p in texts)})
-    memory = seen.results("inspect_memory")
-    manifest = next((r for a, r in memory if a.get("target") is None and "documents" in r), {"documents": []})
+            info = blocks.setdefault((page["handle"], block["block_id"]), {"pieces": {}})
+            info.update({"evidence_ref": block.get("evidence_ref"), "context_only": block.get("context_only", False),
+                         "metadata": block.get("metadata") or {}})
+    sources = [{"handle": handle, "block": bid, "evidence_ref": info["evidence_ref"], "context_only": info["context_only"],
+                "metadata": info["metadata"], "text": "".join(info["pieces"][k][0] for k in sorted(info["pieces"]))}
+               for (handle, bid), info in blocks.items()]
+    manifest, pages = _documents(seen)
     documents = {}
-    for doc in manifest["documents"]:
-        pages = _pages(memory, lambda a, t=doc["target"]: a.get("target") == t)
-        documents[doc["target"]] = {**doc, "text": "".join(p.get("text", "") for p in pages)}
+    for doc in (manifest or {"documents": []})["documents"]:
+        unique = {p.get("offset") or 0: p.get("text", "") for p in pages[doc["target"]]}
+        documents[doc["target"]] = {**doc, "text": "".join(unique[k] for k in sorted(unique))}
     rejections = [r for r in seen.submissions if "error" in r]
     return {"task": seen.task, "sources": sources, "documents": documents, "rejections": rejections,
             "submissions": len(seen.submissions)}

@@ -1,0 +1,175 @@
+"""What the Memory Agent sends per user turn, measured through the real hooks and the real drain.
+
+Method: a fresh temporary home points at the project's fake model (``cmrunner.synthetic.fakemodel``,
+127.0.0.1) in its diligent-model mode (policy ``remember_user_turns``: it reads every page it is
+offered, the snapshot manifest and every non-empty document to the end, then submits). A Codex
+session is played through ``cm hook codex`` subprocesses with a Codex-shaped transcript, exactly
+as ``cm demo`` does: SessionStart, for each turn UserPromptSubmit and Stop, then SessionEnd. The
+hooks spawn the real detached drain, which seals the batches and runs the real Memory Agent over
+the Responses protocol. Once the home is idle, the fake model's request log is the ground truth:
+requests, bytes (each body serialized compactly, as the agent sends it) and tokens.
+
+Tokens: the fake model reports none of its own worth trusting, and no maintained tokenizer works
+here without fetching its encoding files at run time, so tokens are estimated from bytes:
+``ceil(bytes / 4)`` (about right for English and JSON with GPT-family tokenizers).
+
+Sessions: the 21-turn session (short prompts and replies, three of them "remember that ...",
+sealed 10 + 10 + 1) in two model styles: one tool call per response (as ``cm demo`` runs) and
+every independent call at once (``batch``); and the demo's two turns.
+Usage: `python bench/agent_cost.py [--write] [--label before|after]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _util import machine, rollout_line, session_meta, write_section
+
+from cmrunner.core import config as config_mod, envfile
+from cmrunner.core.home import DataPaths
+from cmrunner.synthetic import fakemodel
+from cmrunner.views import demo as demo_mod, status as status_mod
+
+KEY = "COMMON_MEMORY_API_KEY"
+REMEMBER = {4: "Remember that I deploy with Nix flakes.", 11: "Remember that I review code in the morning.",
+            18: "Remember that this repo targets Python 3.12."}
+PROMPTS_21 = tuple(REMEMBER.get(n, f"Small step {n}: rename the helper in module {n}.") for n in range(1, 22))
+REPLY = "Done."
+
+
+def _home(root: str, base_url: str) -> str:
+    home = os.path.join(root, "home")
+    data = config_mod.default_config(home)
+    data["remote"] = {"provider": "openai-compatible", "baseUrl": base_url, "model": "synthetic-bench",
+                      "apiKeyEnv": KEY, "apiKeySource": "private-env", "api": "responses",
+                      "proxy": {"mode": "direct"}}
+    config_mod.save(home, data)
+    envfile.update(home, {KEY: "bench-key-not-a-secret"})
+    return home
+
+
+def _hook(home: str, env: dict[str, str], event: dict) -> None:
+    done = subprocess.run([sys.executable, "-I", "-m", "cmrunner", "hook", "codex", "--home", home],
+                          input=json.dumps(event).encode(), capture_output=True, env=env, timeout=60)
+    if done.returncode != 0:
+        raise RuntimeError(f"hook {event['hook_event_name']} exited {done.returncode}")
+
+
+def _idle(home: str, seconds: float = 300) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        report = status_mod.gather(home)
+        obs = report["observations"]
+        if not report["drain"]["alive"] and not report["inbox"]["codex"] and not obs.get("pending") \
+                and not obs.get("claimed"):
+            return
+        time.sleep(0.1)
+    raise RuntimeError("the drain did not settle")
+
+
+def play(prompts: tuple[str, ...], batch: bool) -> dict:
+    """One Codex session through the real hooks; what the Memory Agent sent for it."""
+    root = tempfile.mkdtemp(prefix="cm-bench-cost-")
+    try:
+        script = {"policy": "remember_user_turns", "batch": batch}
+        with fakemodel.running(os.path.join(root, "model"), script, lifetime_seconds=900) as model:
+            home = _home(root, model.base_url)
+            work = os.path.join(root, "work")
+            os.mkdir(work)
+            session = "bench-session"
+            path = os.path.join(root, "rollout.jsonl")
+            env = dict(os.environ, COMMON_MEMORY_HOST_INSTANCE="bench:cost:1")
+
+            def write(*records: dict) -> None:
+                with open(path, "a", encoding="utf-8") as handle:
+                    handle.writelines(rollout_line(r) + "\n" for r in records)
+
+            def event(name: str, **fields: object) -> dict:
+                return {"session_id": session, "transcript_path": path, "cwd": work, "hook_event_name": name, **fields}
+
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(session_meta(session) + "\n")
+            _hook(home, env, event("SessionStart", source="startup"))
+            for n, prompt in enumerate(prompts, start=1):
+                turn = f"turn-{n}"
+                write({"type": "event_msg", "payload": {"type": "task_started", "turn_id": turn}})
+                _hook(home, env, event("UserPromptSubmit", turn_id=turn, prompt=prompt))
+                write({"type": "event_msg", "payload": {"type": "item_completed", "turn_id": turn, "item": {
+                          "type": "UserMessage", "id": f"u{n}", "content": [{"type": "text", "text": prompt}]}}},
+                      {"type": "event_msg", "payload": {"type": "item_completed", "turn_id": turn, "item": {
+                          "type": "AgentMessage", "id": f"a{n}", "content": [{"type": "Text", "text": REPLY}]}}},
+                      {"type": "event_msg", "payload": {"type": "task_complete", "turn_id": turn}})
+                _hook(home, env, event("Stop", turn_id=turn))
+            _hook(home, env, event("SessionEnd", reason="other"))
+            _idle(home)
+            requests = model.model_requests()
+            receipts = DataPaths(config_mod.load(home).data_root).receipts
+            committed = len(os.listdir(receipts)) if os.path.isdir(receipts) else 0
+        sizes = [len(json.dumps(r["body"], ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+                 for r in requests]
+        largest = max(requests, key=lambda r: len(json.dumps(r["body"])))["body"] if requests else {}
+        fixed = {"instructions": len(str(largest.get("instructions", "")).encode("utf-8")),
+                 "tools": len(json.dumps(largest.get("tools", []), ensure_ascii=False, separators=(",", ":")).encode()),
+                 "task": len(str((largest.get("input") or [{}])[0].get("content", "")).encode("utf-8"))}
+        total = sum(sizes)
+        return {"turns": len(prompts), "requests": len(requests), "bytes": total,
+                "tokens": sum(math.ceil(s / 4) for s in sizes), "jobs": committed, "fixed": fixed,
+                "per_turn_bytes": total / len(prompts), "per_turn_tokens": sum(math.ceil(s / 4) for s in sizes) / len(prompts),
+                "per_turn_requests": len(requests) / len(prompts)}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _row(name: str, r: dict) -> str:
+    return (f"| {name} | {r['turns']} | {r['jobs']} | {r['requests']} | {r['bytes']:,} | {r['tokens']:,} | "
+            f"{r['per_turn_bytes']:,.0f} | {r['per_turn_tokens']:,.0f} | {r['per_turn_requests']:.2f} | "
+            f"{r['fixed']['instructions']:,} / {r['fixed']['tools']:,} / {r['fixed']['task']:,} |")
+
+
+# The issue's targets: a 21-turn session in at most 5 KB (5,000 bytes) per user turn and 12 requests
+# (the conservative one-call-per-response model), the demo's two turns in at most 4 requests.
+TARGETS = {"session": (5000, 12), "demo": (None, 4)}
+
+
+def measure() -> tuple[list[str], list[str]]:
+    session, parallel, demo = play(PROMPTS_21, False), play(PROMPTS_21, True), play(demo_mod.PROMPTS, False)
+    rows = ["| session | user turns | jobs committed | requests | bytes sent | tokens (est.) | bytes / user turn | "
+            "tokens / user turn | requests / user turn | fixed text of one request: instructions / tools / task "
+            "(bytes) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+            _row("21-turn Codex session, one call per response", session),
+            _row("21-turn Codex session, parallel calls", parallel),
+            _row("`cm demo`'s two turns, one call per response", demo)]
+    per_turn, requests = TARGETS["session"]
+    verdict = [f"Targets: 21-turn session ≤ {per_turn:,} bytes per user turn "
+               f"({'met' if session['per_turn_bytes'] <= per_turn else 'NOT met'}: {session['per_turn_bytes']:,.0f}) "
+               f"and ≤ {requests} requests ({'met' if session['requests'] <= requests else 'NOT met'}: "
+               f"{session['requests']}); demo ≤ {TARGETS['demo'][1]} requests "
+               f"({'met' if demo['requests'] <= TARGETS['demo'][1] else 'NOT met'}: {demo['requests']})."]
+    return rows, verdict
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--write", action="store_true")
+    parser.add_argument("--label", choices=("before", "after"), default="after")
+    args = parser.parse_args()
+    rows, verdict = measure()
+    body = "\n".join([f"Machine: {machine()}. Fake model on 127.0.0.1 (diligent policy), real hooks and drain, "
+                      "Responses protocol; tokens estimated as ceil(bytes / 4) per request.", "", *rows, "", *verdict])
+    print(body)
+    if args.write:
+        write_section(f"agent-cost-{args.label}", body)
+
+
+if __name__ == "__main__":
+    main()
