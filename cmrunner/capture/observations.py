@@ -299,6 +299,57 @@ def provenances(conn: sqlite3.Connection, ids: list[int]) -> dict[int, str | Non
                              (json.dumps(ids),)).fetchall())
 
 
+# -- a session's observations, by the ids its messages hold ----------------------------------------
+
+def text_bytes(conn: sqlite3.Connection, ids: list[int | None]) -> int:
+    """UTF-8 bytes of the kept text of ``ids``, each counted as often as it is listed."""
+    return int(conn.execute(
+        "SELECT COALESCE(SUM(LENGTH(CAST(o.text AS BLOB))), 0) FROM json_each(?) j JOIN observations o ON o.id = j.value",
+        (json.dumps(ids),)).fetchone()[0])
+
+
+def texts(conn: sqlite3.Connection, ids: list[int]) -> dict[int, str | None]:
+    """The kept text (``None`` once pruned) of each of ``ids`` that exists."""
+    return dict(conn.execute("SELECT id, text FROM observations WHERE id IN (SELECT value FROM json_each(?))",
+                             (json.dumps(ids),)).fetchall())
+
+
+def mix(conn: sqlite3.Connection, ids: list[int]) -> tuple[int, int]:
+    """How many distinct scopes and provenance classes ``ids`` span."""
+    row = conn.execute("SELECT COUNT(DISTINCT scope), COUNT(DISTINCT COALESCE(provenance, '')) FROM observations"
+                       " WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),)).fetchone()
+    return int(row[0]), int(row[1])
+
+
+def any_outside(conn: sqlite3.Connection, ids: list[int], scope: str) -> bool:
+    """Whether any of ``ids`` belongs to a scope other than ``scope``."""
+    return conn.execute("SELECT 1 FROM observations WHERE id IN (SELECT value FROM json_each(?)) AND scope != ?"
+                        " LIMIT 1", (json.dumps(ids), scope)).fetchone() is not None
+
+
+def buffered_ids(conn: sqlite3.Connection) -> list[int]:
+    return [r[0] for r in conn.execute("SELECT id FROM observations WHERE state = 'buffered'")]
+
+
+def buffered_among(conn: sqlite3.Connection, ids: list[int]) -> set[int]:
+    """Those of ``ids`` still ``buffered``."""
+    return {r[0] for r in conn.execute(
+        "SELECT id FROM observations WHERE state = 'buffered' AND id IN (SELECT value FROM json_each(?))",
+        (json.dumps(ids),))}
+
+
+def quarantine_buffered(conn: sqlite3.Connection, ids: list[int], issue: str) -> None:
+    """Quarantine with ``issue`` those of ``ids`` still ``buffered``."""
+    conn.execute("UPDATE observations SET state = 'quarantined', issue = ? WHERE state = 'buffered'"
+                 " AND id IN (SELECT value FROM json_each(?))", (issue, json.dumps(ids)))
+
+
+def seal_buffered(conn: sqlite3.Connection, ids: list[int], batch_id: str) -> None:
+    """Queue those of ``ids`` still ``buffered`` as ``pending`` members of the sealed batch."""
+    conn.execute("UPDATE observations SET state = 'pending', batch_id = ? WHERE state = 'buffered'"
+                 " AND id IN (SELECT value FROM json_each(?))", (batch_id, json.dumps(ids)))
+
+
 # -- a job's outcome, shared by its observations --------------------------------------------------
 
 def set_job_outcome(conn: sqlite3.Connection, job_id: str, state: str, issue: str) -> None:
