@@ -142,8 +142,8 @@ def capture_context(conn: sqlite3.Connection, session_id: str, turn_id: str, mes
 
 
 def _user_observations(conn: sqlite3.Connection, turn_row: int) -> list[int]:
-    return [r[0] for r in conn.execute("SELECT observation_id FROM session_messages WHERE turn = ? AND role = 'user'",
-                                       (turn_row,))]
+    return [r[0] for r in conn.execute("SELECT observation_id FROM session_messages WHERE turn = ? AND role = 'user'"
+                                       " AND observation_id IS NOT NULL", (turn_row,))]
 
 
 def _quarantine_turn(conn: sqlite3.Connection, turn_row: int, issue: str) -> None:
