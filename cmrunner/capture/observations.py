@@ -109,7 +109,8 @@ def admit(conn: sqlite3.Connection, *, namespace: str, entry_id: str, text: str,
         (namespace, entry_id, text, digest, cdigest, scope, source, provenance, task_kind, state, observed_at,
          int(time.time() * 1000), batch_id, issue),
     )
-    return Admitted(int(cursor.lastrowid), state, duplicate=False)
+    assert cursor.lastrowid is not None
+    return Admitted(cursor.lastrowid, state, duplicate=False)
 
 
 def quarantined_by_issue(conn: sqlite3.Connection, sample: int = 10) -> list[tuple[str | None, int, list[int], list[str]]]:
