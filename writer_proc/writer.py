@@ -218,7 +218,7 @@ class Writer:
             }
             ctx = contract.DecisionContext(
                 job_id=job.id, batch_scope=job.scope,
-                evidence={s.evidence_ref: contract.EvidenceSource(s.scope, s.provenance)
+                evidence={contract.evidence_handle(s.observation_id): contract.EvidenceSource(s.scope, s.provenance)
                           for s in sources if not s.context_only},
                 writable_scopes=writable,
                 snapshot={t: {s.ref: s.title for s in d.sections} for t, d in snapshot.items()},
