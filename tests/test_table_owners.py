@@ -44,11 +44,12 @@ OWNERS = {
     "settings": "cmrunner/core/jobstore.py",
     "drain_lease": "cmrunner/core/drainlease.py",
     "drain_failures": "cmrunner/core/drainfailures.py",
-    # what the Writer commits: receipts, links, document versions, correction watermarks
-    "receipts": "writer_proc/records.py",
-    "associations": "writer_proc/records.py",
-    "document_versions": "writer_proc/records.py",
-    "correction_watermarks": "writer_proc/records.py",
+    # what the Writer commits: receipts, links, document versions, correction watermarks (in core:
+    # MCP item status reads the links, and MCP may not import the Writer's room)
+    "receipts": "cmrunner/core/records.py",
+    "associations": "cmrunner/core/records.py",
+    "document_versions": "cmrunner/core/records.py",
+    "correction_watermarks": "cmrunner/core/records.py",
     # section history, the trash and purge tombstones
     "section_versions": "writer_proc/history.py",
     "trash": "writer_proc/history.py",

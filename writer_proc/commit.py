@@ -19,7 +19,8 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from cmrunner.core import fsutil, sections, store
+from cmrunner.capture import observations
+from cmrunner.core import fsutil, jobstore, records, sections, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.core.sections import Document
@@ -57,41 +58,24 @@ def current_hash(paths: DataPaths, target: str) -> str:
 def apply_receipt(conn: sqlite3.Connection, receipt: dict, now: int) -> bool:
     """The database side of a commit, inside the caller's transaction; ``False`` if already applied."""
     job_id = receipt["jobId"]
-    if conn.execute("SELECT 1 FROM receipts WHERE id = ?", (job_id,)).fetchone():
+    if records.applied(conn, job_id):
         return False
-    held = sorted(r[0] for r in conn.execute("SELECT id FROM observations WHERE job_id = ?", (job_id,)))
+    held = sorted(observations.ids_of_job(conn, job_id))
     if held != receipt["observationIds"]:
         raise CmError("RECOVERY_CONFLICT", f"receipt {job_id} does not match the database's batch; run `cm status` and report it")
-    conn.execute(
-        "UPDATE jobs SET state = 'done', issue = NULL, edit_result = ?, expires = 0, updated_at = ? WHERE id = ?",
-        (receipt.get("editResult"), now, job_id),
-    )
-    conn.execute("UPDATE observations SET state = 'processed', processed_at = ?, issue = NULL WHERE job_id = ?",
-                 (now, job_id))
+    jobstore.finish(conn, job_id, receipt.get("editResult"), now)
+    observations.mark_processed(conn, job_id, now)
     for doc in receipt["documents"]:
-        conn.execute("INSERT OR REPLACE INTO document_versions(target, hash) VALUES (?, ?)", (doc["target"], doc["after"]))
-    conn.executemany("DELETE FROM associations WHERE target = ?", [(t,) for t in receipt["linkTargets"]])
-    conn.executemany(
-        "INSERT OR IGNORE INTO associations(target, section_key, source_id) VALUES (?, ?, ?)",
-        [(link["target"], link["key"], sid) for link in receipt["links"] for sid in link["sourceIds"]],
-    )
+        records.set_version(conn, doc["target"], doc["after"])
+    records.replace_links(conn, receipt["linkTargets"],
+                          [(link["target"], link["key"], sid) for link in receipt["links"] for sid in link["sourceIds"]])
     for sid in receipt["forgetSourceIds"]:
-        row = conn.execute("SELECT scope, content_digest FROM observations WHERE id = ?", (sid,)).fetchone()
-        if row is not None and row[1]:
-            conn.execute("INSERT OR IGNORE INTO forgotten_sources(scope, digest) VALUES (?, ?)", (row[0], row[1]))
-        conn.execute("UPDATE observations SET text = NULL WHERE id = ?", (sid,))
-    conn.executemany("UPDATE observations SET text = NULL WHERE id = ? AND state = 'processed'",
-                     [(sid,) for sid in receipt["purgeSourceIds"]])
+        observations.forget(conn, sid)
+    observations.purge_processed(conn, receipt["purgeSourceIds"])
     for mark in receipt["watermarks"]:
-        conn.execute(
-            "INSERT INTO correction_watermarks(target, at, source_id) VALUES (?, ?, ?)"
-            " ON CONFLICT(target) DO UPDATE SET at = MAX(at, excluded.at), source_id = CASE"
-            " WHEN excluded.at > at OR (excluded.at = at AND excluded.source_id > source_id) THEN excluded.source_id"
-            " ELSE source_id END",
-            (mark["target"], mark["at"], mark["sourceId"]),
-        )
+        records.raise_watermark(conn, mark["target"], mark["at"], mark["sourceId"])
     history.settle(conn, job_id, now, history.TRASH_RETENTION_MS)
-    conn.execute("INSERT INTO receipts(id, job_id, committed_at) VALUES (?, ?, ?)", (job_id, job_id, now))
+    records.add_receipt(conn, job_id, now)
     return True
 
 

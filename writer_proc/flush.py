@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 
 from cmrunner.capture import observations, sessions
-from cmrunner.core import config as config_mod, drainlease, store
+from cmrunner.core import config as config_mod, drainlease, jobstore, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.writer_proc import drain, jobs
@@ -57,10 +57,7 @@ def _remaining(conn: sqlite3.Connection) -> tuple[dict[str, int], int]:
     counts = {state: 0 for state in ("buffered", "pending", "claimed", "dead")}
     conn.execute("BEGIN")  # one read snapshot (WAL), so the subtraction below sees one state
     try:
-        for state, count in conn.execute(
-            "SELECT state, COUNT(*) FROM observations WHERE state IN ('buffered', 'pending', 'claimed', 'dead')"
-            " GROUP BY state"
-        ):
+        for state, count in observations.queued_counts(conn):
             counts[state] = count
         turns, held = sessions.open_backlog(conn)
     finally:
@@ -73,7 +70,7 @@ def flush(paths: DataPaths, cfg: config_mod.Config, progress: Callable[[Outcome]
     conn = store.open_store(paths)
     try:
         with store.immediate(conn):
-            observations.request_flush(conn)
+            jobstore.request_flush(conn)
             holder = drainlease.live_holder(conn)
         followed = holder is not None
         outcomes: list[Outcome] = []

@@ -1,6 +1,8 @@
 """Jobs: claiming batches, fenced leases, failure outcomes and explicit retry.
 
 Contract (every function runs inside the caller's ``BEGIN IMMEDIATE`` transaction):
+- This module is the queue's policy; its SQL belongs to the tables' owners,
+  ``cmrunner.core.jobstore`` (jobs, the flush flag) and ``cmrunner.capture.observations``.
 - A batch holds one scope, one provenance class and one task kind; an ``edit`` task is always
   alone; a sealed session batch (``batch_id``) is claimed whole and never mixed with other work.
 - Jobs are serialised: while any job is ``running`` with a live lease or waiting in ``retry``, no
@@ -31,7 +33,8 @@ import json
 import os
 import sqlite3
 
-from cmrunner.capture.observations import FLUSH_KEY
+from cmrunner.capture import observations
+from cmrunner.core import jobstore
 from cmrunner.core.errors import CmError
 
 MAX_RECOVERIES = 5
@@ -56,61 +59,42 @@ class Job:
         self.observation_ids = observation_ids
 
 
-_JOB_COLUMNS = "id, token, generation, scope, provenance, task_kind, attempts, retries, expires"
-
-
 def backoff_ms(retries_before: int) -> int:
     return min(MAX_BACKOFF_MS, 1000 * 2 ** min(retries_before, 10))
 
 
 def _fence(conn: sqlite3.Connection, job_id: str, now: int, lease_ms: int, retries: int) -> Job:
-    token = os.urandom(16).hex()
-    conn.execute(
-        "UPDATE jobs SET token = ?, generation = generation + 1, state = 'running', expires = ?, attempts = attempts + 1,"
-        " retries = ?, updated_at = ? WHERE id = ?",
-        (token, now + lease_ms, retries, now, job_id),
-    )
+    jobstore.fence(conn, job_id, os.urandom(16).hex(), now + lease_ms, retries, now)
     return _load(conn, job_id)
 
 
 def _load(conn: sqlite3.Connection, job_id: str) -> Job:
-    row = conn.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
-    ids = [r[0] for r in conn.execute("SELECT id FROM observations WHERE job_id = ? ORDER BY id", (job_id,))]
-    return Job(row, ids)
+    row = jobstore.load(conn, job_id)
+    return Job(row, observations.ids_of_job(conn, job_id))
 
 
 def _set_outcome(conn: sqlite3.Connection, job_id: str, state: str, issue: str, now: int) -> None:
-    conn.execute("UPDATE jobs SET state = ?, issue = ?, updated_at = ? WHERE id = ?", (state, issue, now, job_id))
-    conn.execute("UPDATE observations SET state = ?, issue = ? WHERE job_id = ?", (state, issue, job_id))
+    jobstore.set_outcome(conn, job_id, state, issue, now)
+    observations.set_job_outcome(conn, job_id, state, issue)
 
 
 def flush_requested(conn: sqlite3.Connection) -> bool:
-    return conn.execute("SELECT 1 FROM settings WHERE key = ?", (FLUSH_KEY,)).fetchone() is not None
+    return jobstore.flush_requested(conn)
 
 
 def _ready(conn: sqlite3.Connection, scheduler: dict, now: int, force: bool) -> bool:
     """Legacy readiness of non-session pending work (relay, import)."""
-    row = conn.execute(
-        "SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(text AS BLOB))), 0), MIN(enqueued_at), MAX(enqueued_at)"
-        " FROM observations WHERE state = 'pending' AND batch_id IS NULL"
-    ).fetchone()
-    count, size, oldest, newest = row
+    count, size, oldest, newest = observations.pending_unbatched(conn)
     if not count:
         return False
     return (force or count >= scheduler["turnThreshold"] or size >= scheduler["byteThreshold"]
             or now - oldest >= scheduler["maxWaitMs"] or now - newest >= scheduler["idleMs"])
 
 
-def _active(conn: sqlite3.Connection) -> list[tuple]:
-    return conn.execute(
-        "SELECT id, state, expires, available, retries FROM jobs WHERE state IN ('running', 'retry') ORDER BY created_at, id"
-    ).fetchall()
-
-
 def claim(conn: sqlite3.Connection, scheduler: dict, now: int, force: bool = False) -> Job | None:
     """Resume a due job or create one from the queue head (see module contract)."""
     lease_ms = scheduler["leaseMs"]
-    active = _active(conn)
+    active = jobstore.active(conn)
     for job_id, state, expires, available, retries in active:
         if state == "running" and expires > now:
             return None  # a live lease: its holder is working; jobs are serialised
@@ -122,69 +106,48 @@ def claim(conn: sqlite3.Connection, scheduler: dict, now: int, force: bool = Fal
                 continue
             return _fence(conn, job_id, now, lease_ms, retries + 1)
         return _fence(conn, job_id, now, lease_ms, retries)
-    if _active(conn):
+    if jobstore.active(conn):
         return None
-    head = conn.execute(
-        "SELECT id, scope, provenance, task_kind, batch_id FROM observations WHERE state = 'pending' ORDER BY id LIMIT 1"
-    ).fetchone()
+    head = observations.pending_head(conn)
     if head is None:
-        conn.execute("DELETE FROM settings WHERE key = ?", (FLUSH_KEY,))
+        jobstore.clear_flush(conn)
         return None
     head_id, scope, provenance, task_kind, batch_id = head
     if batch_id is not None:
-        ids = [r[0] for r in conn.execute(
-            "SELECT id FROM observations WHERE state = 'pending' AND batch_id = ? ORDER BY id", (batch_id,))]
+        ids = observations.pending_in_batch(conn, batch_id)
     elif task_kind == "edit":
         ids = [head_id]
     else:
         if not _ready(conn, scheduler, now, force or flush_requested(conn)):
             return None
         ids = []
-        for oid, o_scope, o_prov, o_kind, o_batch in conn.execute(
-            "SELECT id, scope, provenance, task_kind, batch_id FROM observations WHERE state = 'pending' ORDER BY id"
-        ):
+        for oid, o_scope, o_prov, o_kind, o_batch in observations.pending(conn):
             if (o_scope, o_prov, o_kind, o_batch) != (scope, provenance, "observation", None):
                 break
             ids.append(oid)
             if len(ids) >= scheduler["turnThreshold"]:
                 break
     job_id = os.urandom(16).hex()
-    conn.execute(
-        "INSERT INTO jobs(id, token, generation, state, scope, provenance, task_kind, expires, attempts, retries,"
-        " available, created_at, updated_at) VALUES (?, ?, 1, 'running', ?, ?, ?, ?, 1, 0, 0, ?, ?)",
-        (job_id, os.urandom(16).hex(), scope, provenance or "", task_kind, now + lease_ms, now, now),
-    )
-    conn.executemany("UPDATE observations SET state = 'claimed', job_id = ? WHERE id = ?", [(job_id, i) for i in ids])
-    if not conn.execute("SELECT 1 FROM observations WHERE state = 'pending' LIMIT 1").fetchone():
-        conn.execute("DELETE FROM settings WHERE key = ?", (FLUSH_KEY,))
+    jobstore.create(conn, job_id, os.urandom(16).hex(), scope, provenance or "", task_kind, now + lease_ms, now)
+    observations.claim_for(conn, job_id, ids)
+    if not observations.has_pending(conn):
+        jobstore.clear_flush(conn)
     return _load(conn, job_id)
 
 
 def assert_lease(conn: sqlite3.Connection, job: Job, now: int) -> None:
-    row = conn.execute(
-        "SELECT 1 FROM jobs WHERE id = ? AND token = ? AND generation = ? AND state = 'running' AND expires > ?",
-        (job.id, job.token, job.generation, now),
-    ).fetchone()
-    if row is None:
+    if not jobstore.holds_lease(conn, job.id, job.token, job.generation, now):
         raise CmError("STALE_LEASE", "this job's lease was lost (expired, cancelled or taken over); its result is discarded")
 
 
 def renew(conn: sqlite3.Connection, job: Job, now: int, lease_ms: int) -> bool:
-    cursor = conn.execute(
-        "UPDATE jobs SET expires = ?, updated_at = ? WHERE id = ? AND token = ? AND generation = ?"
-        " AND state = 'running' AND expires > ?",
-        (now + lease_ms, now, job.id, job.token, job.generation, now),
-    )
-    return cursor.rowcount == 1
+    return jobstore.renew(conn, job.id, job.token, job.generation, now + lease_ms, now) == 1
 
 
 def record_activity(conn: sqlite3.Connection, job: Job, model_turns: int = 0, tool_calls: int = 0,
                     input_tokens: int = 0, output_tokens: int = 0) -> None:
-    conn.execute(
-        "UPDATE jobs SET model_turns = model_turns + ?, tool_calls = tool_calls + ?, input_tokens = input_tokens + ?,"
-        " output_tokens = output_tokens + ? WHERE id = ? AND token = ? AND generation = ?",
-        (model_turns, tool_calls, input_tokens, output_tokens, job.id, job.token, job.generation),
-    )
+    jobstore.record_activity(conn, job.id, job.token, job.generation, model_turns, tool_calls, input_tokens,
+                             output_tokens)
 
 
 def fail(conn: sqlite3.Connection, job: Job, code: str, now: int, retryable: bool = True,
@@ -192,7 +155,7 @@ def fail(conn: sqlite3.Connection, job: Job, code: str, now: int, retryable: boo
     """Record a failed attempt of a job we hold; returns the job's new state."""
     assert_lease(conn, job, now)
     diag = json.dumps(diagnostic, sort_keys=True) if diagnostic else None
-    conn.execute("UPDATE jobs SET diagnostic = ? WHERE id = ?", (diag, job.id))
+    jobstore.set_diagnostic(conn, job.id, diag)
     if code in QUARANTINE:
         state, issue = "quarantined", code
     elif code in PERMANENT or code in NOT_RETRYABLE or not retryable:
@@ -200,11 +163,8 @@ def fail(conn: sqlite3.Connection, job: Job, code: str, now: int, retryable: boo
     elif job.retries >= MAX_RECOVERIES:
         state, issue = "dead", "RECOVERY_BUDGET_EXHAUSTED"
     else:
-        conn.execute(
-            "UPDATE jobs SET state = 'retry', issue = ?, retries = retries + 1, available = ?, expires = 0,"
-            " updated_at = ? WHERE id = ?",
-            (code, now + max(backoff_ms(job.retries), min(MAX_BACKOFF_MS, retry_after_ms or 0)), now, job.id),
-        )
+        jobstore.schedule_retry(conn, job.id, code,
+                                now + max(backoff_ms(job.retries), min(MAX_BACKOFF_MS, retry_after_ms or 0)), now)
         return "retry"
     _set_outcome(conn, job.id, state, issue, now)
     return state
@@ -218,10 +178,8 @@ def quarantine(conn: sqlite3.Connection, job: Job, code: str, now: int) -> None:
 
 def finish(conn: sqlite3.Connection, job: Job, now: int, edit_result: str | None = None) -> None:
     """Mark the job done and its observations processed (called inside the commit transaction)."""
-    conn.execute("UPDATE jobs SET state = 'done', issue = NULL, edit_result = ?, expires = 0, updated_at = ? WHERE id = ?",
-                 (edit_result, now, job.id))
-    conn.execute("UPDATE observations SET state = 'processed', processed_at = ?, issue = NULL WHERE job_id = ?",
-                 (now, job.id))
+    jobstore.finish(conn, job.id, edit_result, now)
+    observations.mark_processed(conn, job.id, now)
 
 
 def resolve_id(conn: sqlite3.Connection, given: str) -> str:
@@ -236,9 +194,7 @@ def resolve_id(conn: sqlite3.Connection, given: str) -> str:
     if len(text) < MIN_ID_PREFIX:
         raise CmError("JOB_ID_TOO_SHORT", f"give at least {MIN_ID_PREFIX} characters of the job id "
                                           f"({len(text)} given); `cm status` lists them")
-    found = [r[0] for r in conn.execute(
-        "SELECT id FROM jobs WHERE substr(id, 1, ?) = ? ORDER BY created_at, id LIMIT ?",
-        (len(text), text, MAX_CANDIDATES + 1))]
+    found = jobstore.ids_with_prefix(conn, text, MAX_CANDIDATES + 1)
     if not found:
         raise CmError("UNKNOWN_JOB", f"no job id starts with {text}; see `cm status`")
     if len(found) > 1:
@@ -253,12 +209,9 @@ def unfinished(conn: sqlite3.Connection, limit: int = 20) -> tuple[list[dict], i
     and how many there are in all."""
     # A quarantined job whose observations were all set aside individually holds nothing any
     # more: it is history, not something to act on.
-    where = ("(state IN ('running', 'retry', 'dead', 'paused') OR (state = 'quarantined'"
-             " AND EXISTS (SELECT 1 FROM observations o WHERE o.job_id = jobs.id)))")
-    total = conn.execute(f"SELECT COUNT(*) FROM jobs WHERE {where}").fetchone()[0]
-    rows = conn.execute(
-        f"SELECT id, state, issue, task_kind, attempts, retries, available, expires FROM jobs WHERE {where}"
-        " ORDER BY created_at, id LIMIT ?", (limit,)).fetchall()
+    holding = observations.jobs_holding(conn, jobstore.quarantined_ids(conn))
+    total = jobstore.count_unfinished(conn, holding)
+    rows = jobstore.unfinished(conn, holding, limit)
     listed = [{"id": r[0], "state": r[1], "issue": r[2], "kind": r[3], "attempts": int(r[4]), "retries": int(r[5]),
                "nextAttemptAt": int(r[6]) if r[1] == "retry" else None,
                "leaseExpiresAt": int(r[7]) if r[1] == "running" else None} for r in rows]
@@ -268,13 +221,10 @@ def unfinished(conn: sqlite3.Connection, limit: int = 20) -> tuple[list[dict], i
 def dead_by_issue(conn: sqlite3.Connection) -> list[tuple[str | None, list[str], int]]:
     """Dead (and paused) jobs grouped by issue: (issue, job ids oldest first, observations held)."""
     groups: dict[str | None, tuple[list[str], list[int]]] = {}
-    for job_id, issue, held in conn.execute(
-        "SELECT j.id, j.issue, (SELECT COUNT(*) FROM observations o WHERE o.job_id = j.id) FROM jobs j"
-        " WHERE j.state IN ('dead', 'paused') ORDER BY j.created_at, j.id"
-    ):
+    for job_id, issue in jobstore.dead_or_paused(conn):
         ids, count = groups.setdefault(issue, ([], [0]))
         ids.append(job_id)
-        count[0] += int(held)
+        count[0] += observations.count_of_job(conn, job_id)
     return sorted(((issue, ids, count[0]) for issue, (ids, count) in groups.items()),
                   key=lambda g: (-len(g[1]), g[0] or ""))
 
@@ -283,35 +233,31 @@ def retry(conn: sqlite3.Connection, job_id: str, now: int) -> str:
     """Revive a dead or quarantined job for another attempt; history and counters are kept.
     ``job_id`` may be a unique prefix (``resolve_id``); returns the full id."""
     job_id = resolve_id(conn, job_id)
-    row = conn.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
-    if row[0] not in ("dead", "quarantined", "paused"):
-        raise CmError("JOB_NOT_RETRYABLE", f"job {job_id} is {row[0]}; only dead or quarantined jobs can be retried")
-    conn.execute("UPDATE jobs SET state = 'retry', available = 0, expires = 0, updated_at = ? WHERE id = ?", (now, job_id))
-    conn.execute("UPDATE observations SET state = 'claimed' WHERE job_id = ?", (job_id,))
+    state = jobstore.state_of(conn, job_id)
+    if state not in ("dead", "quarantined", "paused"):
+        raise CmError("JOB_NOT_RETRYABLE", f"job {job_id} is {state}; only dead or quarantined jobs can be retried")
+    jobstore.revive(conn, job_id, now)
+    observations.reclaim(conn, job_id)
     return job_id
 
 
 def next_due(conn: sqlite3.Connection, now: int) -> int | None:
     """When the earliest waiting job becomes claimable (ms since epoch), or ``None``."""
-    row = conn.execute(
-        "SELECT MIN(CASE state WHEN 'retry' THEN available ELSE expires END) FROM jobs WHERE state IN ('running', 'retry')"
-    ).fetchone()
-    return None if row[0] is None else max(now, int(row[0]))
+    due = jobstore.next_due(conn)
+    return None if due is None else max(now, due)
 
 
 def has_pending(conn: sqlite3.Connection) -> bool:
-    return conn.execute("SELECT 1 FROM observations WHERE state = 'pending' LIMIT 1").fetchone() is not None
+    return observations.has_pending(conn)
 
 
 def runnable(conn: sqlite3.Connection, scheduler: dict, now: int, force: bool = False) -> bool:
     """Whether ``claim`` would return a job now (without claiming anything)."""
-    active = _active(conn)
+    active = jobstore.active(conn)
     if active:  # jobs are serialised: only the oldest active job can run next
         _job_id, state, expires, available, _retries = active[0]
         return not ((state == "running" and expires > now) or (state == "retry" and available > now))
-    head = conn.execute(
-        "SELECT task_kind, batch_id FROM observations WHERE state = 'pending' ORDER BY id LIMIT 1"
-    ).fetchone()
+    head = observations.pending_head_kind(conn)
     if head is None:
         return False
     if head[1] is not None or head[0] == "edit":

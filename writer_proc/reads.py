@@ -33,6 +33,9 @@ from cmrunner.core.errors import CmError
 from cmrunner.core.sections import Document
 from cmrunner.writer_proc import contract
 
+# What the Writer's ``accept`` returns for a valid submission: the decision and the rendered documents.
+Accepted = tuple[contract.ValidatedDecision, dict[str, Document]]
+
 MANIFEST_PAGE = 32
 BYTE_PAGE = 8192
 BULK_PAGE = 65536  # generous: one page holds a whole ordinary batch, or all documents up to their hard budgets
@@ -116,7 +119,7 @@ class ReadPort:
     """The read tools of one attempt (see module contract)."""
 
     def __init__(self, job_id: str, sources: list[Source], snapshot: Mapping[str, Document],
-                 writable: frozenset[str], accept: Callable[[object, ReadPort], object],
+                 writable: frozenset[str], accept: Callable[[object, ReadPort], Accepted],
                  check_lease: Callable[[], None]) -> None:
         self.job_id = job_id
         self.sources = {s.handle: s for s in sources}
@@ -127,7 +130,7 @@ class ReadPort:
         self._check_lease = check_lease
         self._ingest_covered = {h: 0 for h in self.sources}
         self._memory_covered = {t: 0 for t in self.snapshot}
-        self.submission: object | None = None
+        self.submission: Accepted | None = None
 
     # -- coverage --------------------------------------------------------------------------
     @property

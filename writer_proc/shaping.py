@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from cmrunner.capture import sessions
+from cmrunner.capture import observations, sessions
 from cmrunner.core import safety
 from cmrunner.core.config import Config
 from cmrunner.writer_proc import jobs
@@ -86,7 +86,7 @@ def shape(conn: sqlite3.Connection, cfg: Config, job: jobs.Job, evidence: list[S
         else:
             kept.append(source)
     for oid, issue in isolated.items():
-        conn.execute("UPDATE observations SET state = 'quarantined', issue = ?, job_id = NULL WHERE id = ?", (issue, oid))
+        observations.isolate(conn, oid, issue)
     context = _context(conn, cfg, kept)
     total_cap = cfg.data["disclosure"].get("maxTotalBytes")
     deferred: list[int] = []
@@ -101,8 +101,7 @@ def shape(conn: sqlite3.Connection, cfg: Config, job: jobs.Job, evidence: list[S
             for source in moving:
                 kept.remove(source)
                 deferred.append(source.observation_id)
-                conn.execute("UPDATE observations SET state = 'pending', job_id = NULL WHERE id = ?",
-                             (source.observation_id,))
+                observations.defer(conn, source.observation_id)
             if last_turn:
                 context = [c for c in context if c.turn != last_turn[2]]
     return Shaped(kept + context, isolated, deferred)

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 
 from cmrunner.capture import observations
-from cmrunner.core import config as config_mod, projects, sections, store
+from cmrunner.core import config as config_mod, projects, records, sections, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.core.sections import Document
@@ -102,10 +102,7 @@ class Writer:
         if replayed:
             log.info("recovered %d interrupted commit(s)", replayed)
         with store.immediate(self.conn):
-            self.conn.execute(
-                "UPDATE observations SET text = NULL WHERE state = 'processed' AND text IS NOT NULL AND processed_at < ?",
-                (self.now() - PRUNE_AFTER_MS,),
-            )
+            observations.prune_processed(self.conn, self.now() - PRUNE_AFTER_MS)
             observations.prune_quarantined(self.conn, self.now() - PRUNE_AFTER_MS)  # same retention
             history.expire_trash(self.conn, self.now())
         return replayed
@@ -148,10 +145,7 @@ class Writer:
 
     # -- one attempt ------------------------------------------------------------------------
     def _sources(self, job: jobs.Job) -> list[Source]:
-        rows = self.conn.execute(
-            "SELECT id, text, scope, provenance, source, observed_at FROM observations WHERE job_id = ? ORDER BY id",
-            (job.id,),
-        ).fetchall()
+        rows = observations.sources_of_job(self.conn, job.id)
         return [Source(*row) for row in rows if row[1] is not None]
 
     def _authorization_issue(self, job: jobs.Job) -> str | None:
@@ -176,10 +170,10 @@ class Writer:
         """Current source links per target: key -> ids, and title-level import facts for the guard."""
         links: dict[str, dict[str, list[int]]] = {t: {} for t in targets}
         imports: dict[str, dict[str, int]] = {t: {} for t in targets}
-        for target, key, sid, prov in self.conn.execute(
-            "SELECT a.target, a.section_key, a.source_id, o.provenance FROM associations a"
-            " LEFT JOIN observations o ON o.id = a.source_id"
-        ):
+        rows = records.links(self.conn)
+        provenance = observations.provenances(self.conn, sorted({r[2] for r in rows}))
+        for target, key, sid in rows:
+            prov = provenance.get(sid)
             if target in links:
                 links[target].setdefault(key, []).append(sid)
                 if prov in ("agent_observation", "document_import"):
@@ -203,11 +197,11 @@ class Writer:
         sources = shaped.sources
         snapshot = self._snapshot(job)
         links, import_counts = self._links(list(snapshot))
-        versions = dict(self.conn.execute("SELECT target, hash FROM document_versions").fetchall())
+        versions = records.versions(self.conn)
         hand_edited = frozenset(t for t, d in snapshot.items()
                                 if d.exists and versions.get(t) != d.hash)
-        watermarks = {r[0]: (r[1], r[2] or 0) for r in self.conn.execute("SELECT target, at, source_id FROM correction_watermarks")}
-        batch = self.conn.execute("SELECT id, scope, observed_at FROM observations WHERE job_id = ?", (job.id,)).fetchall()
+        watermarks = {r[0]: (r[1], r[2] or 0) for r in records.watermarks(self.conn)}
+        batch = observations.batch_of_job(self.conn, job.id)
         facts = apply.BatchFacts(
             [r[0] for r in batch], {r[0]: r[1] for r in batch}, {r[0]: apply.iso_to_ms(r[2]) for r in batch},
             links, hand_edited, job.task_kind == "edit",
@@ -224,7 +218,7 @@ class Writer:
             }
             ctx = contract.DecisionContext(
                 job_id=job.id, batch_scope=job.scope,
-                evidence={s.evidence_ref: contract.EvidenceSource(s.scope, s.provenance)
+                evidence={contract.evidence_handle(s.observation_id): contract.EvidenceSource(s.scope, s.provenance)
                           for s in sources if not s.context_only},
                 writable_scopes=writable,
                 snapshot={t: {s.ref: s.title for s in d.sections} for t, d in snapshot.items()},

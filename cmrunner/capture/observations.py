@@ -9,6 +9,9 @@ Contract:
 - A non-edit observation whose normalised text was forgotten in the same scope is admitted
   ``quarantined`` with ``FORGOTTEN_SOURCE``: a forget is not undone by repeating the exact words.
 - Scope is frozen here; nothing later re-derives it.
+- This module is the repository of ``observations`` and ``forgotten_sources``: every statement
+  against them is one of its functions, run in the caller's transaction (none begins or commits
+  one). Callers that combine observations with another table's rows pass ids, never SQL.
 - ``quarantined_by_issue`` and ``release`` serve ``cm status`` and ``cm release``: a released
   observation goes back to ``pending`` unchanged (same text, scope and provenance), so the Writer's
   checks run on it again; the release policy itself is the caller's (``cmrunner.core.reasons``).
@@ -18,6 +21,7 @@ Stdlib only.
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 import time
 import unicodedata
@@ -105,15 +109,8 @@ def admit(conn: sqlite3.Connection, *, namespace: str, entry_id: str, text: str,
         (namespace, entry_id, text, digest, cdigest, scope, source, provenance, task_kind, state, observed_at,
          int(time.time() * 1000), batch_id, issue),
     )
-    return Admitted(int(cursor.lastrowid), state, duplicate=False)
-
-
-FLUSH_KEY = "flush_requested"
-
-
-def request_flush(conn: sqlite3.Connection) -> None:
-    """Ask the Writer to process non-session work now instead of waiting for its thresholds."""
-    conn.execute("INSERT OR REPLACE INTO settings(key, value) VALUES (?, '1')", (FLUSH_KEY,))
+    assert cursor.lastrowid is not None
+    return Admitted(cursor.lastrowid, state, duplicate=False)
 
 
 def quarantined_by_issue(conn: sqlite3.Connection, sample: int = 10) -> list[tuple[str | None, int, list[int], list[str]]]:
@@ -181,3 +178,225 @@ def purge_sensitive_quarantined(conn: sqlite3.Connection) -> int:
     marks = ", ".join("?" for _ in SENSITIVE_ISSUES)
     return conn.execute(f"UPDATE observations SET text = NULL WHERE state = 'quarantined' AND text IS NOT NULL"
                         f" AND issue IN ({marks})", SENSITIVE_ISSUES).rowcount
+
+
+# -- lookups by identity ------------------------------------------------------------------------
+
+def exists(conn: sqlite3.Connection, namespace: str, entry_id: str) -> bool:
+    return conn.execute("SELECT 1 FROM observations WHERE namespace = ? AND entry_id = ?",
+                        (namespace, entry_id)).fetchone() is not None
+
+
+def scope_of_entry(conn: sqlite3.Connection, namespace: str, entry_id: str) -> str | None:
+    """The frozen scope of the observation with this identity, or ``None``."""
+    row = conn.execute("SELECT scope FROM observations WHERE namespace = ? AND entry_id = ?",
+                       (namespace, entry_id)).fetchone()
+    return None if row is None else row[0]
+
+
+def item(conn: sqlite3.Connection, namespace: str, entry_id: str) -> tuple | None:
+    """(id, state, issue, scope, job id) of the observation with this identity, or ``None``."""
+    return conn.execute("SELECT id, state, issue, scope, job_id FROM observations WHERE namespace = ? AND entry_id = ?",
+                        (namespace, entry_id)).fetchone()
+
+
+def recent_entries(conn: sqlite3.Connection, namespace: str, limit: int) -> list[tuple[str]]:
+    """Entry ids of the namespace, newest first."""
+    return conn.execute("SELECT entry_id FROM observations WHERE namespace = ? ORDER BY id DESC LIMIT ?",
+                        (namespace, limit)).fetchall()
+
+
+# -- counts -----------------------------------------------------------------------------------
+
+def count_by_state(conn: sqlite3.Connection) -> dict[str, int]:
+    return {row[0]: int(row[1]) for row in conn.execute(
+        "SELECT state, COUNT(*) FROM observations GROUP BY state ORDER BY state")}
+
+
+def queued_counts(conn: sqlite3.Connection) -> list[tuple[str, int]]:
+    """(state, count) of buffered, pending, claimed and dead observations (absent states omitted)."""
+    return conn.execute(
+        "SELECT state, COUNT(*) FROM observations WHERE state IN ('buffered', 'pending', 'claimed', 'dead')"
+        " GROUP BY state"
+    ).fetchall()
+
+
+# -- the queue: pending work and a job's batch ---------------------------------------------------
+
+def has_pending(conn: sqlite3.Connection) -> bool:
+    return conn.execute("SELECT 1 FROM observations WHERE state = 'pending' LIMIT 1").fetchone() is not None
+
+
+def pending_head(conn: sqlite3.Connection) -> tuple | None:
+    """(id, scope, provenance, task kind, batch id) of the oldest pending observation."""
+    return conn.execute(
+        "SELECT id, scope, provenance, task_kind, batch_id FROM observations WHERE state = 'pending' ORDER BY id LIMIT 1"
+    ).fetchone()
+
+
+def pending_head_kind(conn: sqlite3.Connection) -> tuple | None:
+    """(task kind, batch id) of the oldest pending observation."""
+    return conn.execute(
+        "SELECT task_kind, batch_id FROM observations WHERE state = 'pending' ORDER BY id LIMIT 1"
+    ).fetchone()
+
+
+def pending(conn: sqlite3.Connection) -> sqlite3.Cursor:
+    """(id, scope, provenance, task kind, batch id) of every pending observation in admission
+    order, as a cursor: a caller that stops early reads no further."""
+    return conn.execute(
+        "SELECT id, scope, provenance, task_kind, batch_id FROM observations WHERE state = 'pending' ORDER BY id"
+    )
+
+
+def pending_in_batch(conn: sqlite3.Connection, batch_id: str) -> list[int]:
+    return [r[0] for r in conn.execute(
+        "SELECT id FROM observations WHERE state = 'pending' AND batch_id = ? ORDER BY id", (batch_id,))]
+
+
+def pending_unbatched(conn: sqlite3.Connection) -> tuple:
+    """(count, text bytes, oldest and newest admission time) of pending work outside sessions."""
+    return conn.execute(
+        "SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(text AS BLOB))), 0), MIN(enqueued_at), MAX(enqueued_at)"
+        " FROM observations WHERE state = 'pending' AND batch_id IS NULL"
+    ).fetchone()
+
+
+def claim_for(conn: sqlite3.Connection, job_id: str, ids: list[int]) -> None:
+    conn.executemany("UPDATE observations SET state = 'claimed', job_id = ? WHERE id = ?", [(job_id, i) for i in ids])
+
+
+def ids_of_job(conn: sqlite3.Connection, job_id: str) -> list[int]:
+    return [r[0] for r in conn.execute("SELECT id FROM observations WHERE job_id = ? ORDER BY id", (job_id,))]
+
+
+def count_of_job(conn: sqlite3.Connection, job_id: str) -> int:
+    return int(conn.execute("SELECT COUNT(*) FROM observations WHERE job_id = ?", (job_id,)).fetchone()[0])
+
+
+def jobs_holding(conn: sqlite3.Connection, job_ids: list[str]) -> list[str]:
+    """Those of ``job_ids`` that at least one observation still belongs to."""
+    return [r[0] for r in conn.execute(
+        "SELECT DISTINCT job_id FROM observations WHERE job_id IN (SELECT value FROM json_each(?))",
+        (json.dumps(job_ids),))]
+
+
+def sources_of_job(conn: sqlite3.Connection, job_id: str) -> list[tuple]:
+    """(id, text, scope, provenance, source, observed at) of the job's observations, by id."""
+    return conn.execute(
+        "SELECT id, text, scope, provenance, source, observed_at FROM observations WHERE job_id = ? ORDER BY id",
+        (job_id,),
+    ).fetchall()
+
+
+def batch_of_job(conn: sqlite3.Connection, job_id: str) -> list[tuple]:
+    """(id, scope, observed at) of the job's observations."""
+    return conn.execute("SELECT id, scope, observed_at FROM observations WHERE job_id = ?", (job_id,)).fetchall()
+
+
+def provenances(conn: sqlite3.Connection, ids: list[int]) -> dict[int, str | None]:
+    """The provenance class of each of ``ids`` that exists."""
+    return dict(conn.execute("SELECT id, provenance FROM observations WHERE id IN (SELECT value FROM json_each(?))",
+                             (json.dumps(ids),)).fetchall())
+
+
+# -- a session's observations, by the ids its messages hold ----------------------------------------
+
+def text_bytes(conn: sqlite3.Connection, ids: list[int | None]) -> int:
+    """UTF-8 bytes of the kept text of ``ids``, each counted as often as it is listed."""
+    return int(conn.execute(
+        "SELECT COALESCE(SUM(LENGTH(CAST(o.text AS BLOB))), 0) FROM json_each(?) j JOIN observations o ON o.id = j.value",
+        (json.dumps(ids),)).fetchone()[0])
+
+
+def texts(conn: sqlite3.Connection, ids: list[int]) -> dict[int, str | None]:
+    """The kept text (``None`` once pruned) of each of ``ids`` that exists."""
+    return dict(conn.execute("SELECT id, text FROM observations WHERE id IN (SELECT value FROM json_each(?))",
+                             (json.dumps(ids),)).fetchall())
+
+
+def mix(conn: sqlite3.Connection, ids: list[int]) -> tuple[int, int]:
+    """How many distinct scopes and provenance classes ``ids`` span."""
+    row = conn.execute("SELECT COUNT(DISTINCT scope), COUNT(DISTINCT COALESCE(provenance, '')) FROM observations"
+                       " WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),)).fetchone()
+    return int(row[0]), int(row[1])
+
+
+def any_outside(conn: sqlite3.Connection, ids: list[int], scope: str) -> bool:
+    """Whether any of ``ids`` belongs to a scope other than ``scope``."""
+    return conn.execute("SELECT 1 FROM observations WHERE id IN (SELECT value FROM json_each(?)) AND scope != ?"
+                        " LIMIT 1", (json.dumps(ids), scope)).fetchone() is not None
+
+
+def buffered_ids(conn: sqlite3.Connection) -> list[int]:
+    return [r[0] for r in conn.execute("SELECT id FROM observations WHERE state = 'buffered'")]
+
+
+def buffered_among(conn: sqlite3.Connection, ids: list[int]) -> set[int]:
+    """Those of ``ids`` still ``buffered``."""
+    return {r[0] for r in conn.execute(
+        "SELECT id FROM observations WHERE state = 'buffered' AND id IN (SELECT value FROM json_each(?))",
+        (json.dumps(ids),))}
+
+
+def quarantine_buffered(conn: sqlite3.Connection, ids: list[int], issue: str) -> None:
+    """Quarantine with ``issue`` those of ``ids`` still ``buffered``."""
+    conn.execute("UPDATE observations SET state = 'quarantined', issue = ? WHERE state = 'buffered'"
+                 " AND id IN (SELECT value FROM json_each(?))", (issue, json.dumps(ids)))
+
+
+def seal_buffered(conn: sqlite3.Connection, ids: list[int], batch_id: str) -> None:
+    """Queue those of ``ids`` still ``buffered`` as ``pending`` members of the sealed batch."""
+    conn.execute("UPDATE observations SET state = 'pending', batch_id = ? WHERE state = 'buffered'"
+                 " AND id IN (SELECT value FROM json_each(?))", (batch_id, json.dumps(ids)))
+
+
+# -- a job's outcome, shared by its observations --------------------------------------------------
+
+def set_job_outcome(conn: sqlite3.Connection, job_id: str, state: str, issue: str) -> None:
+    conn.execute("UPDATE observations SET state = ?, issue = ? WHERE job_id = ?", (state, issue, job_id))
+
+
+def mark_processed(conn: sqlite3.Connection, job_id: str, now: int) -> None:
+    conn.execute("UPDATE observations SET state = 'processed', processed_at = ?, issue = NULL WHERE job_id = ?",
+                 (now, job_id))
+
+
+def reclaim(conn: sqlite3.Connection, job_id: str) -> None:
+    """A revived job takes its observations back."""
+    conn.execute("UPDATE observations SET state = 'claimed' WHERE job_id = ?", (job_id,))
+
+
+def isolate(conn: sqlite3.Connection, observation_id: int, issue: str) -> None:
+    """Take one observation out of its job, quarantined with ``issue`` (its text is kept)."""
+    conn.execute("UPDATE observations SET state = 'quarantined', issue = ?, job_id = NULL WHERE id = ?",
+                 (issue, observation_id))
+
+
+def defer(conn: sqlite3.Connection, observation_id: int) -> None:
+    """Send one observation back to ``pending`` for a later job."""
+    conn.execute("UPDATE observations SET state = 'pending', job_id = NULL WHERE id = ?", (observation_id,))
+
+
+# -- forgetting and pruning ---------------------------------------------------------------------
+
+def forget(conn: sqlite3.Connection, observation_id: int) -> None:
+    """Drop the observation's text and leave a tombstone of its normalised text in its scope, so
+    the exact words are not admitted again there."""
+    row = conn.execute("SELECT scope, content_digest FROM observations WHERE id = ?", (observation_id,)).fetchone()
+    if row is not None and row[1]:
+        conn.execute("INSERT OR IGNORE INTO forgotten_sources(scope, digest) VALUES (?, ?)", (row[0], row[1]))
+    conn.execute("UPDATE observations SET text = NULL WHERE id = ?", (observation_id,))
+
+
+def purge_processed(conn: sqlite3.Connection, ids: list[int]) -> None:
+    """Drop the text of those of ``ids`` that are processed."""
+    conn.executemany("UPDATE observations SET text = NULL WHERE id = ? AND state = 'processed'", [(i,) for i in ids])
+
+
+def prune_processed(conn: sqlite3.Connection, before_ms: int) -> None:
+    """Drop the text of observations processed before ``before_ms``."""
+    conn.execute(
+        "UPDATE observations SET text = NULL WHERE state = 'processed' AND text IS NOT NULL AND processed_at < ?",
+        (before_ms,),
+    )

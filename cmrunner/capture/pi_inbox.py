@@ -107,9 +107,9 @@ class PiInbox:
         elif event == "session_shutdown" and payload.get("reason") == "quit":
             sessions.end(conn, session_id)
         elif event == "memory_flush":
-            from cmrunner.capture import observations  # off the capture command's import path
+            from cmrunner.core import jobstore  # off the capture command's import path
 
-            observations.request_flush(conn)
+            jobstore.request_flush(conn)
         conn.execute("DELETE FROM pi_inbox WHERE id = ?", (inbox_id,))
 
     def _message(self, conn: sqlite3.Connection, session_id: str, event_id: str, payload: dict, scope: str) -> None:

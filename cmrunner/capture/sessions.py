@@ -21,6 +21,8 @@ Contract (the specification's session rules; every function runs inside the call
   a session here (``register``) and the Writer's request shaping reads turns through it. Because
   the hooks import it, its module-level imports stay light: the observation store and the secret
   scanner (~15 ms together) load inside the drain-only functions that need them.
+- Observations are the observation store's (``cmrunner.capture.observations``): this module hands
+  it the ids its messages hold, in the caller's transaction.
 """
 
 from __future__ import annotations
@@ -85,11 +87,13 @@ def _open_turn_row(conn: sqlite3.Connection, session_id: str, turn_id: str) -> i
 
 
 def _check_capacity(conn: sqlite3.Connection, session_id: str, adding: int, limit: int) -> None:
-    held = conn.execute(
-        "SELECT COALESCE(SUM(LENGTH(CAST(m.text AS BLOB))), 0) + COALESCE(SUM(LENGTH(CAST(o.text AS BLOB))), 0)"
-        " FROM session_messages m LEFT JOIN observations o ON o.id = m.observation_id WHERE m.session_id = ?",
-        (session_id,),
-    ).fetchone()[0]
+    from cmrunner.capture import observations  # drain-only (see the module docstring)
+
+    kept, observation_ids = conn.execute(
+        "SELECT COALESCE(SUM(LENGTH(CAST(text AS BLOB))), 0), json_group_array(observation_id) FROM session_messages"
+        " WHERE session_id = ?", (session_id,),
+    ).fetchone()
+    held = kept + observations.text_bytes(conn, json.loads(observation_ids))
     if held + adding > limit:
         raise CmError("SESSION_CAPACITY_EXCEEDED", f"this session's cache would exceed {limit} bytes; "
                       "raise sessionCache.maxSessionBytes or start a new session")
@@ -137,16 +141,21 @@ def capture_context(conn: sqlite3.Connection, session_id: str, turn_id: str, mes
     )
 
 
+def _user_observations(conn: sqlite3.Connection, turn_row: int) -> list[int]:
+    return [r[0] for r in conn.execute("SELECT observation_id FROM session_messages WHERE turn = ? AND role = 'user'"
+                                       " AND observation_id IS NOT NULL", (turn_row,))]
+
+
 def _quarantine_turn(conn: sqlite3.Connection, turn_row: int, issue: str) -> None:
-    conn.execute(
-        "UPDATE observations SET state = 'quarantined', issue = ? WHERE state = 'buffered' AND id IN"
-        " (SELECT observation_id FROM session_messages WHERE turn = ? AND role = 'user')",
-        (issue, turn_row),
-    )
+    from cmrunner.capture import observations  # drain-only (see the module docstring)
+
+    observations.quarantine_buffered(conn, _user_observations(conn, turn_row), issue)
 
 
 def settle(conn: sqlite3.Connection, session_id: str, turn_id: str, outcome: str) -> str | None:
     """End a turn as ``settled`` or ``interrupted``; returns the id of a batch it sealed, if any."""
+    from cmrunner.capture import observations  # drain-only (see the module docstring)
+
     turn_row = open_turn(conn, session_id, turn_id)
     state = conn.execute("SELECT state FROM session_turns WHERE id = ?", (turn_row,)).fetchone()[0]
     if state != "open":
@@ -157,32 +166,32 @@ def settle(conn: sqlite3.Connection, session_id: str, turn_id: str, outcome: str
     if outcome != "settled":
         _quarantine_turn(conn, turn_row, "INTERRUPTED_TURN")
         return None
-    mixed = conn.execute(
-        "SELECT COUNT(DISTINCT o.scope), COUNT(DISTINCT COALESCE(o.provenance, '')) FROM session_messages m"
-        " JOIN observations o ON o.id = m.observation_id WHERE m.turn = ? AND m.role = 'user'", (turn_row,),
-    ).fetchone()
+    mixed = observations.mix(conn, _user_observations(conn, turn_row))
     if mixed[0] > 1 or mixed[1] > 1:
         _quarantine_turn(conn, turn_row, "MIXED_SESSION_TURN")
         return None
-    if _countable(conn, session_id) >= BATCH_TURNS:
+    if len(_countable(conn, session_id)) >= BATCH_TURNS:
         return seal(conn, session_id, "ten_interactions")
     return None
 
 
-def _countable(conn: sqlite3.Connection, session_id: str) -> int:
-    return conn.execute(
-        "SELECT COUNT(*) FROM session_turns t WHERE t.session_id = ? AND t.state = 'settled' AND t.batch_id IS NULL"
-        " AND EXISTS (SELECT 1 FROM session_messages m JOIN observations o ON o.id = m.observation_id"
-        " WHERE m.turn = t.id AND m.role = 'user' AND o.state = 'buffered')", (session_id,),
-    ).fetchone()[0]
+def _countable(conn: sqlite3.Connection, session_id: str) -> list[int]:
+    """The session's settled, unsealed turns that still hold a buffered user observation, in order."""
+    from cmrunner.capture import observations  # drain-only (see the module docstring)
+
+    rows = conn.execute(
+        "SELECT t.id, m.observation_id FROM session_turns t JOIN session_messages m ON m.turn = t.id AND m.role = 'user'"
+        " WHERE t.session_id = ? AND t.state = 'settled' AND t.batch_id IS NULL ORDER BY t.id", (session_id,),
+    ).fetchall()
+    buffered = observations.buffered_among(conn, [r[1] for r in rows if r[1] is not None])
+    return sorted({turn for turn, observation_id in rows if observation_id in buffered})
 
 
 def seal(conn: sqlite3.Connection, session_id: str, reason: str) -> str | None:
     """Seal every counted, unsealed turn of the session into one batch (None when there is none)."""
-    turns = [r[0] for r in conn.execute(
-        "SELECT t.id FROM session_turns t WHERE t.session_id = ? AND t.state = 'settled' AND t.batch_id IS NULL"
-        " AND EXISTS (SELECT 1 FROM session_messages m JOIN observations o ON o.id = m.observation_id"
-        " WHERE m.turn = t.id AND m.role = 'user' AND o.state = 'buffered') ORDER BY t.id", (session_id,))]
+    from cmrunner.capture import observations  # drain-only (see the module docstring)
+
+    turns = _countable(conn, session_id)
     if not turns:
         return None
     batch_id = "batch-" + os.urandom(12).hex()
@@ -190,11 +199,7 @@ def seal(conn: sqlite3.Connection, session_id: str, reason: str) -> str | None:
                  (batch_id, session_id, _now(), reason))
     for turn_row in turns:
         conn.execute("UPDATE session_turns SET batch_id = ? WHERE id = ?", (batch_id, turn_row))
-        conn.execute(
-            "UPDATE observations SET state = 'pending', batch_id = ? WHERE state = 'buffered' AND id IN"
-            " (SELECT observation_id FROM session_messages WHERE turn = ? AND role = 'user')",
-            (batch_id, turn_row),
-        )
+        observations.seal_buffered(conn, _user_observations(conn, turn_row), batch_id)
     return batch_id
 
 
@@ -219,13 +224,15 @@ def open_backlog(conn: sqlite3.Connection) -> tuple[int, int]:
 
     Live: not ended and not isolated. Such turns wait for the tenth settled interaction or the
     session's end by design; no flush can process them, so they are not queued work."""
+    from cmrunner.capture import observations  # drain-only (see the module docstring)
+
     row = conn.execute(
-        "SELECT COUNT(DISTINCT t.id), COUNT(DISTINCT o.id) FROM session_turns t"
+        "SELECT COUNT(DISTINCT t.id), COUNT(DISTINCT m.observation_id) FROM session_turns t"
         " JOIN session_messages m ON m.turn = t.id AND m.role = 'user'"
-        " JOIN observations o ON o.id = m.observation_id"
-        " WHERE o.state = 'buffered' AND t.batch_id IS NULL"
+        " WHERE m.observation_id IN (SELECT value FROM json_each(?)) AND t.batch_id IS NULL"
         " AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id = t.session_id AND s.closing = 1)"
-        f" AND NOT {failures.recorded('t.session_id')}"
+        f" AND NOT {failures.recorded('t.session_id')}",
+        (json.dumps(observations.buffered_ids(conn)),),
     ).fetchone()
     return int(row[0]), int(row[1])
 
@@ -262,19 +269,33 @@ def turn_of_observation(conn: sqlite3.Connection, observation_id: int) -> tuple[
 def earlier_turns(conn: sqlite3.Connection, session_id: str, before: int, scope: str, limit: int) -> list[int]:
     """Row ids of at most ``limit`` settled turns with a user message before turn row ``before``,
     newest first, none of whose observations lies outside ``scope``."""
-    return [r[0] for r in conn.execute(
-        "SELECT t.id FROM session_turns t WHERE t.session_id = ? AND t.id < ? AND t.state = 'settled' AND t.has_user = 1"
-        " AND NOT EXISTS (SELECT 1 FROM session_messages m JOIN observations o ON o.id = m.observation_id"
-        " WHERE m.turn = t.id AND o.scope != ?) ORDER BY t.id DESC LIMIT ?",
-        (session_id, before, scope, limit))]
+    from cmrunner.capture import observations  # drain-only (see the module docstring)
+
+    found: list[int] = []
+    if limit == 0:  # as SQL's LIMIT: zero is none, a negative limit is no limit
+        return found
+    for turn_row, observation_ids in conn.execute(
+        "SELECT t.id, (SELECT json_group_array(m.observation_id) FROM session_messages m WHERE m.turn = t.id"
+        " AND m.observation_id IS NOT NULL) FROM session_turns t WHERE t.session_id = ? AND t.id < ?"
+        " AND t.state = 'settled' AND t.has_user = 1 ORDER BY t.id DESC", (session_id, before),
+    ):
+        if not observations.any_outside(conn, json.loads(observation_ids), scope):
+            found.append(turn_row)
+            if len(found) == limit:
+                break
+    return found
 
 
 def turn_messages(conn: sqlite3.Connection, turn_row: int) -> list[tuple[str, str, str | None, str, str | None]]:
     """A turn's messages in order, as ``(message id, role, kept text, observed at, observation text)``."""
-    return conn.execute(
-        "SELECT m.message_id, m.role, m.text, m.observed_at, o.text FROM session_messages m"
-        " LEFT JOIN observations o ON o.id = m.observation_id WHERE m.turn = ? ORDER BY m.sequence", (turn_row,)
+    from cmrunner.capture import observations  # drain-only (see the module docstring)
+
+    rows = conn.execute(
+        "SELECT message_id, role, text, observed_at, observation_id FROM session_messages WHERE turn = ? ORDER BY sequence",
+        (turn_row,),
     ).fetchall()
+    bodies = observations.texts(conn, [r[4] for r in rows if r[4] is not None])
+    return [(r[0], r[1], r[2], r[3], bodies.get(r[4])) for r in rows]
 
 
 def host_turn_id(conn: sqlite3.Connection, turn_row: int) -> str:

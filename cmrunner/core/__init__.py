@@ -4,7 +4,7 @@ Holds: errors and codes (``errors``); paths of a home and data root (``home``); 
 (``fsutil``); process identity (``identity``); configuration and the private ``.env``
 (``config``, ``envfile``); the SQLite store — connection layer ``db``, ``store``, ``migrations``,
 the write ``gate`` — and the tables that belong to no single room (``drainlease``,
-``drainfailures``); projects and workspaces; the Markdown section model (``sections``); text
+``drainfailures``, the job queue ``jobstore``, the commit ``records``); projects and workspaces; the Markdown section model (``sections``); text
 rules (``textchars``, ``textnorm``); the one secret detector (``safety`` with ``secret_rules``;
 ``deepscan`` wraps detect-secrets; ``allowlist``, ``withhold``, ``secretcache``); the lock-free
 reader of published memory (``reader``, ``consumer``); and ``reasons``, the plain words for every

@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 
 from cmrunner.capture import observations
-from cmrunner.core import config as config_mod, drainfailures, drainlease, projects, safety, store
+from cmrunner.core import config as config_mod, drainfailures, drainlease, jobstore, projects, safety, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.mcpserver import items as mcp_items
@@ -99,7 +99,7 @@ def submit(home: str, scope: str, text: str, entry_id: str | None = None) -> Sub
             admitted = observations.admit(conn, namespace=NAMESPACE, entry_id=entry_id, text=text, scope=scope,
                                           source="interactive", observed_at=_iso_now(), task_kind="edit")
             if admitted.state not in mcp_items.FINAL_STATES:
-                observations.request_flush(conn)
+                jobstore.request_flush(conn)
                 drainlease.ensure_drain(conn, home)
     finally:
         conn.close()
@@ -152,17 +152,12 @@ def overview(home: str, limit: int = 20) -> Overview:
         return Overview(False, {}, [], False, [])
     now = int(time.time() * 1000)
     try:
-        counts = {r[0]: int(r[1]) for r in conn.execute(
-            "SELECT state, COUNT(*) FROM observations GROUP BY state ORDER BY state")}
-        marks = ",".join("?" * len(ACTIVE_JOB_STATES))
+        counts = observations.count_by_state(conn)
         jobs = [JobRow(r[0], r[1], r[2], r[3], int(r[4]), r[5], int(r[6]) if r[1] == "retry" and r[6] else None,
                        r[1] == "running" and int(r[7]) > now)
-                for r in conn.execute(
-                    f"SELECT id, state, scope, task_kind, attempts, issue, available, expires FROM jobs"
-                    f" WHERE state IN ({marks}) ORDER BY created_at LIMIT ?", (*ACTIVE_JOB_STATES, limit))]
+                for r in jobstore.listed(conn, ACTIVE_JOB_STATES, limit)]
         requests = []
-        recent = conn.execute("SELECT entry_id FROM observations WHERE namespace = ? ORDER BY id DESC LIMIT ?",
-                              (NAMESPACE, limit)).fetchall()
+        recent = observations.recent_entries(conn, NAMESPACE, limit)
         for (entry_id,) in recent:
             found = mcp_items.outcome(conn, NAMESPACE, entry_id)
             if found:
@@ -183,7 +178,7 @@ def continue_processing(home: str) -> bool:
     conn = store.open_store(paths)
     try:
         with store.immediate(conn):
-            observations.request_flush(conn)
+            jobstore.request_flush(conn)
             drainlease.ensure_drain(conn, home)
     finally:
         conn.close()

@@ -184,18 +184,17 @@ def prepare(cfg: config_mod.Config, paths: DataPaths, path: str, workspace_path:
 def queue(home: str, paths: DataPaths, prepared: Prepared, spawn_drain: bool) -> bool:
     """Admit the part and request a flush in one transaction; ``True`` if it was already there."""
     from cmrunner.capture import observations
-    from cmrunner.core import drainlease, store
+    from cmrunner.core import drainlease, jobstore, store
     conn = store.open_store(paths)
     try:
         with store.immediate(conn):
-            duplicate = conn.execute("SELECT 1 FROM observations WHERE namespace = ? AND entry_id = ?",
-                                     (prepared.namespace, PART_ENTRY)).fetchone() is not None
+            duplicate = observations.exists(conn, prepared.namespace, PART_ENTRY)
             if not duplicate:
                 now = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
                 observations.admit(conn, namespace=prepared.namespace, entry_id=PART_ENTRY, text=prepared.envelope,
                                    scope=prepared.scope, source="document_import",
                                    observed_at=now.replace("+00:00", "Z"))
-            observations.request_flush(conn)
+            jobstore.request_flush(conn)
             if spawn_drain:
                 drainlease.ensure_drain(conn, home)
     finally:

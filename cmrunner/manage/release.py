@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from cmrunner.capture import observations
-from cmrunner.core import config as config_mod, drainlease, reasons, store
+from cmrunner.core import config as config_mod, drainlease, jobstore, reasons, store
 from cmrunner.core.errors import CmError, InputError
 from cmrunner.core.home import DataPaths
 
@@ -58,7 +58,7 @@ def release(home: str, observation_id: int | None, code: str | None) -> tuple[in
                 raise CmError("NOTHING_TO_RELEASE", "the text of these observations is no longer kept (pruned); "
                                                     "nothing can be sent again")
             count = observations.release(conn, kept)
-            observations.request_flush(conn)
+            jobstore.request_flush(conn)
             drainlease.ensure_drain(conn, home)
     finally:
         conn.close()

@@ -27,7 +27,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from cmrunner.core import config as config_mod, drainlease, store
+from cmrunner.core import config as config_mod, drainlease, jobstore, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths, config_path, env_path
 from cmrunner.manage import setupstate
@@ -78,7 +78,7 @@ def writer_blockers(data_root: str) -> list[str]:
         if holder is not None:
             found.append(f"a Writer is running (pid {holder.pid}); wait for it to finish or stop it, then retry")
         now = int(time.time() * 1000)
-        live = conn.execute("SELECT COUNT(*) FROM jobs WHERE state = 'running' AND expires > ?", (now,)).fetchone()[0]
+        live = jobstore.count_live_leases(conn, now)
         if live:
             found.append(f"{live} job(s) hold an active Writer lease; wait until they finish")
         return found

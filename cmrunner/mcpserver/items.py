@@ -25,7 +25,7 @@ import sqlite3
 import time
 
 from cmrunner.capture import observations
-from cmrunner.core import drainlease, safety, store
+from cmrunner.core import drainlease, jobstore, records, safety, store
 from cmrunner.core.errors import CmError
 from cmrunner.mcpserver.access import (
     Access,
@@ -87,17 +87,13 @@ def _diagnostic(raw: str | None) -> dict | None:
 
 def outcome(conn: sqlite3.Connection, namespace: str, entry_id: str) -> tuple[dict, str] | None:
     """An item's outcome and its frozen scope, or ``None`` when no such item exists."""
-    row = conn.execute(
-        "SELECT o.id, o.state, o.issue, o.scope, o.job_id, j.state, j.attempts, j.available, j.issue, j.diagnostic"
-        " FROM observations o LEFT JOIN jobs j ON j.id = o.job_id WHERE o.namespace = ? AND o.entry_id = ?",
-        (namespace, entry_id),
-    ).fetchone()
+    row = observations.item(conn, namespace, entry_id)
     if row is None:
         return None
-    obs_id, state, issue, scope, job_id, job_state, attempts, available, job_issue, diagnostic = row
+    obs_id, state, issue, scope, job_id = row
+    job_state, attempts, available, job_issue, diagnostic = jobstore.outcome(conn, job_id)
     state = _STATE_NAMES.get(state, state)
-    retained = [r[0] for r in conn.execute(
-        "SELECT DISTINCT target FROM associations WHERE source_id = ? ORDER BY target", (obs_id,))]
+    retained = records.targets_of_source(conn, obs_id)
     processed = state == "processed"
     if issue is None and job_state in ("retry", "dead", "quarantined", "paused"):
         issue = job_issue
@@ -124,15 +120,14 @@ def _admit(binding: Binding, access: Access, namespace: str, entry_id: str, body
         raise unavailable(exc) from None
     try:
         with store.immediate(conn):
-            row = conn.execute("SELECT scope FROM observations WHERE namespace = ? AND entry_id = ?",
-                               (namespace, entry_id)).fetchone()
-            if row is not None and row[0] != scope:
+            found_scope = observations.scope_of_entry(conn, namespace, entry_id)
+            if found_scope is not None and found_scope != scope:
                 raise ToolFailure("SUBMISSION_CONFLICT",
                                   "this id was already used for another context; reuse an id only for the same material")
             admitted = observations.admit(conn, namespace=namespace, entry_id=entry_id, text=body, scope=scope,
                                           source=source, observed_at=_iso_now())
             if admitted.state not in FINAL_STATES:
-                observations.request_flush(conn)
+                jobstore.request_flush(conn)
                 drainlease.ensure_drain(conn, binding.home)
         found = outcome(conn, namespace, entry_id)
     except ToolFailure:
@@ -216,7 +211,7 @@ def shutdown(binding: Binding) -> bool:
     conn = store.open_store(binding.paths)
     try:
         with store.immediate(conn):
-            observations.request_flush(conn)
+            jobstore.request_flush(conn)
             drainlease.ensure_drain(conn, binding.home)
     finally:
         conn.close()

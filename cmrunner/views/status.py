@@ -20,16 +20,12 @@ import sqlite3
 import time
 
 from cmrunner.capture import codex_inbox, failures, observations, pi_inbox
-from cmrunner.core import config as config_mod, drainfailures, drainlease, envfile, migrations, reasons, store
+from cmrunner.core import config as config_mod, drainfailures, drainlease, envfile, jobstore, migrations, reasons, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths, config_path, env_path
 
 SHORT_ID = 12
 JOB_LIST_LIMIT = 20
-
-
-def _counts(conn: sqlite3.Connection, sql: str) -> dict[str, int]:
-    return {row[0]: int(row[1]) for row in conn.execute(sql)}
 
 
 def problems(conn: sqlite3.Connection) -> dict:
@@ -117,8 +113,8 @@ def gather(home: str) -> dict:
             return report
         codex_rows, candidates = codex_inbox.waiting(conn)
         report["inbox"] = {"codex": codex_rows, "pi": pi_inbox.waiting(conn), "candidates": candidates}
-        report["observations"] = _counts(conn, "SELECT state, COUNT(*) FROM observations GROUP BY state ORDER BY state")
-        report["jobs"] = _counts(conn, "SELECT state, COUNT(*) FROM jobs GROUP BY state ORDER BY state")
+        report["observations"] = observations.count_by_state(conn)
+        report["jobs"] = jobstore.count_by_state(conn)
         report["isolatedSessions"] = [
             {"recoveryId": row[0], "issue": row[1], "failedAt": row[2], "reason": reasons.explain(row[1]).reason,
              "remedy": reasons.remedy(row[1], "isolated", [row[0]])}
