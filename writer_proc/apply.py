@@ -53,6 +53,7 @@ def render(snapshot: Mapping[str, Document], accepted: contract.ValidatedDecisio
                 if op.op == "put_section":
                     docs[op.target] = sections.put_section(doc, ref, op.title, op.body)
                 else:
+                    assert ref is not None  # the contract's RemoveSection always names a section
                     docs[op.target] = sections.remove_section(doc, ref)
     except CmError as exc:
         raise contract.DecisionRejected(exc.code, exc.message, {"path": "$.decisions", "rule": "section model"}) from None

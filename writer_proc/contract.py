@@ -315,7 +315,8 @@ def _json_path(loc: tuple[int | str, ...]) -> tuple[str, str | None]:
 
     Also returns the innermost union list the location entered (``decisions`` or ``operations``).
     """
-    path, prev, union, i = "$", None, None, 0
+    path, union, i = "$", None, 0
+    prev: int | str | None = None
     while i < len(loc):
         elem = loc[i]
         if isinstance(elem, int) and not isinstance(elem, bool) and prev in _LISTS:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Literal, overload
 
 from cmrunner.core import config as config_mod, projects, scopes, workspace
 from cmrunner.core.errors import CmError
@@ -191,6 +192,11 @@ def arguments(raw: object, allowed: tuple[str, ...]) -> dict:
     return raw
 
 
+# A required argument is returned as str; an optional one may be None (overloads tell the type checker).
+@overload
+def item_id(args: dict, name: str, required: Literal[True] = True) -> str: ...
+@overload
+def item_id(args: dict, name: str, required: bool) -> str | None: ...
 def item_id(args: dict, name: str, required: bool = True) -> str | None:
     value = args.get(name)
     if value is None and not required:
@@ -201,6 +207,10 @@ def item_id(args: dict, name: str, required: bool = True) -> str | None:
     return value
 
 
+@overload
+def context_id(args: dict, required: Literal[True] = True) -> str: ...
+@overload
+def context_id(args: dict, required: bool) -> str | None: ...
 def context_id(args: dict, required: bool = True) -> str | None:
     value = args.get("contextId")
     if value is None and not required:
@@ -211,6 +221,10 @@ def context_id(args: dict, required: bool = True) -> str | None:
     return value
 
 
+@overload
+def text(args: dict, name: str, limits: dict, required: Literal[True] = True) -> str: ...
+@overload
+def text(args: dict, name: str, limits: dict, required: bool) -> str | None: ...
 def text(args: dict, name: str, limits: dict, required: bool = True) -> str | None:
     value = args.get(name)
     if value is None and not required:

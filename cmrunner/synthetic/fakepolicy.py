@@ -132,6 +132,10 @@ def _bulk(args: dict) -> bool:
     return args.get("handle") is None and args.get("block") is None
 
 
+def _of_target(target: str) -> Callable[[dict], bool]:
+    return lambda args: args.get("target") == target
+
+
 def _documents(seen: View) -> tuple[dict | None, dict[str, list[dict]]]:
     """The snapshot manifest (or None) and each document's pages: inline manifest text, then target reads."""
     memory = seen.results("inspect_memory")
@@ -139,7 +143,7 @@ def _documents(seen: View) -> tuple[dict | None, dict[str, list[dict]]]:
     pages: dict[str, list[dict]] = {}
     for doc in (manifest or {}).get("documents") or []:
         inline = [{"offset": 0, "text": doc["text"], "next": doc.get("next")}] if isinstance(doc.get("text"), str) else []
-        pages[doc["target"]] = inline + _pages(memory, lambda a, t=doc["target"]: a.get("target") == t)
+        pages[doc["target"]] = inline + _pages(memory, _of_target(doc["target"]))
     return manifest, pages
 
 
@@ -299,7 +303,7 @@ class Driver:
     """Turns ``{"policy": true}`` replies into the diligent model's next answer (thread-safe)."""
 
     def __init__(self, settings: dict | None) -> None:
-        self.settings = settings
+        self.batch = bool(settings and settings["batch"])
         self.policy = load_policy(settings["spec"]) if settings else None
         self._inject = {cue: list(items) for cue, items in (settings or {}).get("inject", {}).items()}
         self._first = True
@@ -310,7 +314,7 @@ class Driver:
         if self.policy is None:
             raise ValueError("a reply asks for the policy but the script has none")
         seen = view(path, body)
-        calls = next_calls(seen, self.settings["batch"])
+        calls = next_calls(seen, self.batch)
         cue = "done" if seen.submitted else (calls[0][0] if calls else SUBMIT)
         with self._lock:
             cues = (["first"] if self._first else []) + [cue] + (["submit"] if cue == SUBMIT else [])
