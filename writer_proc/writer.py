@@ -35,7 +35,6 @@ from cmrunner.writer_proc import apply, commit, contract, drainlog, history, job
 from cmrunner.writer_proc.port import AgentError, MemoryAgentPort, build_task
 from cmrunner.writer_proc.reads import ReadPort, Source
 
-PRUNE_AFTER_MS = 7 * 24 * 3600 * 1000
 log = drainlog.get("writer")
 
 
@@ -102,8 +101,8 @@ class Writer:
         if replayed:
             log.info("recovered %d interrupted commit(s)", replayed)
         with store.immediate(self.conn):
-            observations.prune_processed(self.conn, self.now() - PRUNE_AFTER_MS)
-            observations.prune_quarantined(self.conn, self.now() - PRUNE_AFTER_MS)  # same retention
+            observations.prune_processed(self.conn, self.now() - observations.PRUNE_AFTER_MS)
+            observations.prune_quarantined(self.conn, self.now() - observations.PRUNE_AFTER_MS)  # same retention
             history.expire_trash(self.conn, self.now())
         return replayed
 

@@ -25,6 +25,7 @@ import json
 import sqlite3
 import time
 import unicodedata
+from typing import NamedTuple
 
 from cmrunner.core import scopes
 from cmrunner.core.errors import CmError
@@ -39,6 +40,9 @@ PROVENANCE = {
 }
 TASK_KINDS = ("observation", "edit")
 ADMISSION_STATES = ("buffered", "pending")
+
+# A processed observation's words are kept this long, then pruned (the specification's 7-day rule).
+PRUNE_AFTER_MS = 7 * 24 * 3600 * 1000
 
 
 def provenance_of(source: str) -> str | None:
@@ -313,6 +317,26 @@ def texts(conn: sqlite3.Connection, ids: list[int]) -> dict[int, str | None]:
     """The kept text (``None`` once pruned) of each of ``ids`` that exists."""
     return dict(conn.execute("SELECT id, text FROM observations WHERE id IN (SELECT value FROM json_each(?))",
                              (json.dumps(ids),)).fetchall())
+
+
+class Evidence(NamedTuple):
+    id: int
+    text: str | None  # None once pruned, forgotten or purged
+    provenance: str | None
+    source: str
+    namespace: str
+    observed_at: str
+    state: str
+    processed_at: int | None
+    forgotten: bool  # its words are tombstoned in its scope (a forget or a purge)
+
+
+def evidence(conn: sqlite3.Connection, ids: list[int]) -> list[Evidence]:
+    """What ``cm why`` shows of each of ``ids`` that exists, in id order."""
+    return [Evidence(*row[:-1], bool(row[-1])) for row in conn.execute(
+        "SELECT o.id, o.text, o.provenance, o.source, o.namespace, o.observed_at, o.state, o.processed_at, "
+        "EXISTS (SELECT 1 FROM forgotten_sources f WHERE f.scope = o.scope AND f.digest = o.content_digest) "
+        "FROM observations o WHERE o.id IN (SELECT value FROM json_each(?)) ORDER BY o.id", (json.dumps(ids),))]
 
 
 def mix(conn: sqlite3.Connection, ids: list[int]) -> tuple[int, int]:

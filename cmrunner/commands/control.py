@@ -1,4 +1,4 @@
-"""Changing your mind: `cm history`, `cm undo`, `cm trash`, `cm restore`."""
+"""Changing your mind: `cm history`, `cm undo`, `cm trash`, `cm restore`, `cm why`."""
 
 from __future__ import annotations
 
@@ -75,3 +75,22 @@ def restore_command(ctx: click.Context, trash_id: str) -> None:
     home = _home(ctx)
     done = restore.run(history_view.data_paths(home), home, trash_id)
     echo(f"restored {done.target} / {done.title} (receipt {done.receipt_id})")
+
+
+@cli.command("why")
+@click.argument("document")
+@click.argument("section", required=False)
+@click.option("--json", "as_json", is_flag=True, help="One JSON list for scripts.")
+@click.pass_context
+def why_command(ctx: click.Context, document: str, section: str | None, as_json: bool) -> None:
+    """Why each section of DOCUMENT says what it says: its commits and the words that were its evidence."""
+    from cmrunner.views import why
+
+    found = why.explain(_home(ctx), document, section)
+    if as_json:
+        echo(json.dumps(found, indent=2, ensure_ascii=False))
+        return
+    if not found:
+        echo(f"{document} has no sections yet")
+    for line in why.lines(found):
+        echo(line)

@@ -47,6 +47,16 @@ def links(conn: sqlite3.Connection) -> list[tuple[str, str, int]]:
     return conn.execute("SELECT target, section_key, source_id FROM associations").fetchall()
 
 
+def sources_of(conn: sqlite3.Connection, target: str, key: str) -> list[int]:
+    """The source ids linked to one section, oldest first."""
+    return [r[0] for r in conn.execute(
+        "SELECT source_id FROM associations WHERE target = ? AND section_key = ? ORDER BY source_id", (target, key))]
+
+
+def unlink_section(conn: sqlite3.Connection, target: str, key: str) -> None:
+    conn.execute("DELETE FROM associations WHERE target = ? AND section_key = ?", (target, key))
+
+
 def targets_of_source(conn: sqlite3.Connection, source_id: int) -> list[str]:
     """The documents that keep a link to ``source_id``, by name."""
     return [r[0] for r in conn.execute(

@@ -34,7 +34,7 @@ def data_paths(home: str) -> DataPaths:
     return DataPaths(config_mod.load(home).data_root)
 
 
-def _open(home: str) -> sqlite3.Connection | None:
+def open_read(home: str) -> sqlite3.Connection | None:
     conn = store.open_existing(data_paths(home))
     if conn is None:
         return None
@@ -61,7 +61,7 @@ def resolve_section(conn: sqlite3.Connection, target: str, section: str) -> str:
                                      f"run `cm history {target}` to list them")
 
 
-def _secret_rules(text: str | None, allowed: frozenset[str]) -> list[str]:
+def secret_rules(text: str | None, allowed: frozenset[str]) -> list[str]:
     if not text:
         return []
     return sorted({rule for _, rule, core in safety.findings(text, deep=True)
@@ -69,7 +69,7 @@ def _secret_rules(text: str | None, allowed: frozenset[str]) -> list[str]:
 
 
 def _view(version: history.Version, parent: history.Version | None, allowed: frozenset[str]) -> dict:
-    withheld = _secret_rules(version.text, allowed) + _secret_rules(parent.text if parent else None, allowed)
+    withheld = secret_rules(version.text, allowed) + secret_rules(parent.text if parent else None, allowed)
     return {
         "id": f"v{version.id}", "target": version.target, "section": version.title,
         "ref": "sec_" + version.key.rsplit(":", 1)[1][:12], "version": version.version,
@@ -86,7 +86,7 @@ def _view(version: history.Version, parent: history.Version | None, allowed: fro
 def versions(home: str, target: str | None = None, section: str | None = None) -> list[dict]:
     if target is not None:
         sections.target_title(target)  # INVALID_TARGET_REFERENCE for anything else
-    conn = _open(home)
+    conn = open_read(home)
     if conn is None:
         if section is not None:
             raise CmError("UNKNOWN_SECTION", "no history is recorded yet; it starts with the next commit")
@@ -106,7 +106,7 @@ def versions(home: str, target: str | None = None, section: str | None = None) -
 
 
 def trash(home: str) -> list[dict]:
-    conn = _open(home)
+    conn = open_read(home)
     if conn is None:
         return []
     try:
