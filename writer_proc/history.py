@@ -23,12 +23,14 @@ Contract:
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import sqlite3
 from collections.abc import Mapping
 from typing import NamedTuple
 
 from cmrunner.core import sections
+from cmrunner.core.errors import CmError
 from cmrunner.core.sections import Document
 
 AGENT = "memory_agent"
@@ -251,25 +253,54 @@ def trash_get(conn: sqlite3.Connection, trash_id: str) -> TrashEntry | None:
     return TrashEntry(*row) if row else None
 
 
-def purge_versions(conn: sqlite3.Connection, key: str, at: int, upto_id: int | None = None) -> int:
-    """Destroy the text of a section's versions (all, or those up to ``upto_id``), keeping who and
-    when; the section's trash entries end as purged. Returns how many versions lost text."""
-    bound = upto_id if upto_id is not None else 2**63 - 1
-    cursor = conn.execute("UPDATE section_versions SET text = NULL, title = '', purged_at = ? "
-                          "WHERE section_key = ? AND id <= ? AND purged_at IS NULL", (at, key, bound))
+def incarnation(chain: list[Version], newest_id: int | None = None) -> list[Version]:
+    """The versions of one section since it was last created, newest first, from ``newest_id``
+    (default: the newest): a removal ends an incarnation, and the version after it starts one."""
+    out: list[Version] = []
+    for version in chain:  # newest first
+        if newest_id is not None and version.id > newest_id:
+            continue
+        if out and version.text is None and version.purged_at is None:
+            break  # an earlier removal: what came before it is another incarnation
+        out.append(version)
+    return out
+
+
+def purge_versions(conn: sqlite3.Connection, key: str, ids: list[int], at: int) -> int:
+    """Destroy the text and title of those versions of a section, keeping who and when; trash entries
+    that point at one of them end as purged. Returns how many versions lost text."""
+    cursor = conn.execute("UPDATE section_versions SET text = NULL, title = '', purged_at = ? WHERE section_key = ? "
+                          "AND purged_at IS NULL AND id IN (SELECT value FROM json_each(?))", (at, key, json.dumps(ids)))
     conn.execute("DELETE FROM section_changes_pending WHERE section_key = ?", (key,))
-    conn.execute("UPDATE trash SET state = 'purged' WHERE section_key = ? AND state = 'trashed' AND version_id <= ?",
-                 (key, bound))
+    conn.execute("UPDATE trash SET state = 'purged' WHERE section_key = ? AND state = 'trashed' AND version_id IN "
+                 "(SELECT value FROM json_each(?))", (key, json.dumps(ids)))
     return cursor.rowcount
 
 
 def expire_trash(conn: sqlite3.Connection, now: int) -> int:
-    """Purge every trashed section whose retention ended (its versions up to the removal)."""
-    expired = conn.execute("SELECT section_key, version_id FROM trash WHERE state = 'trashed' AND expires_at <= ?",
-                           (now,)).fetchall()
-    for key, version_id in expired:
-        purge_versions(conn, key, now, version_id)
+    """Purge every trashed section whose retention ended: the incarnation its removal ended."""
+    expired = conn.execute("SELECT target, section_key, version_id FROM trash WHERE state = 'trashed' AND "
+                           "expires_at <= ?", (now,)).fetchall()
+    for target, key, version_id in expired:
+        purge_versions(conn, key, [v.id for v in incarnation(versions(conn, target, key), version_id)], now)
     return len(expired)
+
+
+def resolve_section(conn: sqlite3.Connection, target: str, section: str) -> str:
+    """The section key ``section`` (a title, current or former, or a ``sec_`` ref) names in ``target``'s history."""
+    known = versions(conn, target)
+    titles = {v.title: v.key for v in known if v.title}
+    if section in titles:
+        return titles[section]
+    if section.startswith("sec_") and len(section) >= 16:
+        digits = section[len("sec_"):]
+        found = sorted({v.key for v in known if v.key.rsplit(":", 1)[1].startswith(digits)})
+        if len(found) == 1:
+            return found[0]
+        if found:
+            raise CmError("AMBIGUOUS_SECTION", f"{section} matches several sections of {target}; use a longer ref")
+    raise CmError("UNKNOWN_SECTION", f"{target} has no section with that title or ref in its history; "
+                                     f"run `cm history {target}` to list them")
 
 
 def tombstone(conn: sqlite3.Connection, scope: str, digest: str, at: int) -> None:

@@ -165,3 +165,9 @@ def waiting(conn: sqlite3.Connection) -> tuple[int, int]:
     rows = conn.execute("SELECT COUNT(*) FROM codex_inbox").fetchone()[0]
     candidates = conn.execute("SELECT COUNT(*) FROM codex_candidates WHERE text IS NOT NULL").fetchone()[0]
     return rows, candidates
+
+
+def clear_candidates_containing(conn: sqlite3.Connection, needles: list[str]) -> int:
+    """A purge: drop the text of every prompt candidate that holds one of ``needles``."""
+    return sum(conn.execute("UPDATE codex_candidates SET text = NULL WHERE text IS NOT NULL AND instr(text, ?) > 0",
+                            (needle,)).rowcount for needle in needles if needle)

@@ -424,3 +424,16 @@ def prune_processed(conn: sqlite3.Connection, before_ms: int) -> None:
         "UPDATE observations SET text = NULL WHERE state = 'processed' AND text IS NOT NULL AND processed_at < ?",
         (before_ms,),
     )
+
+
+# -- a true purge (``writer_proc.purge``) -----------------------------------------------------------
+
+def tombstone_text(conn: sqlite3.Connection, scope: str, text: str) -> None:
+    """Refuse these exact words in ``scope`` from now on (the digest only, as ``forget`` leaves)."""
+    conn.execute("INSERT OR IGNORE INTO forgotten_sources(scope, digest) VALUES (?, ?)", (scope, content_digest(text)))
+
+
+def clear_containing(conn: sqlite3.Connection, needles: list[str]) -> int:
+    """Drop the text of every observation that holds one of ``needles``; returns how many."""
+    return sum(conn.execute("UPDATE observations SET text = NULL WHERE text IS NOT NULL AND instr(text, ?) > 0",
+                            (needle,)).rowcount for needle in needles if needle)

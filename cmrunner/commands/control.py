@@ -1,4 +1,4 @@
-"""Changing your mind: `cm history`, `cm undo`, `cm trash`, `cm restore`, `cm why`."""
+"""Changing your mind: `cm history`, `cm undo`, `cm trash`, `cm restore`, `cm purge`, `cm why`."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import click
 
 from cmrunner.commands.base import _home, cli, echo
+from cmrunner.core.errors import CmError
 from cmrunner.views import history as history_view
 
 
@@ -94,3 +95,30 @@ def why_command(ctx: click.Context, document: str, section: str | None, as_json:
         echo(f"{document} has no sections yet")
     for line in why.lines(found):
         echo(line)
+
+
+@cli.command("purge")
+@click.argument("name")
+@click.argument("section", required=False)
+@click.option("--all-history", is_flag=True, help="Also every earlier version of the section, not only the latest.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+def purge_command(ctx: click.Context, name: str, section: str | None, all_history: bool, yes: bool) -> None:
+    """Destroy a section's text for good: NAME is a trash id, or a document followed by SECTION.
+
+    Its text leaves the document, history and the trash; the words that were its evidence are
+    deleted and refused from then on. This cannot be undone."""
+    from cmrunner.writer_proc import purge
+
+    what = name if section is None else f"{name} / {section}"
+    if not yes:
+        click.confirm(f"Destroy the text of {what} for good? This cannot be undone", abort=True, err=True)
+    home = _home(ctx)
+    done = purge.run(history_view.data_paths(home), home, name, section, all_history)
+    echo(f"purged {what}: {done.versions} version(s) and {done.observations} observation(s) lost their text"
+         + ("; removed from the document" if done.removed_from_document else ""))
+    if done.backups_removed:
+        echo(f"deleted {done.backups_removed} pre-upgrade backup(s) of the database, which held older copies")
+    if done.incomplete:
+        raise CmError("PURGE_INCOMPLETE", "another process was reading the database, so its write-ahead log still "
+                                          "holds old pages; run `cm purge` on the same name again in a moment")

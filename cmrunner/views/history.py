@@ -44,23 +44,6 @@ def open_read(home: str) -> sqlite3.Connection | None:
     return conn
 
 
-def resolve_section(conn: sqlite3.Connection, target: str, section: str) -> str:
-    """The section key ``section`` (a title or a ``sec_`` ref) names in ``target``'s history."""
-    keys = {v.key: v.title for v in history.versions(conn, target)}
-    titles = {v.title: v.key for v in history.versions(conn, target)}
-    if section in titles:
-        return titles[section]
-    if section.startswith("sec_") and len(section) >= 16:
-        digits = section[len("sec_"):]
-        found = sorted(k for k in keys if k.rsplit(":", 1)[1].startswith(digits))
-        if len(found) == 1:
-            return found[0]
-        if found:
-            raise CmError("AMBIGUOUS_SECTION", f"{section} matches several sections of {target}; use a longer ref")
-    raise CmError("UNKNOWN_SECTION", f"{target} has no section with that title or ref in its history; "
-                                     f"run `cm history {target}` to list them")
-
-
 def secret_rules(text: str | None, allowed: frozenset[str]) -> list[str]:
     if not text:
         return []
@@ -93,7 +76,7 @@ def versions(home: str, target: str | None = None, section: str | None = None) -
         return []
     try:
         targets = [target] if target is not None else history.targets(conn)
-        key = resolve_section(conn, target, section) if target is not None and section is not None else None
+        key = history.resolve_section(conn, target, section) if target is not None and section is not None else None
         allowed = allowlist.load(home)
         out = []
         for name in targets:
