@@ -62,6 +62,9 @@ BAD = [
     (lambda d: d["scheduler"].update(idleMs=0), "scheduler.idleMs"),
     (lambda d: d["scheduler"].pop("maxAttempts"), "scheduler.maxAttempts"),
     (lambda d: d.update(sessionCache={"contextTailTurns": -1}), "sessionCache.contextTailTurns"),
+    (lambda d: d.update(history={"trashRetentionDays": 0}), "history.trashRetentionDays"),
+    (lambda d: d.update(history={"trashRetentionDays": "30"}), "history.trashRetentionDays"),
+    (lambda d: d.update(history={"keepForever": True}), "history.keepForever"),
     (lambda d: d.update(remote=_remote(provider="anthropic")), "remote.provider"),
     (lambda d: d.update(remote=_remote(baseUrl="ftp://x")), "remote.baseUrl"),
     (lambda d: d.update(remote=_remote(baseUrl="https://user:pw@x/v1")), "remote.baseUrl"),
@@ -240,7 +243,7 @@ FIRST_ERROR = [
     # several problems at once: unknown keys first, then missing ones, then fields in order
     (lambda d: (d.update(extra=1), d.pop("scheduler")), "extra",
      "absent (unknown field; accepted fields: schemaVersion, dataRoot, disclosure, writableScopes, scheduler, "
-     "remote, sessionCache)"),
+     "remote, sessionCache, history)"),
     (lambda d: (d.pop("scheduler"), d.update(dataRoot="rel")), "scheduler", "present (it is required)"),
     (lambda d: (d.update(dataRoot="rel"), d["disclosure"].update(enabled=1)), "dataRoot", "an absolute path"),
     (lambda d: d.update(remote=_remote(model="", bogus=1)), "remote.bogus",
@@ -291,3 +294,10 @@ def test_only_the_integer_2_is_a_supported_version(home, version):
     assert caught.value.code == "UNSUPPORTED_CONFIG_VERSION"
     assert caught.value.message == ("config.json schemaVersion must be 2; older layouts are not migrated, move the "
                                     "file aside and run `cm config init`")
+
+
+def test_trash_retention_defaults_to_30_days_and_is_configurable(home):
+    config_mod.save(home, config_mod.default_config(home))
+    assert config_mod.load(home).trash_retention_ms == 30 * 86_400_000
+    config_mod.save(home, _valid(home, history={"trashRetentionDays": 7}))
+    assert config_mod.load(home).trash_retention_ms == 7 * 86_400_000

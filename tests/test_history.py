@@ -35,7 +35,7 @@ def _commit(conn, job_id: str, before: str, after: str, at: int, decisions: dict
         history.stage(conn, job_id, {"preferences": _doc(before)}, {"preferences": _doc(after)}, decisions or {},
                       AGENT, at)
     with store.immediate(conn):
-        return history.settle(conn, job_id, at, 30 * DAY)
+        return history.settle(conn, job_id, at)
 
 
 def test_diff_names_put_replace_remove_by_section_key():
@@ -81,8 +81,7 @@ def test_a_removal_goes_to_the_trash_pointing_at_its_version(conn):
     [*_, removing] = _commit(conn, "job-1", PREFS, "# Preferences\n\n## Indentation\nTabs in Go.\n\n", 5,
                              {_key("Editor"): "forget"})
     [entry] = history.trash_list(conn)
-    assert (entry.version_id, entry.key, entry.expires_at, entry.state) == (removing, _key("Editor"), 5 + 30 * DAY,
-                                                                              "trashed")
+    assert (entry.version_id, entry.key, entry.removed_at, entry.state) == (removing, _key("Editor"), 5, "trashed")
     removed = history.get(conn, removing)
     assert removed is not None and removed.text is None and removed.decision == "forget"
     parent = history.get(conn, removed.parent_id)
@@ -95,7 +94,7 @@ def test_an_abandoned_stage_is_replaced_and_never_settles(conn):
                       AGENT, 1)
     assert len(_commit(conn, "job-2", PREFS, PREFS, 2)) == 2  # only the baselines; job-1's rows are gone
     with store.immediate(conn):
-        assert history.settle(conn, "job-1", 3, DAY) == []
+        assert history.settle(conn, "job-1", 3) == []
     assert sorted(v.kind for v in history.versions(conn, "preferences")) == ["baseline", "baseline"]
 
 
@@ -105,3 +104,17 @@ def test_a_tombstone_holds_a_digest_per_scope(conn):
         history.tombstone(conn, "global", "ab" * 32, 8)  # idempotent
     assert history.tombstoned(conn, "global", "ab" * 32)
     assert not history.tombstoned(conn, "project:p1", "ab" * 32)
+
+
+def test_the_trash_is_purged_when_its_retention_ends(conn):
+    [*_, removing] = _commit(conn, "job-1", PREFS, "# Preferences\n\n## Indentation\nTabs in Go.\n\n", 5)
+    with store.immediate(conn):
+        assert history.expire_trash(conn, 5 + 30 * DAY - 1, 30 * DAY) == 0
+    assert [e.state for e in history.trash_list(conn)] == ["trashed"]
+    with store.immediate(conn):
+        assert history.expire_trash(conn, 5 + 30 * DAY, 30 * DAY) == 1
+    assert history.trash_list(conn) == [] and [e.state for e in history.trash_list(conn, "purged")] == ["purged"]
+    editor = history.versions(conn, "preferences", _key("Editor"))
+    assert [v.id for v in editor][0] == removing
+    assert all(v.text is None and v.title == "" and v.purged_at == 5 + 30 * DAY for v in editor)
+    assert history.latest(conn, "preferences")[_key("Indentation")].text == "## Indentation\nTabs in Go.\n\n"

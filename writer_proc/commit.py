@@ -74,7 +74,7 @@ def apply_receipt(conn: sqlite3.Connection, receipt: dict, now: int) -> bool:
     observations.purge_processed(conn, receipt["purgeSourceIds"])
     for mark in receipt["watermarks"]:
         records.raise_watermark(conn, mark["target"], mark["at"], mark["sourceId"])
-    history.settle(conn, job_id, now, history.TRASH_RETENTION_MS)
+    history.settle(conn, job_id, now)
     records.add_receipt(conn, job_id, now)
     return True
 

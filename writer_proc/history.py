@@ -13,8 +13,9 @@ Contract:
   (``commit.apply_receipt``, which a crash replay runs too), turns those rows into versions in the
   commit's transaction. A commit that is abandoned leaves staged rows the next ``stage`` deletes.
 - A section that never had a version gets a ``baseline`` one the first time its document changes.
-- A version that removed a section puts it in the trash with an expiry; the trash only points at
-  the removing version (its parent holds the text), so removed text lives in exactly one row.
+- A version that removed a section puts it in the trash; the trash only points at the removing
+  version (its parent holds the text), so removed text lives in exactly one row. ``expire_trash``
+  purges what stayed longer than the configured retention (``history.trashRetentionDays``).
 - The only SQL for ``section_versions``, ``section_changes_pending``, ``trash`` and
   ``purge_tombstones`` is here (``tests/test_table_owners.py``). Nothing here is ever written to the
   Markdown or the receipts: the receipt format is the specification's.
@@ -37,7 +38,6 @@ AGENT = "memory_agent"
 USER = "user"
 USER_KINDS = ("baseline", "hand_edit")
 RESTORING_KINDS = ("undo", "restore")  # a section they bring back leaves the trash
-TRASH_RETENTION_MS = 30 * 86_400_000
 
 
 class Change(NamedTuple):
@@ -85,7 +85,6 @@ class TrashEntry(NamedTuple):
     target: str
     key: str
     removed_at: int
-    expires_at: int
     state: str
 
 
@@ -172,12 +171,12 @@ def stage(conn: sqlite3.Connection, job_id: str, befores: Mapping[str, Document]
     return len(rows)
 
 
-def settle(conn: sqlite3.Connection, job_id: str, at: int, retention_ms: int) -> list[int]:
+def settle(conn: sqlite3.Connection, job_id: str, at: int) -> list[int]:
     """Turn the staged changes of ``job_id`` into versions, inside the commit's transaction.
 
-    Each becomes the next version of its section; a commit's own removal also goes to the trash
-    for ``retention_ms``, and a section an undo or restore brings back leaves it. Returns the new
-    version ids (none when nothing was staged)."""
+    Each becomes the next version of its section; a commit's own removal also goes to the trash,
+    and a section an undo or restore brings back leaves it. Returns the new version ids (none when
+    nothing was staged)."""
     staged = conn.execute(
         "SELECT target, section_key, title, text, kind, author, decision, client, session_id, model, at "
         "FROM section_changes_pending WHERE job_id = ? ORDER BY seq", (job_id,)).fetchall()
@@ -198,7 +197,7 @@ def settle(conn: sqlite3.Connection, job_id: str, at: int, retention_ms: int) ->
         chain[key] = Version(version_id, target, key, number, parent.id if parent else None, title, text, kind,
                              author, decision, receipt_id, client, session_id, model, staged_at, None)
         if kind == "remove":
-            trash_put(conn, version_id, target, key, at, retention_ms)
+            trash_put(conn, version_id, target, key, at)
         elif text is not None and kind in RESTORING_KINDS:
             conn.execute("UPDATE trash SET state = 'restored' WHERE section_key = ? AND state = 'trashed'", (key,))
         ids.append(version_id)
@@ -233,22 +232,22 @@ def get(conn: sqlite3.Connection, version_id: int) -> Version | None:
     return Version(*row) if row else None
 
 
-def trash_put(conn: sqlite3.Connection, version_id: int, target: str, key: str, at: int, retention_ms: int) -> str:
+def trash_put(conn: sqlite3.Connection, version_id: int, target: str, key: str, at: int) -> str:
     """Put the section a removing version took away into the trash; returns its short id."""
     trash_id = "t_" + os.urandom(5).hex()
-    conn.execute("INSERT INTO trash(id, version_id, target, section_key, removed_at, expires_at) "
-                 "VALUES (?, ?, ?, ?, ?, ?)", (trash_id, version_id, target, key, at, at + retention_ms))
+    conn.execute("INSERT INTO trash(id, version_id, target, section_key, removed_at) VALUES (?, ?, ?, ?, ?)",
+                 (trash_id, version_id, target, key, at))
     return trash_id
 
 
 def trash_list(conn: sqlite3.Connection, state: str = "trashed") -> list[TrashEntry]:
-    rows = conn.execute("SELECT id, version_id, target, section_key, removed_at, expires_at, state FROM trash "
+    rows = conn.execute("SELECT id, version_id, target, section_key, removed_at, state FROM trash "
                         "WHERE state = ? ORDER BY removed_at DESC, id", (state,))
     return [TrashEntry(*row) for row in rows]
 
 
 def trash_get(conn: sqlite3.Connection, trash_id: str) -> TrashEntry | None:
-    row = conn.execute("SELECT id, version_id, target, section_key, removed_at, expires_at, state FROM trash "
+    row = conn.execute("SELECT id, version_id, target, section_key, removed_at, state FROM trash "
                        "WHERE id = ?", (trash_id,)).fetchone()
     return TrashEntry(*row) if row else None
 
@@ -277,10 +276,10 @@ def purge_versions(conn: sqlite3.Connection, key: str, ids: list[int], at: int) 
     return cursor.rowcount
 
 
-def expire_trash(conn: sqlite3.Connection, now: int) -> int:
-    """Purge every trashed section whose retention ended: the incarnation its removal ended."""
+def expire_trash(conn: sqlite3.Connection, now: int, retention_ms: int) -> int:
+    """Purge every trashed section kept ``retention_ms``: the incarnation its removal ended."""
     expired = conn.execute("SELECT target, section_key, version_id FROM trash WHERE state = 'trashed' AND "
-                           "expires_at <= ?", (now,)).fetchall()
+                           "removed_at <= ?", (now - retention_ms,)).fetchall()
     for target, key, version_id in expired:
         purge_versions(conn, key, [v.id for v in incarnation(versions(conn, target, key), version_id)], now)
     return len(expired)

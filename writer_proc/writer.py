@@ -103,7 +103,7 @@ class Writer:
         with store.immediate(self.conn):
             observations.prune_processed(self.conn, self.now() - observations.PRUNE_AFTER_MS)
             observations.prune_quarantined(self.conn, self.now() - observations.PRUNE_AFTER_MS)  # same retention
-            history.expire_trash(self.conn, self.now())
+            history.expire_trash(self.conn, self.now(), self.cfg.trash_retention_ms)
         return replayed
 
     def run_once(self) -> Outcome | None:

@@ -38,6 +38,7 @@ from cmrunner.core.configdefs import (
     APIS as APIS,
     DEFAULT_SCHEDULER,
     DEFAULT_SESSION_CACHE,
+    DEFAULT_TRASH_RETENTION_DAYS,
     PRESETS as PRESETS,
     SCHEMA_VERSION,
 )
@@ -175,6 +176,12 @@ class Config:
         merged = dict(DEFAULT_SESSION_CACHE)
         merged.update(self.data.get("sessionCache", {}))
         return merged
+
+    @property
+    def trash_retention_ms(self) -> int:
+        """How long a removed section stays restorable (``history.trashRetentionDays``, default 30)."""
+        days = self.data.get("history", {}).get("trashRetentionDays", DEFAULT_TRASH_RETENTION_DAYS)
+        return int(days) * 86_400_000
 
 
 def _parse(path: str, raw: bytes) -> object:

@@ -23,3 +23,4 @@ DEFAULT_SCHEDULER = {
     "maxAttempts": 5,
 }
 DEFAULT_SESSION_CACHE = {"maxSessionBytes": 8_388_608, "maxTotalBytes": 67_108_864, "contextTailTurns": 2}
+DEFAULT_TRASH_RETENTION_DAYS = 30  # history.trashRetentionDays: how long a removed section stays restorable

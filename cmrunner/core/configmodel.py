@@ -272,6 +272,11 @@ class SessionCache(_Section):
     context_tail_turns: Annotated[Annotated[int, Field(ge=0, le=1024)] | None, _NOT_NULL, _range(0, 1024)] = None
 
 
+class History(_Section):
+    ACCEPTED = ("trashRetentionDays",)
+    trash_retention_days: Annotated[Annotated[int, Field(ge=1, le=3650)] | None, _NOT_NULL, _range(1, 3650)] = None
+
+
 def _schema_version(value: object) -> object:
     if type(value) is not int or value != SCHEMA_VERSION:
         raise PydanticCustomError("cm_version", "unsupported")
@@ -285,7 +290,8 @@ def _absolute(value: str) -> str:
 
 
 class ConfigFile(_Section):
-    ACCEPTED = ("schemaVersion", "dataRoot", "disclosure", "writableScopes", "scheduler", "remote", "sessionCache")
+    ACCEPTED = ("schemaVersion", "dataRoot", "disclosure", "writableScopes", "scheduler", "remote", "sessionCache",
+                "history")
     schema_version: Annotated[int, BeforeValidator(_schema_version)]
     data_root: Annotated[str, AfterValidator(_absolute), Expect("an absolute path")]
     remote: Annotated[Remote | None, _NOT_NULL, Expect("an object")] = None
@@ -293,6 +299,7 @@ class ConfigFile(_Section):
     writable_scopes: ScopeList
     scheduler: Annotated[Scheduler, Expect("an object")]
     session_cache: Annotated[SessionCache | None, _NOT_NULL, Expect("an object")] = None
+    history: Annotated[History | None, _NOT_NULL, Expect("an object")] = None
 
 
 # ---------------------------------------------------------------- errors

@@ -293,10 +293,10 @@ def m006_section_history(conn: sqlite3.Connection) -> None:
             id TEXT PRIMARY KEY,              -- short random id shown by `cm trash`
             version_id INTEGER NOT NULL,      -- the removing version; its parent holds the bytes
             target TEXT NOT NULL, section_key TEXT NOT NULL,
-            removed_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
+            removed_at INTEGER NOT NULL,      -- purged once history.trashRetentionDays have passed
             state TEXT NOT NULL DEFAULT 'trashed'  -- trashed | restored | purged
         );
-        CREATE INDEX trash_expiry ON trash(state, expires_at);
+        CREATE INDEX trash_expiry ON trash(state, removed_at);
         CREATE TABLE purge_tombstones (
             digest TEXT PRIMARY KEY,          -- sha256 of the purged text's normalized form, nothing else
             scope TEXT NOT NULL,

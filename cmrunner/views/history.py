@@ -93,12 +93,13 @@ def trash(home: str) -> list[dict]:
     if conn is None:
         return []
     try:
+        retention = config_mod.load(home).trash_retention_ms
         out = []
         for entry in history.trash_list(conn):
             removing = history.get(conn, entry.version_id)
             assert removing is not None
             out.append({"id": entry.id, "target": entry.target, "section": removing.title,
-                        "removedAt": iso(entry.removed_at), "expiresAt": iso(entry.expires_at),
+                        "removedAt": iso(entry.removed_at), "expiresAt": iso(entry.removed_at + retention),
                         "decision": removing.decision, "receipt": removing.receipt_id, "version": f"v{removing.id}"})
         return out
     finally:
