@@ -29,9 +29,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _util import machine, summary, write_section
 
 from cmrunner.capture import observations
-from cmrunner.core import config as config_mod, store
+from cmrunner.core import config as config_mod, history, store
 from cmrunner.core.home import DataPaths
-from cmrunner.writer_proc import commit, history, jobs
+from cmrunner.writer_proc import commit, jobs
 from cmrunner.writer_proc.port import ScriptedPort
 from cmrunner.writer_proc.writer import Writer
 

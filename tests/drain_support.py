@@ -10,9 +10,9 @@ import subprocess
 
 from conftest import CM, hook_env
 
-from cmrunner.core import sections
+from cmrunner.core import history, sections
 from cmrunner.core.home import DataPaths
-from cmrunner.writer_proc import history, usercommit
+from cmrunner.writer_proc import usercommit
 
 # Each job touches two documents (so a commit stages three files: two documents and the receipt).
 TEMPLATES = {"decisions": [[

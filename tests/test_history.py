@@ -1,4 +1,4 @@
-"""Section history (writer_proc.history): version chains, hand edits, the trash — on a real store."""
+"""Section history (core.history): version chains, hand edits, the trash — on a real store."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ import os
 
 import pytest
 
-from cmrunner.core import sections, store
+from cmrunner.core import history, sections, store
 from cmrunner.core.home import DataPaths
-from cmrunner.writer_proc import history
 
 PREFS = "# Preferences\n\n## Indentation\nTabs in Go.\n\n## Editor\nHelix.\n"
 AGENT = history.Provenance(history.AGENT, "codex", "s-1", "fake-model")
@@ -96,14 +95,6 @@ def test_an_abandoned_stage_is_replaced_and_never_settles(conn):
     with store.immediate(conn):
         assert history.settle(conn, "job-1", 3) == []
     assert sorted(v.kind for v in history.versions(conn, "preferences")) == ["baseline", "baseline"]
-
-
-def test_a_tombstone_holds_a_digest_per_scope(conn):
-    with store.immediate(conn):
-        history.tombstone(conn, "global", "ab" * 32, 7)
-        history.tombstone(conn, "global", "ab" * 32, 8)  # idempotent
-    assert history.tombstoned(conn, "global", "ab" * 32)
-    assert not history.tombstoned(conn, "project:p1", "ab" * 32)
 
 
 def test_the_trash_is_purged_when_its_retention_ends(conn):

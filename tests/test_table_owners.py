@@ -50,11 +50,10 @@ OWNERS = {
     "associations": "cmrunner/core/records.py",
     "document_versions": "cmrunner/core/records.py",
     "correction_watermarks": "cmrunner/core/records.py",
-    # section history, the trash and purge tombstones
-    "section_versions": "writer_proc/history.py",
-    "trash": "writer_proc/history.py",
-    "section_changes_pending": "writer_proc/history.py",
-    "purge_tombstones": "writer_proc/history.py",
+    # section history and the trash
+    "section_versions": "cmrunner/core/history.py",
+    "trash": "cmrunner/core/history.py",
+    "section_changes_pending": "cmrunner/core/history.py",
 }
 
 SQL_VERB = r"\b(?:FROM|INTO|UPDATE|JOIN|TABLE(?: IF NOT EXISTS| IF EXISTS)?)\s+{table}\b"

@@ -20,11 +20,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from cmrunner.capture import observations
-from cmrunner.core import fsutil, jobstore, records, sections, store
+from cmrunner.core import fsutil, history, jobstore, records, sections, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.core.sections import Document
-from cmrunner.writer_proc import history, publish, receipts
+from cmrunner.writer_proc import publish, receipts
 
 REPO_LOCK_SECONDS = 30.0
 

@@ -32,10 +32,10 @@ import sqlite3
 import time
 
 from cmrunner.capture import codex_inbox, observations, sessions
-from cmrunner.core import records, scopes, sections, store
+from cmrunner.core import history, records, scopes, sections, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
-from cmrunner.writer_proc import commit, history, usercommit
+from cmrunner.writer_proc import commit, usercommit
 
 
 class PurgeReport:

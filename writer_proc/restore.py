@@ -10,10 +10,10 @@ that title was created again meanwhile: rename or remove it first).
 
 from __future__ import annotations
 
-from cmrunner.core import sections
+from cmrunner.core import history, sections
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
-from cmrunner.writer_proc import commit, history, usercommit
+from cmrunner.writer_proc import commit, usercommit
 
 
 class Restored:

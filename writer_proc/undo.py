@@ -18,11 +18,11 @@ from __future__ import annotations
 import re
 import sqlite3
 
-from cmrunner.core import sections
+from cmrunner.core import history, sections
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.core.sections import Document
-from cmrunner.writer_proc import commit, history, usercommit
+from cmrunner.writer_proc import commit, usercommit
 
 _VERSION_RE = re.compile(r"v([0-9]{1,18})")
 

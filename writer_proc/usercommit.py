@@ -20,12 +20,12 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from cmrunner.core import drainlease, identity, store
+from cmrunner.core import drainlease, history, identity, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.core.identity import Identity
 from cmrunner.core.sections import Document
-from cmrunner.writer_proc import commit, history
+from cmrunner.writer_proc import commit
 
 RECEIPT_PREFIX = "user-"
 WAIT_SECONDS = 60.0

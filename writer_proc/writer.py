@@ -27,11 +27,11 @@ import time
 from collections.abc import Callable
 
 from cmrunner.capture import observations
-from cmrunner.core import config as config_mod, projects, records, sections, store
+from cmrunner.core import config as config_mod, history, projects, records, sections, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.core.sections import Document
-from cmrunner.writer_proc import apply, commit, contract, drainlog, history, jobs, shaping
+from cmrunner.writer_proc import apply, commit, contract, drainlog, jobs, shaping
 from cmrunner.writer_proc.port import AgentError, MemoryAgentPort, build_task
 from cmrunner.writer_proc.reads import ReadPort, Source
 

@@ -333,7 +333,7 @@ class Evidence(NamedTuple):
 
 def evidence(conn: sqlite3.Connection, ids: list[int]) -> list[Evidence]:
     """What ``cm why`` shows of each of ``ids`` that exists, in id order."""
-    return [Evidence(*row[:-1], bool(row[-1])) for row in conn.execute(
+    return [Evidence(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], bool(row[8])) for row in conn.execute(
         "SELECT o.id, o.text, o.provenance, o.source, o.namespace, o.observed_at, o.state, o.processed_at, "
         "EXISTS (SELECT 1 FROM forgotten_sources f WHERE f.scope = o.scope AND f.digest = o.content_digest) "
         "FROM observations o WHERE o.id IN (SELECT value FROM json_each(?)) ORDER BY o.id", (json.dumps(ids),))]

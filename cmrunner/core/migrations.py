@@ -255,7 +255,8 @@ def m005_drain_failures(conn: sqlite3.Connection) -> None:
 
 
 def m006_section_history(conn: sqlite3.Connection) -> None:
-    """Section versions, the trash and purge tombstones (owner: ``writer_proc.history``).
+    """Section versions and the trash (owner: ``core.history``); a purge's tombstones are
+    ``forgotten_sources`` rows, as a forget leaves them.
 
     The bytes live here only, never in the Markdown or the receipts: a purge can destroy them."""
     _run_script(
@@ -297,11 +298,6 @@ def m006_section_history(conn: sqlite3.Connection) -> None:
             state TEXT NOT NULL DEFAULT 'trashed'  -- trashed | restored | purged
         );
         CREATE INDEX trash_expiry ON trash(state, removed_at);
-        CREATE TABLE purge_tombstones (
-            digest TEXT PRIMARY KEY,          -- sha256 of the purged text's normalized form, nothing else
-            scope TEXT NOT NULL,
-            purged_at INTEGER NOT NULL
-        );
         """,
     )
 

@@ -18,10 +18,9 @@ from __future__ import annotations
 import datetime
 import sqlite3
 
-from cmrunner.core import allowlist, config as config_mod, migrations, safety, sections, store
+from cmrunner.core import allowlist, config as config_mod, history, migrations, safety, sections, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
-from cmrunner.writer_proc import history
 
 HISTORY_SCHEMA = migrations.MIGRATIONS.index(migrations.m006_section_history) + 1
 

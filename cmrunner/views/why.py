@@ -3,7 +3,7 @@
 Contract:
 - For each section of the live document (or the one ``section`` names, by title or ``sec_`` ref):
   the versions that produced and changed it (receipt, time, decision, client, model, from
-  ``writer_proc.history``), whether its current text is a hand edit ("edited by you"), and its
+  ``core.history``), whether its current text is a hand edit ("edited by you"), and its
   evidence — the observations linked to it (``core.records``) with the user's exact words while
   they are kept, and host, session, time and provenance class (``user_explicit``,
   ``agent_observation``, ``document_import``).
@@ -17,10 +17,10 @@ Contract:
 from __future__ import annotations
 
 from cmrunner.capture import observations
-from cmrunner.core import allowlist, records, sections
+from cmrunner.core import allowlist, history, records, sections
 from cmrunner.core.errors import CmError
 from cmrunner.views import history as history_view
-from cmrunner.writer_proc import commit, history
+from cmrunner.writer_proc import commit
 
 PRUNE_DAYS = observations.PRUNE_AFTER_MS // 86_400_000
 

@@ -16,8 +16,7 @@ Contract:
 - A version that removed a section puts it in the trash; the trash only points at the removing
   version (its parent holds the text), so removed text lives in exactly one row. ``expire_trash``
   purges what stayed longer than the configured retention (``history.trashRetentionDays``).
-- The only SQL for ``section_versions``, ``section_changes_pending``, ``trash`` and
-  ``purge_tombstones`` is here (``tests/test_table_owners.py``). Nothing here is ever written to the
+- The only SQL for ``section_versions``, ``section_changes_pending`` and ``trash`` is here (``tests/test_table_owners.py``). Nothing here is ever written to the
   Markdown or the receipts: the receipt format is the specification's.
 """
 
@@ -300,14 +299,3 @@ def resolve_section(conn: sqlite3.Connection, target: str, section: str) -> str:
             raise CmError("AMBIGUOUS_SECTION", f"{section} matches several sections of {target}; use a longer ref")
     raise CmError("UNKNOWN_SECTION", f"{target} has no section with that title or ref in its history; "
                                      f"run `cm history {target}` to list them")
-
-
-def tombstone(conn: sqlite3.Connection, scope: str, digest: str, at: int) -> None:
-    """Remember that text with this digest was purged from ``scope`` (the digest only, no content)."""
-    conn.execute("INSERT OR IGNORE INTO purge_tombstones(digest, scope, purged_at) VALUES (?, ?, ?)",
-                 (digest, scope, at))
-
-
-def tombstoned(conn: sqlite3.Connection, scope: str, digest: str) -> bool:
-    return conn.execute("SELECT 1 FROM purge_tombstones WHERE digest = ? AND scope = ?",
-                        (digest, scope)).fetchone() is not None
