@@ -29,8 +29,9 @@ import sqlite3
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from cmrunner.core import sections
+from cmrunner.core import migrations, sections, store
 from cmrunner.core.errors import CmError
+from cmrunner.core.home import DataPaths
 from cmrunner.core.sections import Document
 
 AGENT = "memory_agent"
@@ -89,6 +90,18 @@ class TrashEntry(NamedTuple):
 
 _COLUMNS = ("id, target, section_key, version, parent_id, title, text, kind, author, decision, receipt_id, "
             "client, session_id, model, at, purged_at")
+
+
+def open_read(paths: DataPaths) -> sqlite3.Connection | None:
+    """The store opened read-only for history's readers; ``None`` when it does not exist or predates
+    history (nothing is created or migrated)."""
+    conn = store.open_existing(paths)
+    if conn is None:
+        return None
+    if migrations.check_readable(conn) < migrations.MIGRATIONS.index(migrations.m006_section_history) + 1:
+        conn.close()
+        return None
+    return conn
 
 
 def section_texts(doc: Document) -> dict[str, tuple[str, str]]:

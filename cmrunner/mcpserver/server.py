@@ -9,10 +9,13 @@ Contract:
   ``structuredContent {code, message}``; messages name fields, never submitted values, paths or
   provider text. Unexpected local failures become ``MEMORY_UNAVAILABLE``.
 - Tools are synchronous and run in the SDK's worker threads: each call opens and closes its own
-  SQLite connection (writing profiles only). The read profile never imports the store module,
-  never opens SQLite and needs no key: it reads published Markdown through ``consumer.read``.
+  SQLite connection (writing profiles only). The read profile needs no key and reads published
+  Markdown through ``consumer.read``; it opens SQLite only, read-only, for a read that asks for
+  per-section provenance (``memory_read {provenance: true}`` or a resource URI ending in
+  ``?provenance=true``, which adds a JSON part; ``mcpserver.provenance``).
 - The read profile also serves ``common-memory://memory/<urlencoded contextId>`` resources: the
-  list is recomputed per request from current access, reads accept only an exact listed URI, and
+  list is recomputed per request from current access, reads accept only an exact listed URI
+  (optionally with ``?provenance=true``), and
   the ``common-memory://memory/{contextId}`` template completes authorized context ids. No
   subscriptions, no prompts.
 - Shutdown: on stdin EOF the serve loop ends; on SIGTERM the shutdown work runs at once (the
@@ -124,11 +127,23 @@ class MemoryDocument(_Out):
     empty: bool
 
 
+class SectionProvenance(_Out):
+    target: str
+    section: str
+    ref: str
+    lastReceipt: str | None
+    at: str | None
+    client: str | None
+    author: str
+    provenance: list[str]
+
+
 class ReadResult(_Out):
     guidance: str | None = None
     contexts: list[str]
     documents: list[MemoryDocument]
     empty: bool
+    provenance: list[SectionProvenance] | None = None
 
 
 # -- input schemas (advertised; cm checks the raw arguments itself to answer with its codes) ----
@@ -165,7 +180,9 @@ INIT_INPUT = _schema({
                                      "conditions and uncertainty."},
     "gaps": {"type": "string", "description": "What you could not access."},
 }, ("importId", "contextId", "sourceLabel", "basis", "understanding"))
-READ_INPUT = _schema({"contextId": {**_CONTEXT, "description": "One exact context id; omit to read every allowed context."}})
+READ_INPUT = _schema({"contextId": {**_CONTEXT, "description": "One exact context id; omit to read every allowed context."},
+                      "provenance": {"type": "boolean", "description": "true: also each section's last change "
+                                     "(receipt, time, client) and evidence provenance classes."}})
 
 _WRITE_HINTS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=True)
 _READ_HINTS = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
@@ -227,14 +244,22 @@ def build_tools(binding: Binding) -> list[Tool]:
         return result, _as_text(result)
 
     def read(access: Access, raw: object) -> tuple[dict, str]:
-        args = mcp_access.arguments(raw, ("contextId",))
+        args = mcp_access.arguments(raw, ("contextId", "provenance"))
         if not access.read_enabled:
             raise ToolFailure("READ_DISABLED", "no memory context is readable by this connection; ask the user to "
                                                "check the launch arguments and disclosure.allowedScopes")
         wanted = mcp_access.context_id(args, required=False)
         contexts = [access.require_context(wanted)] if wanted else list(access.contexts)
+        with_provenance = args.get("provenance", False)
+        if not isinstance(with_provenance, bool):
+            raise ToolFailure("INVALID_ARGUMENTS", "provenance must be true or false")
         result = consumer.read(binding.paths, contexts, binding.home, True)
-        return result.as_json(), result.text
+        body = result.as_json()
+        if with_provenance:
+            from cmrunner.mcpserver import provenance
+
+            body["provenance"] = provenance.of_documents(binding.paths, body["documents"])
+        return body, result.text
 
     def submit(access: Access, raw: object) -> tuple[dict, str]:
         from cmrunner.mcpserver import items as mcp_items
@@ -271,6 +296,9 @@ def build_tools(binding: Binding) -> list[Tool]:
     return tools
 
 
+PROVENANCE_QUERY = "provenance=true"  # a resource URI with it also returns the sections' provenance (JSON)
+
+
 def resource_uri(context_id: str) -> str:
     return URI_PREFIX + urllib.parse.quote(context_id, safe="")
 
@@ -294,14 +322,25 @@ class MemoryServer(MCPServer):
 
     async def read_resource(self, uri: Any, context: Any = None) -> list[ReadResourceContents]:
         allowed = {resource_uri(c): c for c in await self._readable()}
-        context_id = allowed.get(str(uri))
+        base, _, query = str(uri).partition("?")
+        if query not in ("", PROVENANCE_QUERY):
+            raise ResourceNotFoundError(f"a memory resource takes no query but ?{PROVENANCE_QUERY}")
+        context_id = allowed.get(base)
         if context_id is None:
             raise ResourceNotFoundError("unknown or unauthorized memory resource; use a URI from resources/list")
         try:
             result = await anyio.to_thread.run_sync(consumer.read, self.binding.paths, [context_id], self.binding.home, True)
+            contents = [ReadResourceContents(content=result.text, mime_type="text/markdown")]
+            if query:
+                from cmrunner.mcpserver import provenance
+
+                found = await anyio.to_thread.run_sync(provenance.of_documents, self.binding.paths,
+                                                       result.as_json()["documents"])
+                contents.append(ReadResourceContents(content=_as_text({"provenance": found}),
+                                                     mime_type="application/json"))
         except CmError as exc:
             raise ResourceError(f"{exc.code}: {exc.message}") from None
-        return [ReadResourceContents(content=result.text, mime_type="text/markdown")]
+        return contents
 
 
 def build_server(binding: Binding) -> MemoryServer:

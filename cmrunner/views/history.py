@@ -18,11 +18,9 @@ from __future__ import annotations
 import datetime
 import sqlite3
 
-from cmrunner.core import allowlist, config as config_mod, history, migrations, safety, sections, store
+from cmrunner.core import allowlist, config as config_mod, history, safety, sections
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
-
-HISTORY_SCHEMA = migrations.MIGRATIONS.index(migrations.m006_section_history) + 1
 
 
 def iso(ms: int) -> str:
@@ -34,13 +32,7 @@ def data_paths(home: str) -> DataPaths:
 
 
 def open_read(home: str) -> sqlite3.Connection | None:
-    conn = store.open_existing(data_paths(home))
-    if conn is None:
-        return None
-    if migrations.check_readable(conn) < HISTORY_SCHEMA:
-        conn.close()
-        return None
-    return conn
+    return history.open_read(data_paths(home))
 
 
 def secret_rules(text: str | None, allowed: frozenset[str]) -> list[str]:
