@@ -44,7 +44,7 @@ def _home(root: str, base_url: str, api: str, deadline_ms: int) -> tuple[str, Da
     paths = DataPaths(cfg.data_root)
     conn = store.open_store(paths)
     with store.immediate(conn):
-        observations.admit(conn, namespace="bench", entry_id="e1", text="I prefer tabs over spaces.", scope="global",
+        observations.admit(conn, agent="bench", namespace="bench", entry_id="e1", text="I prefer tabs over spaces.", scope="global",
                            source="codex_user_delivery", observed_at="2026-11-30T00:00:00.000Z", batch_id="batch-1")
     conn.close()
     return home, paths

@@ -99,7 +99,7 @@ def seal_to_published(batches: int, raw: bool = False) -> tuple:
                     conn.execute("DELETE FROM document_versions")
                     conn.execute("DELETE FROM associations")
             with store.immediate(conn):
-                observations.admit(conn, namespace="bench", entry_id=f"e{i}", text=f"observation {i}", scope="global",
+                observations.admit(conn, agent="bench", namespace="bench", entry_id=f"e{i}", text=f"observation {i}", scope="global",
                                    source="codex_user_delivery", observed_at="2026-11-30T00:00:00Z", batch_id=f"b{i}")
             started = time.perf_counter()
             outcome = writer.run_once()
@@ -135,7 +135,7 @@ def store_growth(commits: int, off: bool) -> int:
                     with store.immediate(conn):
                         conn.execute("DELETE FROM document_versions")
                 with store.immediate(conn):
-                    observations.admit(conn, namespace="bench", entry_id=f"e{i}", text=f"observation {i}",
+                    observations.admit(conn, agent="bench", namespace="bench", entry_id=f"e{i}", text=f"observation {i}",
                                        scope="global", source="codex_user_delivery",
                                        observed_at="2026-11-30T00:00:00Z", batch_id=f"b{i}")
                 outcome = writer.run_once()
@@ -155,7 +155,7 @@ def claim_latency(pending: int = 20_000, samples: int = 200) -> dict:
         conn = store.open_store(paths)
         with store.immediate(conn):
             for i in range(pending):
-                observations.admit(conn, namespace="bench", entry_id=f"e{i}", text=f"turn {i}", scope="global",
+                observations.admit(conn, agent="bench", namespace="bench", entry_id=f"e{i}", text=f"turn {i}", scope="global",
                                    source="codex_user_delivery", observed_at="2026-11-30T00:00:00Z",
                                    batch_id=f"b{i // 10}")
         times = []

@@ -47,7 +47,7 @@ def _queue_relay_turn(paths) -> None:
     conn = store.open_store(paths)
     try:
         with store.immediate(conn):
-            observations.admit(conn, namespace='mcp:["relay-1",["submission","old"]]', entry_id="old",
+            observations.admit(conn, agent='mcp-relay-1', namespace='mcp:["relay-1",["submission","old"]]', entry_id="old",
                                text="I live in Lisbon.", scope="global", source="mcp_user_submission",
                                observed_at="2026-11-30T00:00:00.000Z")
     finally:

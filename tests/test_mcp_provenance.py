@@ -4,6 +4,7 @@ each section's last receipt, time, client and evidence provenance; the default r
 from __future__ import annotations
 
 import json
+import re
 
 import anyio
 from history_support import ref, run_commits
@@ -42,8 +43,8 @@ def test_memory_read_returns_provenance_only_when_asked(home, tmp_path):
             indentation = by_section["Indentation"]
             assert (indentation["target"], indentation["ref"], indentation["lastReceipt"]) == (
                 "preferences", ref("Indentation"), receipt)
-            assert (indentation["client"], indentation["author"], indentation["provenance"]) == (
-                "codex_user_delivery", "memory_agent", ["user_explicit"])
+            assert (indentation["author"], indentation["provenance"]) == ("memory_agent", ["user_explicit"])
+            assert re.fullmatch(r"codex:[0-9a-f]{12}", indentation["client"])  # the Codex integration's agent instance
             assert indentation["at"].endswith("Z")
             editor = by_section["Editor"]
             assert (editor["lastReceipt"], editor["author"], editor["provenance"]) == (None, "unknown", [])

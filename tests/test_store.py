@@ -100,7 +100,7 @@ def test_migrating_an_existing_store_backs_it_up_first(paths, monkeypatch):
     old = sqlite3.connect(os.path.join(paths.backups, backup, "runtime.sqlite"))
     try:
         assert old.execute("PRAGMA user_version").fetchone()[0] == before
-        assert old.execute("SELECT value FROM settings").fetchall() == [("before-upgrade",)]
+        assert old.execute("SELECT value FROM settings WHERE key = 'marker'").fetchall() == [("before-upgrade",)]
         assert old.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     finally:
         old.close()
@@ -134,7 +134,7 @@ def test_immediate_rolls_back_on_error(paths):
         with store.immediate(conn):
             conn.execute("INSERT INTO settings VALUES ('k', 'v')")
             raise ValueError
-    assert conn.execute("SELECT COUNT(*) FROM settings").fetchone()[0] == 0
+    assert conn.execute("SELECT COUNT(*) FROM settings WHERE key = 'k'").fetchone()[0] == 0
     conn.close()
 
 

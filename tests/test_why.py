@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 
 from conftest import run_cm
@@ -22,11 +23,13 @@ def test_why_shows_the_users_exact_words_and_the_commits(home, tmp_path):
     assert [e["words"] for e in found["evidence"]] == SAID[:2]
     assert {(e["provenance"], e["host"], e["session"]) for e in found["evidence"]} == {
         ("user_explicit", "codex_user_delivery", "test")}
+    [agent] = {e["agentInstance"] for e in found["evidence"]}  # one stable id for the Codex integration
+    assert re.fullmatch(r"codex:[0-9a-f]{12}", agent)
     assert [(v["kind"], v["decision"]) for v in found["versions"]] == [("replace", "retain"), ("put", "retain")]
     assert found["known"] and found["editedByYou"] is None and found["ref"] == ref("Indentation")
     text = run_cm(["why", "preferences", "--home", home]).stdout.decode()
     assert f"preferences / Indentation  ({ref('Indentation')})" in text
-    assert "user_explicit via codex_user_delivery, session test" in text and f"“{SAID[1]}”" in text
+    assert f"user_explicit via codex_user_delivery ({agent}), session test" in text and f"“{SAID[1]}”" in text
 
 
 def test_a_hand_edit_is_yours_and_pruned_words_say_so(home, tmp_path):

@@ -242,7 +242,7 @@ def test_forget_clears_state_bodies_and_tombstones_exact_text(env):
     assert rows(paths, "SELECT COUNT(*) FROM correction_watermarks WHERE target = 'profile'") == [(1,)]
     conn = store.open_store(paths)
     with store.immediate(conn):
-        again = observations.admit(conn, namespace="test", entry_id="e3", text="My cat is called Miso.",
+        again = observations.admit(conn, agent="codex", namespace="test", entry_id="e3", text="My cat is called Miso.",
                                    scope="global", source="codex_user_delivery", observed_at="2026-11-30T00:00:01Z")
     conn.close()
     assert (again.state, rows(paths, "SELECT issue FROM observations WHERE id = ?", (again.id,))[0][0]) == (

@@ -22,12 +22,12 @@ def configure(home: str, **disclosure: object) -> tuple[DataPaths, config_mod.Co
 
 def admit(paths: DataPaths, text: str, entry: str, scope: str = "global", source: str = "codex_user_delivery",
           batch: str | None = "batch-1", observed_at: str = "2026-11-30T00:00:00.000Z",
-          task_kind: str = "observation") -> int:
+          task_kind: str = "observation", agent: str = "codex") -> int:
     conn = store.open_store(paths)
     try:
         with store.immediate(conn):
             return observations.admit(conn, namespace="test", entry_id=entry, text=text, scope=scope, source=source,
-                                      observed_at=observed_at, batch_id=batch, task_kind=task_kind).id
+                                      observed_at=observed_at, agent=agent, batch_id=batch, task_kind=task_kind).id
     finally:
         conn.close()
 

@@ -254,7 +254,8 @@ class Writer:
                                       (self.cfg.remote or {}).get("model", "scripted"), result.usage, self.now())
         if changed:
             model = (self.cfg.remote or {}).get("model", "scripted")
-            client = next((s.source for s in sources if not s.context_only), None)
+            first = next((s.observation_id for s in sources if not s.context_only), None)
+            client = observations.agent_of(self.conn, first) if first is not None else None
             with store.immediate(self.conn):
                 history.stage(self.conn, job.id, snapshot, changed, apply.decision_kinds(snapshot, accepted),
                               history.Provenance(history.AGENT, client, None, model), self.now())

@@ -27,7 +27,7 @@ import time
 import unicodedata
 from typing import NamedTuple
 
-from cmrunner.core import scopes
+from cmrunner.core import jobstore, scopes
 from cmrunner.core.errors import CmError
 
 PROVENANCE = {
@@ -77,10 +77,16 @@ def _check_text(text: object) -> str:
     return text
 
 
+def agent_instance(conn: sqlite3.Connection, agent: str) -> str:
+    """The stable, non-secret id of one client integration of this install: ``<agent>:<install id>``."""
+    return f"{agent}:{jobstore.install_id(conn)}"
+
+
 def admit(conn: sqlite3.Connection, *, namespace: str, entry_id: str, text: str, scope: str, source: str,
-          observed_at: str, task_kind: str = "observation", state: str = "pending",
+          observed_at: str, agent: str, task_kind: str = "observation", state: str = "pending",
           batch_id: str | None = None) -> Admitted:
-    """Admit one observation inside the caller's transaction (see module contract)."""
+    """Admit one observation inside the caller's transaction (see module contract); ``agent`` names
+    the client integration that captured it (``codex``, ``pi``, ``mcp-<client id>``, ``cm-import``…)."""
     _check_text(text)
     if not scopes.is_scope(scope):
         raise CmError("INVALID_OBSERVATION", "an observation's scope must be global or project:<id>")
@@ -108,10 +114,10 @@ def admit(conn: sqlite3.Connection, *, namespace: str, entry_id: str, text: str,
         state, issue = "quarantined", "FORGOTTEN_SOURCE"
     cursor = conn.execute(
         "INSERT INTO observations(namespace, entry_id, text, digest, content_digest, scope, source, provenance,"
-        " task_kind, state, observed_at, enqueued_at, batch_id, issue)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " task_kind, state, observed_at, enqueued_at, batch_id, issue, agent_instance)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (namespace, entry_id, text, digest, cdigest, scope, source, provenance, task_kind, state, observed_at,
-         int(time.time() * 1000), batch_id, issue),
+         int(time.time() * 1000), batch_id, issue, agent_instance(conn, agent)),
     )
     assert cursor.lastrowid is not None
     return Admitted(cursor.lastrowid, state, duplicate=False)
@@ -328,13 +334,22 @@ class Evidence(NamedTuple):
     observed_at: str
     state: str
     processed_at: int | None
+    agent_instance: str | None
     forgotten: bool  # its words are tombstoned in its scope (a forget or a purge)
+
+
+def agent_of(conn: sqlite3.Connection, observation_id: int) -> str | None:
+    """The agent instance that captured one observation (None before agent instances existed)."""
+    row = conn.execute("SELECT agent_instance FROM observations WHERE id = ?", (observation_id,)).fetchone()
+    return row[0] if row else None
 
 
 def evidence(conn: sqlite3.Connection, ids: list[int]) -> list[Evidence]:
     """What ``cm why`` shows of each of ``ids`` that exists, in id order."""
-    return [Evidence(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], bool(row[8])) for row in conn.execute(
+    return [Evidence(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], bool(row[9]))
+            for row in conn.execute(
         "SELECT o.id, o.text, o.provenance, o.source, o.namespace, o.observed_at, o.state, o.processed_at, "
+        "o.agent_instance, "
         "EXISTS (SELECT 1 FROM forgotten_sources f WHERE f.scope = o.scope AND f.digest = o.content_digest) "
         "FROM observations o WHERE o.id IN (SELECT value FROM json_each(?)) ORDER BY o.id", (json.dumps(ids),))]
 

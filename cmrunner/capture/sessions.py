@@ -99,6 +99,12 @@ def _check_capacity(conn: sqlite3.Connection, session_id: str, adding: int, limi
                       "raise sessionCache.maxSessionBytes or start a new session")
 
 
+def client_of(conn: sqlite3.Connection, session_id: str) -> str:
+    """The client (codex, chatgpt-work, pi) a session was registered by."""
+    row = conn.execute("SELECT client FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    return row[0] if row else "unknown"
+
+
 def capture_user(conn: sqlite3.Connection, session_id: str, turn_id: str, message_id: str, text: str, scope: str,
                  source: str, observed_at: str, limit: int) -> int | None:
     """Record a delivered user message as a buffered observation; returns its id (None if a replay)."""
@@ -110,7 +116,8 @@ def capture_user(conn: sqlite3.Connection, session_id: str, turn_id: str, messag
     turn_row = _open_turn_row(conn, session_id, turn_id)
     _check_capacity(conn, session_id, len(text.encode("utf-8")), limit)
     admitted = observations.admit(conn, namespace=session_id, entry_id=message_id, text=text, scope=scope,
-                                  source=source, observed_at=observed_at, state="buffered")
+                                  source=source, observed_at=observed_at, agent=client_of(conn, session_id),
+                                  state="buffered")
     sequence = conn.execute("SELECT COUNT(*) FROM session_messages WHERE session_id = ?", (session_id,)).fetchone()[0]
     conn.execute(
         "INSERT INTO session_messages(session_id, message_id, turn, role, digest, scope, source, observed_at,"

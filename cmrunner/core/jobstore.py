@@ -42,6 +42,12 @@ def clear_flush(conn: sqlite3.Connection) -> None:
     conn.execute("DELETE FROM settings WHERE key = ?", (FLUSH_KEY,))
 
 
+def install_id(conn: sqlite3.Connection) -> str:
+    """The random, non-secret id the store was given once (m006): half of every agent instance id."""
+    row = conn.execute("SELECT value FROM settings WHERE key = 'install_id'").fetchone()
+    return row[0] if row else "unknown"
+
+
 # -- the drain's writes -----------------------------------------------------------------------
 
 def create(conn: sqlite3.Connection, job_id: str, token: str, scope: str, provenance: str, task_kind: str,

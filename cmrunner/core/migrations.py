@@ -255,8 +255,9 @@ def m005_drain_failures(conn: sqlite3.Connection) -> None:
 
 
 def m006_section_history(conn: sqlite3.Connection) -> None:
-    """Section versions and the trash (owner: ``core.history``); a purge's tombstones are
-    ``forgotten_sources`` rows, as a forget leaves them.
+    """Section versions and the trash (owner: ``core.history``), and the agent instance of each
+    observation (owner: ``capture.observations``); a purge's tombstones are ``forgotten_sources``
+    rows, as a forget leaves them.
 
     The bytes live here only, never in the Markdown or the receipts: a purge can destroy them."""
     _run_script(
@@ -290,6 +291,10 @@ def m006_section_history(conn: sqlite3.Connection) -> None:
             client TEXT, session_id TEXT, model TEXT, at INTEGER NOT NULL,
             PRIMARY KEY (job_id, seq)
         );
+        -- Which client integration captured each observation: "<agent>:<install id>", stable and
+        -- non-secret (the install id is random, made once per data root).
+        ALTER TABLE observations ADD COLUMN agent_instance TEXT;
+        INSERT OR IGNORE INTO settings(key, value) VALUES ('install_id', lower(hex(randomblob(6))));
         CREATE TABLE trash (
             id TEXT PRIMARY KEY,              -- short random id shown by `cm trash`
             version_id INTEGER NOT NULL,      -- the removing version; its parent holds the bytes

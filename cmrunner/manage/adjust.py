@@ -97,7 +97,8 @@ def submit(home: str, scope: str, text: str, entry_id: str | None = None) -> Sub
     try:
         with store.immediate(conn):
             admitted = observations.admit(conn, namespace=NAMESPACE, entry_id=entry_id, text=text, scope=scope,
-                                          source="interactive", observed_at=_iso_now(), task_kind="edit")
+                                          source="interactive", observed_at=_iso_now(), agent="cm-adjust",
+                                          task_kind="edit")
             if admitted.state not in mcp_items.FINAL_STATES:
                 jobstore.request_flush(conn)
                 drainlease.ensure_drain(conn, home)

@@ -193,7 +193,7 @@ def queue(home: str, paths: DataPaths, prepared: Prepared, spawn_drain: bool) ->
                 now = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
                 observations.admit(conn, namespace=prepared.namespace, entry_id=PART_ENTRY, text=prepared.envelope,
                                    scope=prepared.scope, source="document_import",
-                                   observed_at=now.replace("+00:00", "Z"))
+                                   observed_at=now.replace("+00:00", "Z"), agent="cm-import")
             jobstore.request_flush(conn)
             if spawn_drain:
                 drainlease.ensure_drain(conn, home)

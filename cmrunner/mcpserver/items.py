@@ -125,7 +125,8 @@ def _admit(binding: Binding, access: Access, namespace: str, entry_id: str, body
                 raise ToolFailure("SUBMISSION_CONFLICT",
                                   "this id was already used for another context; reuse an id only for the same material")
             admitted = observations.admit(conn, namespace=namespace, entry_id=entry_id, text=body, scope=scope,
-                                          source=source, observed_at=_iso_now())
+                                          source=source, observed_at=_iso_now(),
+                                          agent=f"mcp-{binding.launch.client_id or 'unnamed'}")
             if admitted.state not in FINAL_STATES:
                 jobstore.request_flush(conn)
                 drainlease.ensure_drain(conn, binding.home)

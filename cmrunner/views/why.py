@@ -5,7 +5,7 @@ Contract:
   the versions that produced and changed it (receipt, time, decision, client, model, from
   ``core.history``), whether its current text is a hand edit ("edited by you"), and its
   evidence — the observations linked to it (``core.records``) with the user's exact words while
-  they are kept, and host, session, time and provenance class (``user_explicit``,
+  they are kept, and host, agent instance, session, time and provenance class (``user_explicit``,
   ``agent_observation``, ``document_import``).
 - Evidence whose words are gone says why: forgotten or purged at the user's request (its words are
   tombstoned), or pruned by the 7-day rule after processing. Nothing is shown as if it never existed.
@@ -36,7 +36,7 @@ def _evidence(item: observations.Evidence) -> dict:
     else:
         gone = "no longer kept"
     return {"id": item.id, "words": words, "gone": gone, "provenance": item.provenance, "host": item.source,
-            "session": item.namespace, "at": item.observed_at}
+            "agentInstance": item.agent_instance, "session": item.namespace, "at": item.observed_at}
 
 
 def explain(home: str, target: str, section: str | None = None) -> list[dict]:
@@ -101,7 +101,8 @@ def lines(found: list[dict]) -> list[str]:
             out.append("  no evidence linked (a hand edit or an import keeps none)")
         for e in s["evidence"]:
             said = f"“{e['words']}”" if e["words"] is not None else f"(words {e['gone']})"
-            out.append(f"  evidence #{e['id']} {e['provenance'] or 'unknown provenance'} via {e['host']}, "
+            via = f"{e['host']} ({e['agentInstance']})" if e["agentInstance"] else e["host"]
+            out.append(f"  evidence #{e['id']} {e['provenance'] or 'unknown provenance'} via {via}, "
                        f"session {e['session']}, {e['at']}: {said}")
         out.append("")
     return out
