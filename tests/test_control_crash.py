@@ -9,6 +9,7 @@ receipt) or exactly what it held before (killed earlier: the action can simply b
 from __future__ import annotations
 
 import json
+import os
 import signal
 
 import pytest
@@ -52,3 +53,24 @@ def test_sigkill_during_a_user_action(home, tmp_path, action, fault):
         assert again.returncode == 0, again.stderr
         assert open(paths.document("preferences"), "rb").read() == expected
         check_end_state(paths)
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_sigkill_during_a_purge_then_running_it_again_finishes_it(home, tmp_path, fault):
+    paths, _after = run_commits(home, tmp_path, count=2)
+    killed = run_cm(["purge", "preferences", "Indentation", "--yes", "--home", home],
+                    env=hook_env(CM_TEST_FAULT=fault), cm=CM)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    drain = start_drain(home, drain_env(write_script(str(tmp_path), SCRIPT), str(tmp_path / "calls")))
+    assert drain.wait(timeout=60) == 0, drain.stderr.read()
+    check_end_state(paths)  # consistent at once: the document, history and trash agree
+    again = run_cm(["purge", "preferences", "Indentation", "--yes", "--home", home])
+    assert again.returncode == 0, again.stderr
+    assert open(paths.document("preferences")).read() == "# Preferences\n\n"
+    check_end_state(paths)
+    leftovers = []
+    for folder, _dirs, files in os.walk(home):
+        for name in files:
+            data = open(os.path.join(folder, name), "rb").read()
+            leftovers += [(name, n) for n in ("Tabs in Go.", "Spaces in Go.", "I use tabs in Go.") if n.encode() in data]
+    assert leftovers == []
