@@ -111,7 +111,7 @@ def agent_port(cfg: config_mod.Config) -> MemoryAgentPort | None:
     is the seam tests replace with a scripted agent (``tests/support/seams.py``); nothing in the
     environment can choose another agent.
     """
-    if cfg.remote is None or not cfg.data["disclosure"]["enabled"]:
+    if cfg.remote is None or not cfg.disclosure.enabled:
         return None
     from cmrunner.writer_proc.agent import NetworkAgent
 

@@ -36,18 +36,12 @@ class Shaped:
         self.deferred = deferred    # observation ids sent back to pending
 
 
-def _cap(cfg: Config) -> int | None:
-    disclosure = cfg.data["disclosure"]
-    caps = [disclosure.get(k) for k in ("maxExcerptBytes", "maxCandidateBytes", "maxTotalBytes")]
-    return min((c for c in caps if c), default=None)
-
-
 def _turn_of(conn: sqlite3.Connection, observation_id: int) -> tuple[int, str, str] | None:
     return sessions.turn_of_observation(conn, observation_id)
 
 
 def _context(conn: sqlite3.Connection, cfg: Config, evidence: list[Source]) -> list[Source]:
-    if "conversation_context" not in cfg.data["disclosure"]["allowedProvenance"] or not evidence:
+    if "conversation_context" not in cfg.disclosure.allowed_provenance or not evidence:
         return []
     turns = {}
     for source in evidence:
@@ -75,7 +69,7 @@ def _context(conn: sqlite3.Connection, cfg: Config, evidence: list[Source]) -> l
 
 
 def shape(conn: sqlite3.Connection, cfg: Config, job: jobs.Job, evidence: list[Source], now: int) -> Shaped:
-    cap = _cap(cfg)
+    cap = cfg.disclosure.source_cap
     isolated: dict[int, str] = {}
     kept: list[Source] = []
     for source in evidence:
@@ -88,7 +82,7 @@ def shape(conn: sqlite3.Connection, cfg: Config, job: jobs.Job, evidence: list[S
     for oid, issue in isolated.items():
         observations.isolate(conn, oid, issue)
     context = _context(conn, cfg, kept)
-    total_cap = cfg.data["disclosure"].get("maxTotalBytes")
+    total_cap = cfg.disclosure.max_total_bytes
     deferred: list[int] = []
     if total_cap:
         def size(items: list[Source]) -> int:

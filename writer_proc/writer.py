@@ -86,7 +86,7 @@ class Writer:
         self.cfg = cfg
         self.port = port
         self.now = now
-        self.scheduler = cfg.data["scheduler"]
+        self.scheduler = cfg.scheduler
         self.force = force
         self.conn = store.open_store(paths)
         self.holding: jobs.Job | None = None
@@ -149,17 +149,17 @@ class Writer:
 
     def _authorization_issue(self, job: jobs.Job) -> str | None:
         """Whole-batch checks: may this scope and provenance be disclosed at all?"""
-        disclosure = self.cfg.data["disclosure"]
-        if job.scope not in disclosure["allowedScopes"]:
+        disclosure = self.cfg.disclosure
+        if job.scope not in disclosure.allowed_scopes:
             return "UNAUTHORIZED_SOURCE"
-        if job.provenance not in disclosure["allowedProvenance"]:
+        if job.provenance not in disclosure.allowed_provenance:
             return "UNAUTHORIZED_PROVENANCE"
         if job.scope != "global" and job.scope not in {p.scope for p in projects.load(self.paths)}:
             return "UNREGISTERED_PROJECT"
         return None
 
     def _snapshot(self, job: jobs.Job) -> dict[str, Document]:
-        allowed = self.cfg.data["disclosure"]["allowedScopes"]
+        allowed = self.cfg.allowed_scopes
         targets = ["profile", "preferences"] if "global" in allowed else []
         if job.scope != "global" and job.scope in allowed:
             targets.append(job.scope)
@@ -205,7 +205,7 @@ class Writer:
             [r[0] for r in batch], {r[0]: r[1] for r in batch}, {r[0]: apply.iso_to_ms(r[2]) for r in batch},
             links, hand_edited, job.task_kind == "edit",
         )
-        writable = frozenset(self.cfg.data["writableScopes"])
+        writable = frozenset(self.cfg.writable_scopes)
         edit_scope = job.scope if job.task_kind == "edit" else None
 
         def accept(payload: object, reads: ReadPort) -> tuple[contract.ValidatedDecision, dict[str, Document]]:
