@@ -166,8 +166,10 @@ def handle(client_flag: str, home: str, event: dict) -> dict:
     try:
         with store.immediate(conn, store.HOOK_BUSY_MS):
             return _admit(conn, cfg, home, client, instance, scope, ev, fresh_block)
-    finally:
+    except BaseException:
         conn.close()
+        raise
+    # After a commit the connection is left to the process exit (cmrunner.core.db, "hook connections").
 
 
 def _admit(conn: sqlite3.Connection, cfg: config_mod.Config, home: str, client: str, instance: str, scope: str,

@@ -118,8 +118,10 @@ def _admit(home: str, cfg: config_mod.Config, paths: DataPaths, event: dict) -> 
             pi_inbox.append(conn, session_id, event["eventId"], event["event"], digest, body, scope, capture.now_ms())
             capture.mark_admitted(conn, session_id, prefix + digest)
             drainlease.ensure_drain(conn, home)
-    finally:
+    except BaseException:
         conn.close()
+        raise
+    # After a commit the connection is left to the process exit (cmrunner.core.db, "hook connections").
     return {"ok": True, "admitted": True, "duplicate": False}
 
 
