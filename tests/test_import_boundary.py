@@ -14,7 +14,10 @@ FORBIDDEN = ("cmrunner.writer_proc", "pydantic", "httpx", "httpx2", "openai", "m
              # not named by the issue, but each costs 20-50 ms (python-notes.md §1.3): keep them off too
              "psutil", "filelock", "dotenv", "orjson", "logging", "subprocess", "argparse",
              # the deep secret scan (detect-secrets and what it imports) runs off the hook path
-             "detect_secrets", "cmrunner.core.deepscan", "yaml", "requests")
+             "detect_secrets", "cmrunner.core.deepscan", "yaml", "requests",
+             # cheap alone, but paid by every event: the signal wrapper (needed only when the write
+             # gate is contended) and a codec module that a text-mode open with an encoding loads
+             "signal", "encodings.ascii")
 # Per-turn events (not SessionStart, which renders memory) take sha256 from the builtin module
 # (cmrunner.core.sha): hashlib loads OpenSSL, ~2-3 ms a run.
 PER_TURN_FORBIDDEN = ("hashlib", "_hashlib")
