@@ -12,6 +12,8 @@ Contract:
   checkpoint the WAL into the database with fsync, which would spend the host's timeout on work
   that is not needed for durability: the COMMIT already synced the WAL (``synchronous=FULL``), the
   next connection to open recovers it, and the drain checkpoints it before it releases its lease.
+  That checkpoint also keeps the WAL short (the next write restarts it), so the recovery a first
+  opener runs stays cheap; SQLite's auto-checkpoint (1000 pages) bounds it when no drain runs.
 This module is below the schema (``migrations`` uses it, ``store`` opens and migrates through it),
 so the store and its migrations never import each other. Stdlib only (hook path).
 """
