@@ -27,14 +27,13 @@ Contract (the specification's session rules; every function runs inside the call
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import time
 from collections.abc import Callable
 
 from cmrunner.capture import failures
-from cmrunner.core import store
+from cmrunner.core import jsonfast, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.sha import sha256
 
@@ -46,7 +45,7 @@ def _now() -> int:
 
 
 def _digest(parts: list[object]) -> str:
-    return sha256(json.dumps(parts, ensure_ascii=False, separators=(",", ":")).encode("utf-8")).hexdigest()
+    return sha256(jsonfast.dumps(parts, separators=(",", ":")).encode("utf-8")).hexdigest()
 
 
 def _turn(conn: sqlite3.Connection, session_id: str, turn_id: str) -> tuple[int, str] | None:
