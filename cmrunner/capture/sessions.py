@@ -92,7 +92,7 @@ def _check_capacity(conn: sqlite3.Connection, session_id: str, adding: int, limi
         "SELECT COALESCE(SUM(LENGTH(CAST(text AS BLOB))), 0), json_group_array(observation_id) FROM session_messages"
         " WHERE session_id = ?", (session_id,),
     ).fetchone()
-    held = kept + observations.text_bytes(conn, json.loads(observation_ids))
+    held = kept + observations.text_bytes(conn, jsonfast.loads(observation_ids))
     if held + adding > limit:
         raise CmError("SESSION_CAPACITY_EXCEEDED", f"this session's cache would exceed {limit} bytes; "
                       "raise sessionCache.maxSessionBytes or start a new session")
@@ -238,7 +238,7 @@ def open_backlog(conn: sqlite3.Connection) -> tuple[int, int]:
         " WHERE m.observation_id IN (SELECT value FROM json_each(?)) AND t.batch_id IS NULL"
         " AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id = t.session_id AND s.closing = 1)"
         f" AND NOT {failures.recorded('t.session_id')}",
-        (json.dumps(observations.buffered_ids(conn)),),
+        (jsonfast.dumps(observations.buffered_ids(conn)),),
     ).fetchone()
     return int(row[0]), int(row[1])
 
@@ -285,7 +285,7 @@ def earlier_turns(conn: sqlite3.Connection, session_id: str, before: int, scope:
         " AND m.observation_id IS NOT NULL) FROM session_turns t WHERE t.session_id = ? AND t.id < ?"
         " AND t.state = 'settled' AND t.has_user = 1 ORDER BY t.id DESC", (session_id, before),
     ):
-        if not observations.any_outside(conn, json.loads(observation_ids), scope):
+        if not observations.any_outside(conn, jsonfast.loads(observation_ids), scope):
             found.append(turn_row)
             if len(found) == limit:
                 break
