@@ -15,9 +15,10 @@ FORBIDDEN = ("cmrunner.writer_proc", "pydantic", "httpx", "httpx2", "openai", "m
              "psutil", "filelock", "dotenv", "orjson", "logging", "subprocess", "argparse",
              # the deep secret scan (detect-secrets and what it imports) runs off the hook path
              "detect_secrets", "cmrunner.core.deepscan", "yaml", "requests",
-             # cheap alone, but paid by every event: the signal wrapper (needed only when the write
-             # gate is contended) and a codec module that a text-mode open with an encoding loads
-             "signal", "encodings.ascii")
+             # cheap alone, but paid by every event: a codec module that a text-mode open with an
+             # encoding loads (signal is off the uncontended path too, but a drain running beside
+             # the hook may contend the write gate, so it cannot be forbidden here)
+             "encodings.ascii")
 # Per-turn events (not SessionStart, which renders memory) take sha256 from the builtin module
 # (cmrunner.core.sha): hashlib loads OpenSSL, ~2-3 ms a run.
 PER_TURN_FORBIDDEN = ("hashlib", "_hashlib",
