@@ -334,6 +334,6 @@ def consume_or_isolate(conn: sqlite3.Connection, consume: Callable[[], None], is
 def clear_texts(conn: sqlite3.Connection, observation_ids: list[int], needles: list[str]) -> int:
     """A purge: drop the text of the messages that hold ``observation_ids`` or any of ``needles``."""
     cleared = conn.execute("UPDATE session_messages SET text = NULL WHERE observation_id IN "
-                           "(SELECT value FROM json_each(?))", (json.dumps(observation_ids),)).rowcount
+                           "(SELECT value FROM json_each(?))", (jsonfast.dumps(observation_ids),)).rowcount
     return cleared + sum(conn.execute("UPDATE session_messages SET text = NULL WHERE text IS NOT NULL AND "
                                       "instr(text, ?) > 0", (needle,)).rowcount for needle in needles if needle)
