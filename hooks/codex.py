@@ -163,11 +163,13 @@ def handle(client_flag: str, home: str, event: dict) -> dict:
         contexts = reader.authorized_contexts(cfg.allowed_scopes, scope if scope != "global" else None)
         fresh_block = reader.render_block(reader.read_memory(paths, contexts, home))
     conn = store.open_store(paths, store.HOOK_BUSY_MS)
+    # Closed only on failure: after a commit it is left to the process exit (cmrunner.core.db, "hook connections").
     try:
         with store.immediate(conn, store.HOOK_BUSY_MS):
             return _admit(conn, cfg, home, client, instance, scope, ev, fresh_block)
-    finally:
+    except BaseException:
         conn.close()
+        raise
 
 
 def _admit(conn: sqlite3.Connection, cfg: config_mod.Config, home: str, client: str, instance: str, scope: str,

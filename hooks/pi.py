@@ -101,6 +101,7 @@ def _admit(home: str, cfg: config_mod.Config, paths: DataPaths, event: dict) -> 
                                    "payload": event["payload"]})
     digest = capture.sha256_text(body)
     conn = store.open_store(paths, store.HOOK_BUSY_MS)
+    # Closed only on failure: after a commit it is left to the process exit (cmrunner.core.db, "hook connections").
     try:
         with store.immediate(conn, store.HOOK_BUSY_MS):
             # admitted_events outlives the inbox row (the drain deletes consumed rows), so a
@@ -118,8 +119,9 @@ def _admit(home: str, cfg: config_mod.Config, paths: DataPaths, event: dict) -> 
             pi_inbox.append(conn, session_id, event["eventId"], event["event"], digest, body, scope, capture.now_ms())
             capture.mark_admitted(conn, session_id, prefix + digest)
             drainlease.ensure_drain(conn, home)
-    finally:
+    except BaseException:
         conn.close()
+        raise
     return {"ok": True, "admitted": True, "duplicate": False}
 
 

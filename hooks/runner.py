@@ -12,12 +12,12 @@ Stdlib only.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import sys
 from collections.abc import Callable
 
+from cmrunner.core import jsonfast
 from cmrunner.core.errors import CmError, InputError
 from cmrunner.core.home import resolve_home
 
@@ -38,7 +38,7 @@ def parse_home(args: list[str], usage: str) -> str:
 
 
 def emit(result: dict) -> None:
-    data = (json.dumps(result, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    data = (jsonfast.dumps(result, separators=(",", ":")) + "\n").encode("utf-8")
     view = memoryview(data)
     while view:
         view = view[os.write(1, view):]

@@ -8,9 +8,9 @@ Stdlib only.
 
 from __future__ import annotations
 
-import json
 import os
 
+from cmrunner.core import jsonfast
 from cmrunner.core.errors import InputError
 
 EVENT_LIMIT = 1 << 20
@@ -52,7 +52,7 @@ def parse_event(raw: bytes) -> dict:
     except UnicodeDecodeError:
         raise InputError("INVALID_ENCODING", "the event on stdin is not valid UTF-8; it was not admitted") from None
     try:
-        event = json.loads(text)
+        event = jsonfast.loads(text)
     except (ValueError, RecursionError):
         raise InputError("INVALID_HOOK_INPUT", "the event on stdin is not valid JSON; it was not admitted") from None
     if not isinstance(event, dict):

@@ -153,9 +153,6 @@ class Transcript:
     def complete(self, turn: str) -> None:
         self.append({"type": "event_msg", "payload": {"type": "task_complete", "turn_id": turn}})
 
-    def abort(self, turn: str) -> None:
-        self.append({"type": "event_msg", "payload": {"type": "turn_aborted", "turn_id": turn, "reason": "interrupted"}})
-
 
 @pytest.fixture
 def transcript(tmp_path: Path) -> Transcript:

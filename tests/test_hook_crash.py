@@ -75,3 +75,24 @@ def test_sigkill_at_random_points_leaves_each_event_whole_or_absent(home, tmp_pa
     # And the store still works: one more event after all that is admitted normally.
     transcript.user_turn("final", "after the storm")
     assert run_hook(home, event("UserPromptSubmit", transcript, workdir, turn_id="final", prompt="after")).returncode == 0
+
+
+def test_a_commit_left_in_the_wal_at_exit_is_whole_for_the_next_opener(home, tmp_path, workdir):
+    """A hook exits without closing its connection (no close-time checkpoint): its commit stays in
+    the WAL, and the next connection to open finds every row of it and a sound database."""
+    transcript = Transcript(str(tmp_path / "t.jsonl"), "wal-1")
+    assert run_hook(home, event("SessionStart", transcript, workdir, source="startup")).returncode == 0
+    for n in range(3):
+        transcript.user_turn(f"t{n}", f"prompt {n} " + "y" * 3000)
+        proc = run_hook(home, event("UserPromptSubmit", transcript, workdir, turn_id=f"t{n}", prompt=f"p{n}"))
+        assert proc.returncode == 0, proc.stderr
+    wal = os.path.join(home, "data", "runtime.sqlite-wal")
+    assert os.path.exists(wal) and os.path.getsize(wal) > 0, "the hook must not checkpoint on its way out"
+
+    conn = sqlite3.connect(os.path.join(home, "data", "runtime.sqlite"))
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert {r[0] for r in conn.execute("SELECT turn_id FROM codex_candidates")} == {"t0", "t1", "t2"}
+        assert conn.execute("SELECT COUNT(*) FROM codex_inbox WHERE event = 'UserPromptSubmit'").fetchone()[0] == 3
+    finally:
+        conn.close()

@@ -14,10 +14,17 @@ FORBIDDEN = ("cmrunner.writer_proc", "pydantic", "httpx", "httpx2", "openai", "m
              # not named by the issue, but each costs 20-50 ms (python-notes.md §1.3): keep them off too
              "psutil", "filelock", "dotenv", "orjson", "logging", "subprocess", "argparse",
              # the deep secret scan (detect-secrets and what it imports) runs off the hook path
-             "detect_secrets", "cmrunner.core.deepscan", "yaml", "requests")
+             "detect_secrets", "cmrunner.core.deepscan", "yaml", "requests",
+             # cheap alone, but paid by every event: a codec module that a text-mode open with an
+             # encoding loads (signal is off the uncontended path too, but a drain running beside
+             # the hook may contend the write gate, so it cannot be forbidden here)
+             "encodings.ascii")
 # Per-turn events (not SessionStart, which renders memory) take sha256 from the builtin module
 # (cmrunner.core.sha): hashlib loads OpenSSL, ~2-3 ms a run.
-PER_TURN_FORBIDDEN = ("hashlib", "_hashlib")
+PER_TURN_FORBIDDEN = ("hashlib", "_hashlib",
+                      # json loads re and compiles its patterns; cmrunner.core.jsonfast drives _json
+                      # directly (SessionStart's transcript check still parses with json)
+                      "json")
 
 
 def _imported(args: list[str], payload: bytes) -> set[str]:
@@ -55,7 +62,7 @@ def test_capture_path_is_light(home, workdir):
     payload = {"version": 1, "sessionId": "p", "eventId": "e", "event": "input", "cwd": workdir,
                "hostInstance": "pi:1", "payload": {"text": "x"}}
     modules = _imported(["capture", "--home", home], json.dumps(payload).encode())
-    _assert_light(modules)
+    _assert_light(modules, PER_TURN_FORBIDDEN)
     assert "cmrunner.hooks.pi" in modules
 
 

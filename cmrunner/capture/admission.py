@@ -13,10 +13,10 @@ Stdlib only.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 
+from cmrunner.core import jsonfast
 from cmrunner.core.sha import sha256
 
 
@@ -29,7 +29,7 @@ def sha256_text(text: str) -> str:
 
 
 def canonical_json(value: object) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return jsonfast.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def event_digest(event: dict) -> str:

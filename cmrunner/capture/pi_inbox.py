@@ -23,12 +23,12 @@ Contract (the specification's Pi behaviour; one transaction per event, oldest fi
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 
 from cmrunner.capture import failures, sessions
 from cmrunner.capture.admission import sha256_text
+from cmrunner.core import jsonfast
 from cmrunner.core.config import Config
 from cmrunner.core.errors import CmError
 
@@ -87,7 +87,7 @@ class PiInbox:
         if not conn.execute("SELECT 1 FROM pi_inbox WHERE id = ?", (inbox_id,)).fetchone():
             return  # consumed meanwhile
         failures.clear(conn, session_id)
-        payload = json.loads(body)["payload"]
+        payload = jsonfast.loads(body)["payload"]
         sessions.register(conn, session_id, "pi", "", "", int(time.time() * 1000))
         if event == "input":
             conn.execute("INSERT INTO pi_inputs(session_id, digest, source, has_images) VALUES (?, ?, ?, ?)",

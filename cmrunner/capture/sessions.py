@@ -27,14 +27,13 @@ Contract (the specification's session rules; every function runs inside the call
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import time
 from collections.abc import Callable
 
 from cmrunner.capture import failures
-from cmrunner.core import store
+from cmrunner.core import jsonfast, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.sha import sha256
 
@@ -46,7 +45,7 @@ def _now() -> int:
 
 
 def _digest(parts: list[object]) -> str:
-    return sha256(json.dumps(parts, ensure_ascii=False, separators=(",", ":")).encode("utf-8")).hexdigest()
+    return sha256(jsonfast.dumps(parts, separators=(",", ":")).encode("utf-8")).hexdigest()
 
 
 def _turn(conn: sqlite3.Connection, session_id: str, turn_id: str) -> tuple[int, str] | None:
@@ -93,7 +92,7 @@ def _check_capacity(conn: sqlite3.Connection, session_id: str, adding: int, limi
         "SELECT COALESCE(SUM(LENGTH(CAST(text AS BLOB))), 0), json_group_array(observation_id) FROM session_messages"
         " WHERE session_id = ?", (session_id,),
     ).fetchone()
-    held = kept + observations.text_bytes(conn, json.loads(observation_ids))
+    held = kept + observations.text_bytes(conn, jsonfast.loads(observation_ids))
     if held + adding > limit:
         raise CmError("SESSION_CAPACITY_EXCEEDED", f"this session's cache would exceed {limit} bytes; "
                       "raise sessionCache.maxSessionBytes or start a new session")
@@ -239,7 +238,7 @@ def open_backlog(conn: sqlite3.Connection) -> tuple[int, int]:
         " WHERE m.observation_id IN (SELECT value FROM json_each(?)) AND t.batch_id IS NULL"
         " AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id = t.session_id AND s.closing = 1)"
         f" AND NOT {failures.recorded('t.session_id')}",
-        (json.dumps(observations.buffered_ids(conn)),),
+        (jsonfast.dumps(observations.buffered_ids(conn)),),
     ).fetchone()
     return int(row[0]), int(row[1])
 
@@ -286,7 +285,7 @@ def earlier_turns(conn: sqlite3.Connection, session_id: str, before: int, scope:
         " AND m.observation_id IS NOT NULL) FROM session_turns t WHERE t.session_id = ? AND t.id < ?"
         " AND t.state = 'settled' AND t.has_user = 1 ORDER BY t.id DESC", (session_id, before),
     ):
-        if not observations.any_outside(conn, json.loads(observation_ids), scope):
+        if not observations.any_outside(conn, jsonfast.loads(observation_ids), scope):
             found.append(turn_row)
             if len(found) == limit:
                 break
@@ -335,6 +334,6 @@ def consume_or_isolate(conn: sqlite3.Connection, consume: Callable[[], None], is
 def clear_texts(conn: sqlite3.Connection, observation_ids: list[int], needles: list[str]) -> int:
     """A purge: drop the text of the messages that hold ``observation_ids`` or any of ``needles``."""
     cleared = conn.execute("UPDATE session_messages SET text = NULL WHERE observation_id IN "
-                           "(SELECT value FROM json_each(?))", (json.dumps(observation_ids),)).rowcount
+                           "(SELECT value FROM json_each(?))", (jsonfast.dumps(observation_ids),)).rowcount
     return cleared + sum(conn.execute("UPDATE session_messages SET text = NULL WHERE text IS NOT NULL AND "
                                       "instr(text, ?) > 0", (needle,)).rowcount for needle in needles if needle)

@@ -28,10 +28,9 @@ rules; pydantic is imported only when a full validation is needed.
 
 from __future__ import annotations
 
-import json
 import os
 
-from cmrunner.core import fsutil
+from cmrunner.core import fsutil, jsonfast
 
 # APIS and PRESETS are re-exported: the CLI's choices name them through this module.
 from cmrunner.core.configdefs import (
@@ -80,7 +79,7 @@ def _cached(home: str, raw: bytes) -> dict | None:
     """The cached configuration validated from exactly ``raw``, or ``None``."""
     try:
         body = fsutil.read_regular_file(cache_path(home), CONFIG_LIMIT + 4096, "configuration cache")
-        cache = json.loads(body) if body is not None else None
+        cache = jsonfast.loads(body.decode("utf-8")) if body is not None else None
     except (CmError, ValueError, RecursionError):
         return None  # unreadable, not JSON, or absurdly nested: validate instead
     if (not isinstance(cache, dict) or cache.get("digest") != _digest(raw) or cache.get("stamp") != _stamp()
@@ -92,7 +91,7 @@ def _cached(home: str, raw: bytes) -> dict | None:
 def _remember(home: str, raw: bytes, data: dict) -> None:
     body = {"digest": _digest(raw), "stamp": _stamp(), "config": data}
     try:
-        fsutil.write_atomic(cache_path(home), (json.dumps(body, ensure_ascii=False) + "\n").encode("utf-8"))
+        fsutil.write_atomic(cache_path(home), (jsonfast.dumps(body) + "\n").encode("utf-8"))
     except (CmError, OSError):
         pass  # a home we cannot write: the next load validates again
 
@@ -186,7 +185,7 @@ class Config:
 
 def _parse(path: str, raw: bytes) -> object:
     try:
-        return json.loads(raw.decode("utf-8"))
+        return jsonfast.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         raise ConfigError("CONFIG_INVALID", f"{path} is not valid UTF-8 JSON; fix it or rerun `cm config init --force`") from None
 
@@ -209,6 +208,8 @@ def save(home: str, data: dict) -> None:
     """Validate and publish ``config.json`` atomically (the home is created 0700 if needed)."""
     validate(data)
     fsutil.ensure_private_dir(home, "configuration home")
+    import json  # indented output; saving is never on the hook path
+
     raw = (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
     fsutil.write_atomic(config_path(home), raw)
     # What a load of these bytes parses to (no tuples, no aliasing of the caller's objects).

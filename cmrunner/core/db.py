@@ -7,6 +7,13 @@ Contract:
   up front, so a transaction never fails half-way with a lock upgrade error; a connection that
   knows its data root's write gate queues on it first (``cmrunner.core.gate``).
 - A lock held past the busy budget becomes ``STORE_BUSY``; nothing is half-written.
+- Hook connections: a hook or capture process does not close its connection after a successful
+  commit; it ends with ``os._exit`` (``cmrunner.entry``). Closing the last connection makes SQLite
+  checkpoint the WAL into the database with fsync, which would spend the host's timeout on work
+  that is not needed for durability: the COMMIT already synced the WAL (``synchronous=FULL``), the
+  next connection to open recovers it, and the drain checkpoints it before it releases its lease.
+  That checkpoint also keeps the WAL short (the next write restarts it), so the recovery a first
+  opener runs stays cheap; SQLite's auto-checkpoint (1000 pages) bounds it when no drain runs.
 This module is below the schema (``migrations`` uses it, ``store`` opens and migrates through it),
 so the store and its migrations never import each other. Stdlib only (hook path).
 """

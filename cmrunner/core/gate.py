@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -61,6 +60,8 @@ def held(path: str, seconds: float) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            import signal  # only when contended: importing it costs every uncontended hook ~0.5 ms
+
             try:
                 previous = signal.signal(signal.SIGALRM, _expire)
             except ValueError:  # not the main thread (e.g. an MCP tool's worker): no signals there

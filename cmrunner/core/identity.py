@@ -59,8 +59,9 @@ def boot_id() -> str:
     global _boot_id_cache
     if _boot_id_cache is None:
         try:
-            with open(_BOOT_ID_PATH, encoding="ascii") as handle:
-                _boot_id_cache = handle.read().strip()
+            # Binary, then decode: a text-mode open with an encoding imports a codec module.
+            with open(_BOOT_ID_PATH, "rb") as handle:
+                _boot_id_cache = handle.read().decode("ascii").strip()
         except OSError:
             import psutil
 

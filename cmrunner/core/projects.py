@@ -14,14 +14,13 @@ Stdlib only (hooks resolve scope).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from cmrunner.core import fsutil, scopes
+from cmrunner.core import fsutil, jsonfast, scopes
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 
@@ -55,7 +54,7 @@ def load(paths: DataPaths) -> list[Project]:
     if raw is None:
         return []
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = jsonfast.loads(raw.decode("utf-8"))
         projects = [
             Project(str(p["id"]), str(p["path"]), str(p["name"]), int(p["registeredAt"]))
             for p in data["projects"]
@@ -68,6 +67,8 @@ def load(paths: DataPaths) -> list[Project]:
 
 
 def _save(paths: DataPaths, projects: list[Project]) -> None:
+    import json  # indented output; registering is never on the hook path
+
     body = json.dumps({"version": 1, "projects": [p.as_json() for p in projects]}, indent=2, ensure_ascii=False)
     fsutil.write_atomic(paths.registry, (body + "\n").encode("utf-8"))
 

@@ -275,10 +275,6 @@ def allowed() -> frozenset[str]:
     return _Settings.allowed
 
 
-def deep_enabled() -> bool:
-    return _Settings.deep
-
-
 def fingerprint(rule_id: str, core: str) -> str:
     """First 16 hex digits of a domain-separated sha256 over the rule id and the hit's core."""
     digest = hashlib.sha256(_FINGERPRINT_DOMAIN + rule_id.encode() + b"\x00" + core.encode("utf-8", "surrogatepass"))

@@ -37,7 +37,6 @@ Finding = tuple[int, str, str]
 
 ENTROPY_MIN_LEN = 20
 ENTROPY_MAX_LEN = 1024
-HEX_MIN_LEN = 32
 MIN_SWITCH_RATIO = 0.30
 MAX_WORDLIKE = 0.40
 

@@ -33,8 +33,6 @@ from cmrunner.core import config as config_mod, envfile
 from cmrunner.core.errors import CmError
 from cmrunner.manage import hostconfig
 
-STATES = ("ok", "warn", "fail")
-
 
 class Check:
     __slots__ = ("name", "state", "detail")

@@ -43,7 +43,6 @@ MARKERS = ("cmrunner", "common_memory", "common-memory", "COMMON_MEMORY")
 class UninstallPlan:
     home: str
     data_root: str
-    data_exists: bool
     integrations: manager.Plan | None
     config_files: list[str]
     program: list[str] | None
@@ -164,7 +163,7 @@ def plan(home: str, hosts: dict[str, discovery.Host] | None = None) -> Uninstall
     files = [p for p in (env_path(home), config_path(home), os.path.join(home, setupstate.FILE_NAME),
                          os.path.join(home, setupstate.UI_FILE)) if os.path.lexists(p)]
     program, note = program_removal()
-    return UninstallPlan(home, cfg.data_root, os.path.isdir(cfg.data_root), integrations, files, program, note,
+    return UninstallPlan(home, cfg.data_root, integrations, files, program, note,
                          blockers)
 
 

@@ -122,12 +122,6 @@ def _check_reply(reply: object, where: str) -> dict:
     return reply
 
 
-def load_script(raw: object) -> tuple[list[dict], dict]:
-    """Validate a script document; returns (replies, default reply)."""
-    replies, default, _policy = load_full_script(raw)
-    return replies, default
-
-
 def load_full_script(raw: object) -> tuple[list[dict], dict, dict | None]:
     """Validate a script document; returns (replies, default reply, policy settings or None)."""
     if isinstance(raw, list):
