@@ -22,11 +22,11 @@ from __future__ import annotations
 import os
 import sqlite3
 
-from cmrunner.capture import admission as capture, capacity, codex_inbox, sessions, transcript
+from cmrunner.capture import activations, admission as capture, capacity, codex_inbox, sessions, transcript
 from cmrunner.core import config as config_mod, drainlease, identity, projects, reader, store
 from cmrunner.core.errors import CmError, InputError
 from cmrunner.core.home import DataPaths
-from cmrunner.hooks import refresh, runner, stdin
+from cmrunner.hooks import runner, stdin
 
 CLIENTS = {"codex": "codex", "work": "chatgpt-work"}
 USED_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "Interrupt", "SessionEnd")
@@ -128,7 +128,7 @@ class _Activation:
 
 def _activation(conn: sqlite3.Connection, client: str, instance: str, ev: HookEvent) -> _Activation:
     base = capture.session_key(client, instance, ev.session)
-    row = refresh.activation(conn, base)
+    row = activations.activation(conn, base)
     if row is not None and row[1]:
         return _Activation(base, row[0], True, False)
     if ev.name != "SessionStart":
@@ -143,7 +143,7 @@ def _activation(conn: sqlite3.Connection, client: str, instance: str, ev: HookEv
     instance_key = instance if row is None else f"{instance}:{os.urandom(8).hex()}"
     session_id = capture.session_key(client, instance_key, ev.session)
     now = capture.now_ms()
-    refresh.open_activation(conn, base, session_id, client, instance, ev.session, ev.cwd, now)
+    activations.open_activation(conn, base, session_id, client, instance, ev.session, ev.cwd, now)
     sessions.register(conn, session_id, client, instance_key, ev.session, now)
     return _Activation(base, session_id, True, True)
 
@@ -177,18 +177,18 @@ def _admit(conn: sqlite3.Connection, cfg: config_mod.Config, home: str, client: 
     act = _activation(conn, client, instance, ev)
     output: dict = {}
     if ev.name == "SessionStart":
-        frozen = refresh.frozen_snapshot(conn, act.session_id)
+        frozen = activations.frozen_snapshot(conn, act.session_id)
         if frozen is None and fresh_block is not None:
             block, warning = fresh_block
             if ev.transcript is None:
                 warning = EPHEMERAL_NOTE if warning is None else f"{warning}; {EPHEMERAL_NOTE}"
-            refresh.freeze_snapshot(conn, act.session_id, block, capture.canonical_json(sorted({"global", scope})),
+            activations.freeze_snapshot(conn, act.session_id, block, capture.canonical_json(sorted({"global", scope})),
                                     capture.now_ms())
             output = _context_output(ev.name, block, warning)
         elif frozen is not None and ev.source not in READING_SOURCES:
             output = _context_output(ev.name, frozen, None)
     elif ev.name in ("UserPromptSubmit", "PostToolUse"):
-        pending = refresh.take_pending_snapshot(conn, act.session_id)
+        pending = activations.take_pending_snapshot(conn, act.session_id)
         if pending is not None:  # a /memory-refresh replaced the snapshot: deliver it now, once
             output = _context_output(ev.name, pending, None)
     if not act.active or not capture.mark_admitted(conn, act.session_id, ev.digest):
@@ -226,8 +226,8 @@ def _admit(conn: sqlite3.Connection, cfg: config_mod.Config, home: str, client: 
 
 def _end(conn: sqlite3.Connection, act: _Activation) -> None:
     """A real session end: the activation closes and its frozen snapshot is dropped."""
-    refresh.close_activation(conn, act.base)
-    refresh.drop_snapshot(conn, act.session_id)
+    activations.close_activation(conn, act.base)
+    activations.drop_snapshot(conn, act.session_id)
 
 
 def main(argv: list[str]) -> int:

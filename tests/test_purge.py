@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from conftest import run_cm
+from conftest import Transcript, event, run_cm, run_hook
 from drain_support import check_end_state
 from history_support import SAID, run_commits
 from writer_support import admit, rows
@@ -30,14 +30,19 @@ def _purge(home: str, *args: str):
     return run_cm(["purge", *args, "--yes", "--home", home])
 
 
-def test_purge_of_a_live_section_leaves_no_byte_of_it(home, tmp_path):
+def test_purge_of_a_live_section_leaves_no_byte_of_it(home, tmp_path, workdir):
     paths, _after = run_commits(home, tmp_path, count=2)
+    transcript = Transcript(str(tmp_path / "t.jsonl"), "s-1")  # a Codex session freezes what it was given
+    started = run_hook(home, event("SessionStart", transcript, workdir, source="startup", model="m"))
+    assert started.returncode == 0 and b"Spaces in Go." in started.stdout
+    assert rows(paths, "SELECT COUNT(*) FROM host_snapshots") == [(1,)]
     assert _scan(home, SECTION_TEXTS + SAID[:2])  # before: the store holds it all
     proc = _purge(home, "preferences", "Indentation")
     assert proc.returncode == 0, proc.stderr
     assert "purged preferences / Indentation: 2 version(s) and 2 observation(s)" in proc.stdout.decode()
     assert "removed from the document" in proc.stdout.decode()
     assert _scan(home, SECTION_TEXTS + SAID[:2]) == []  # database, WAL, memory, receipts, everything
+    assert rows(paths, "SELECT COUNT(*) FROM host_snapshots") == [(0,)]
     assert open(paths.document("preferences")).read() == "# Preferences\n\n"
     check_end_state(paths)
     found = json.loads(run_cm(["history", "preferences", "--json", "--home", home]).stdout)

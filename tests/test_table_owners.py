@@ -34,8 +34,8 @@ OWNERS = {
     "session_batches": "cmrunner/capture/sessions.py",
     "session_messages": "cmrunner/capture/sessions.py",
     "session_turns": "cmrunner/capture/sessions.py",
-    "host_activations": "hooks/refresh.py",
-    "host_snapshots": "hooks/refresh.py",
+    "host_activations": "cmrunner/capture/activations.py",
+    "host_snapshots": "cmrunner/capture/activations.py",
     # observations and what forgetting leaves behind
     "observations": "cmrunner/capture/observations.py",
     "forgotten_sources": "cmrunner/capture/observations.py",
