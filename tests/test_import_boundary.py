@@ -24,7 +24,10 @@ FORBIDDEN = ("cmrunner.writer_proc", "pydantic", "httpx", "httpx2", "openai", "m
 PER_TURN_FORBIDDEN = ("hashlib", "_hashlib",
                       # json loads re and compiles its patterns; cmrunner.core.jsonfast drives _json
                       # directly (SessionStart's transcript check still parses with json)
-                      "json")
+                      "json",
+                      # the drain's side of capture: the transcript parser, the Codex consumer and the
+                      # sensitive-content scanner load only where the drain consumes the inbox
+                      "cmrunner.capture.rollout", "cmrunner.capture.codex_consumer", "cmrunner.core.safety")
 
 
 def _imported(args: list[str], payload: bytes) -> set[str]:
