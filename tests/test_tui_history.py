@@ -46,6 +46,9 @@ def test_history_shows_the_diff_and_undoes_a_correction(home, tmp_path):
         await pilot.press("down", "up")  # highlight the newest version again: its diff is shown
         text = await wait_for(pilot, "+Spaces in Go.")
         assert "-Tabs in Go." in text
+        await pilot.press("w")  # why: the commits and the user's own words
+        text = await wait_for(pilot, "“Actually, spaces in Go.”")
+        assert "evidence #" in text and "user_explicit" in text
         await pilot.press("u")
         await wait_for(pilot, "(preferences / Indentation)? y yes · n no")
         await pilot.press("n")
@@ -77,3 +80,21 @@ def test_trash_restores_a_forgotten_section(home, tmp_path):
 
     drive(CmApp(home), _open("trash", "Memory Control · Trash", steps))
     assert open(paths.document("preferences"), "rb").read() == after[1]
+
+
+def test_trash_purges_for_good(home, tmp_path):
+    paths, _after = _ready(home, tmp_path, 3)
+
+    async def steps(pilot):
+        await wait_for(pilot, "by a forget decision")
+        await pilot.press("x")
+        await wait_for(pilot, "for good? It cannot be undone. y yes · n no")
+        await pilot.press("y")
+        await wait_for(pilot, "nothing of it is left.")
+        await wait_for(pilot, "The trash is empty.")
+        await pilot.press("escape", "escape")
+
+    drive(CmApp(home), _open("trash", "Memory Control · Trash", steps))
+    assert json.loads(run_cm(["trash", "--json", "--home", home]).stdout) == []
+    data = open(paths.db, "rb").read()
+    assert b"Spaces in Go." not in data and b"Tabs in Go." not in data

@@ -5,8 +5,10 @@ Contract:
   highlighted one's diff is shown below the list (withheld text stays withheld). ``u`` asks, on one
   line, to undo it (``writer_proc.undo``: a new commit, never a model call); ``y`` confirms, ``n``
   or Esc cancels (Esc leaves only when no question is open). A section changed since is refused with the diff shown, as ``cm undo`` does.
+  ``w`` shows, in place of the diff, why that section says what it says (``views.why``, as
+  ``cm why``: its commits and the words that were its evidence).
 - Trash lists what the Memory Agent removed (``views.history.trash``); Enter asks to restore the
-  highlighted entry (``writer_proc.restore``).
+  highlighted entry (``writer_proc.restore``), ``x`` to purge it for good (``writer_proc.purge``).
 - The work runs off the UI thread (an action may wait for a running drain); a ``CmError`` is shown
   in the notice line with ``widgets.error_text`` and nothing else changes.
 """
@@ -119,6 +121,13 @@ def _undo(ref: str, home: str) -> str:
     return f"Undid {', '.join(v for v, _t, _s in done.sections)} (receipt {done.receipt_id})."
 
 
+def _purge(trash_id: str, home: str) -> str:
+    from cmrunner.writer_proc import purge
+
+    done = purge.run(history_view.data_paths(home), home, trash_id)
+    return f"Purged {done.target}: {done.versions} version(s) lost their text; nothing of it is left."
+
+
 def _restore(trash_id: str, home: str) -> str:
     from cmrunner.writer_proc import restore
 
@@ -128,8 +137,8 @@ def _restore(trash_id: str, home: str) -> str:
 
 class HistoryScreen(_ActionScreen):
     TITLE_TEXT = "Memory Control · History"
-    HINT = "↑↓ move · u undo the highlighted version · Esc back"
-    BINDINGS = [*_ActionScreen.BINDINGS, Binding("u", "ask_undo", show=False)]
+    HINT = "↑↓ move · u undo the highlighted version · w why is this section here · Esc back"
+    BINDINGS = [*_ActionScreen.BINDINGS, Binding("u", "ask_undo", show=False), Binding("w", "why", show=False)]
     LIST_ID = "versions"
 
     def read(self, home: str) -> list[dict]:
@@ -146,6 +155,21 @@ class HistoryScreen(_ActionScreen):
         item = self.highlighted()
         self.query_one("#detail", Text).set(history_view.version_detail(item) if item else "")
 
+    def action_why(self) -> None:
+        item = self.highlighted()
+        if item is not None:
+            self.run_worker(functools.partial(self._why, item), thread=True, exclusive=True)
+
+    def _why(self, item: dict) -> None:
+        from cmrunner.views import why
+
+        try:
+            found = why.explain(self.app.home, item["target"], item["ref"])  # type: ignore[attr-defined]
+        except CmError as exc:
+            self.app.call_from_thread(self.notice.show, error_text(exc))
+            return
+        self.app.call_from_thread(self.query_one("#detail", Text).set, "\n".join(why.lines(found)).rstrip("\n"))
+
     def action_ask_undo(self) -> None:
         item = self.highlighted()
         if item is not None:
@@ -154,7 +178,8 @@ class HistoryScreen(_ActionScreen):
 
 class TrashScreen(_ActionScreen):
     TITLE_TEXT = "Memory Control · Trash"
-    HINT = "↑↓ move · Enter restore · Esc back"
+    HINT = "↑↓ move · Enter restore · x purge for good · Esc back"
+    BINDINGS = [*_ActionScreen.BINDINGS, Binding("x", "ask_purge", show=False)]
     LIST_ID = "trash"
 
     def read(self, home: str) -> list[dict]:
@@ -169,3 +194,9 @@ class TrashScreen(_ActionScreen):
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         item = self.items[int(str(event.option_id))]
         self.ask(f"Restore {item['target']} / {item['section']}?", functools.partial(_restore, item["id"]))
+
+    def action_ask_purge(self) -> None:
+        item = self.highlighted()
+        if item is not None:
+            self.ask(f"Destroy {item['target']} / {item['section']} for good? It cannot be undone.",
+                     functools.partial(_purge, item["id"]))
