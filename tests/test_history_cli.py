@@ -18,7 +18,8 @@ def test_history_lists_each_version_newest_first_with_diffs(home, tmp_path):
         (3, "remove", "forget", "memory_agent"), (2, "replace", "retain", "memory_agent"),
         (1, "put", "retain", "memory_agent")]
     assert [v["parent"] for v in found] == [found[1]["id"], found[2]["id"], None]
-    assert all(v["receipt"] and re.fullmatch(r"codex:[0-9a-f]{12}", v["client"]) for v in found)
+    assert all(v["receipt"] and re.fullmatch(r"codex:[0-9a-f]{12}", v["client"]) and v["session"] == "test"
+               for v in found)
     assert "-Tabs in Go.\n+Spaces in Go.\n" in found[1]["diff"]
     assert "-Spaces in Go.\n" in found[0]["diff"] and found[0]["removed"]
     assert found[0]["ref"] == _ref("Indentation")

@@ -72,3 +72,13 @@ def test_unknown_ids_get_codes(home, tmp_path):
     _fails(home, ["undo", "v999999"], "UNKNOWN_VERSION")
     _fails(home, ["undo", "no-such-receipt"], "UNKNOWN_VERSION")
     _fails(home, ["undo", ref("Indentation")], "UNKNOWN_VERSION")
+
+
+def test_a_document_hand_edited_out_of_shape_is_refused(home, tmp_path):
+    paths, _after = run_commits(home, tmp_path, count=2)
+    v2 = _history(home)[0]
+    broken = open(paths.document("preferences")).read() + "## Indentation\nagain\n"  # a duplicate title
+    with open(paths.document("preferences"), "w") as handle:
+        handle.write(broken)
+    _fails(home, ["undo", v2["id"]], "INVALID_DOCUMENT")
+    assert open(paths.document("preferences")).read() == broken  # nothing published

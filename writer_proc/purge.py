@@ -67,12 +67,7 @@ def _locate(session: usercommit.Session, name: str, section: str | None) -> tupl
         return entry.target, entry.key, entry.version_id
     sections.target_title(name)  # INVALID_TARGET_REFERENCE for anything else
     doc = commit.read_document(session.paths, name)
-    found = doc.by_title(section)
-    if found is None and section.startswith("sec_"):
-        try:
-            found = doc.section(section)
-        except CmError:
-            found = None
+    found = doc.named(section)
     if found is not None:
         return name, sections.section_key(name, found.title), None
     return name, history.resolve_section(conn, name, section), None

@@ -255,10 +255,10 @@ class Writer:
         if changed:
             model = (self.cfg.remote or {}).get("model", "scripted")
             first = next((s.observation_id for s in sources if not s.context_only), None)
-            client = observations.agent_of(self.conn, first) if first is not None else None
+            client, session = observations.captured_by(self.conn, first) if first is not None else (None, None)
             with store.immediate(self.conn):
                 history.stage(self.conn, job.id, snapshot, changed, apply.decision_kinds(snapshot, accepted),
-                              history.Provenance(history.AGENT, client, None, model), self.now())
+                              history.Provenance(history.AGENT, client, session, model), self.now())
         commit.commit(self.paths, self.conn, job.id, lambda: jobs.assert_lease(self.conn, job, self.now()), snapshot,
                       changed, receipt, self.now)
         return Outcome(job.id, "committed" if changed else "ignored")

@@ -338,10 +338,11 @@ class Evidence(NamedTuple):
     forgotten: bool  # its words are tombstoned in its scope (a forget or a purge)
 
 
-def agent_of(conn: sqlite3.Connection, observation_id: int) -> str | None:
-    """The agent instance that captured one observation (None before agent instances existed)."""
-    row = conn.execute("SELECT agent_instance FROM observations WHERE id = ?", (observation_id,)).fetchone()
-    return row[0] if row else None
+def captured_by(conn: sqlite3.Connection, observation_id: int) -> tuple[str | None, str | None]:
+    """(agent instance, session or channel namespace) of one observation; the agent instance is
+    None for observations captured before agent instances existed."""
+    row = conn.execute("SELECT agent_instance, namespace FROM observations WHERE id = ?", (observation_id,)).fetchone()
+    return (row[0], row[1]) if row else (None, None)
 
 
 def evidence(conn: sqlite3.Connection, ids: list[int]) -> list[Evidence]:

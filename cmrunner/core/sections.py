@@ -215,6 +215,16 @@ class Document:
     def by_title(self, title: str) -> Section | None:
         return self._by_title.get(title)
 
+    def named(self, name: str) -> Section | None:
+        """The section ``name`` names as a title or, failing that, as a ``sec_`` ref; ``None`` if neither."""
+        found = self.by_title(name)
+        if found is None and name.startswith("sec_"):
+            try:
+                found = self.section(name)
+            except CmError:
+                found = None
+        return found
+
     def section(self, ref: str) -> Section:
         """The section a ref names; ``INVALID_TARGET_REFERENCE`` if none or several."""
         m = _REF_RE.fullmatch(ref) if isinstance(ref, str) else None

@@ -23,22 +23,20 @@ from textual.binding import Binding
 from textual.widgets import OptionList
 
 from cmrunner.core.errors import CmError
-from cmrunner.tui.widgets import CmScreen, Menu, Text, error_text, option
+from cmrunner.tui.widgets import ConfirmingScreen, Menu, Text, error_text, option
 from cmrunner.views import history as history_view
 
 QUESTION = " y yes · n no"
 
 
-class _ActionScreen(CmScreen):
+class _ActionScreen(ConfirmingScreen):
     """A list read from the store, one confirmed action at a time, re-read after it."""
 
-    BINDINGS = [Binding("y", "confirm", show=False), Binding("n", "cancel", show=False)]
     LIST_ID = "items"
 
     def __init__(self) -> None:
         super().__init__()
         self.items: list[dict] = []
-        self.pending: Callable[[str], str] | None = None
 
     def body(self) -> ComposeResult:
         yield Text("Reading …", id="summary")
@@ -92,22 +90,9 @@ class _ActionScreen(CmScreen):
         self.pending = action
         self.notice.show(question + QUESTION, "ok")
 
-    def action_confirm(self) -> None:
-        if self.pending is not None:
-            action, self.pending = self.pending, None
-            self.notice.clear()
-            self._start(action)
-
-    def action_cancel(self) -> None:
-        if self.pending is not None:
-            self.pending = None
-            self.notice.show("Nothing was changed.", "ok")
-
-    def action_back(self) -> None:
-        if self.pending is not None:
-            self.action_cancel()
-        else:
-            super().action_back()
+    def confirmed(self, pending: object) -> None:
+        assert callable(pending)
+        self._start(pending)
 
     def highlighted(self) -> dict | None:
         index = self.query_one(f"#{self.LIST_ID}", Menu).highlighted
@@ -138,7 +123,7 @@ def _restore(trash_id: str, home: str) -> str:
 class HistoryScreen(_ActionScreen):
     TITLE_TEXT = "Memory Control · History"
     HINT = "↑↓ move · u undo the highlighted version · w why is this section here · Esc back"
-    BINDINGS = [*_ActionScreen.BINDINGS, Binding("u", "ask_undo", show=False), Binding("w", "why", show=False)]
+    BINDINGS = [Binding("u", "ask_undo", show=False), Binding("w", "why", show=False)]
     LIST_ID = "versions"
 
     def read(self, home: str) -> list[dict]:
@@ -179,7 +164,7 @@ class HistoryScreen(_ActionScreen):
 class TrashScreen(_ActionScreen):
     TITLE_TEXT = "Memory Control · Trash"
     HINT = "↑↓ move · Enter restore · x purge for good · Esc back"
-    BINDINGS = [*_ActionScreen.BINDINGS, Binding("x", "ask_purge", show=False)]
+    BINDINGS = [Binding("x", "ask_purge", show=False)]
     LIST_ID = "trash"
 
     def read(self, home: str) -> list[dict]:

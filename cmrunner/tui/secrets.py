@@ -21,18 +21,17 @@ from textual.binding import Binding
 from textual.widgets import OptionList
 
 from cmrunner.core.errors import CmError
-from cmrunner.tui.widgets import CmScreen, Menu, Text, error_text, option
+from cmrunner.tui.widgets import ConfirmingScreen, Menu, Text, error_text, option
 from cmrunner.views import secretreport
 
 EMPTY = "No memory section looks like a secret."
 QUESTION = " y yes · n no"
 
 
-class SecretsScreen(CmScreen):
+class SecretsScreen(ConfirmingScreen):
     TITLE_TEXT = "Memory Control · Secrets"
     HINT = "↑↓ move · Enter not a secret / withhold again · p purge quarantined text · Esc back"
-    BINDINGS = [Binding("y", "confirm", show=False), Binding("n", "cancel", show=False),
-                Binding("p", "ask_purge", show=False)]
+    BINDINGS = [Binding("p", "ask_purge", show=False)]
 
     def __init__(self) -> None:
         super().__init__()
@@ -137,20 +136,6 @@ class SecretsScreen(CmScreen):
         self._ask(("purge", ""), f"Delete now the text of {count} quarantined observation(s) that looked like "
                                  "a secret?")
 
-    def action_confirm(self) -> None:
-        if self.pending is None:
-            return
-        action, self.pending = self.pending, None
-        self.notice.clear()
-        self._start(action)
-
-    def action_cancel(self) -> None:
-        if self.pending is not None:
-            self.pending = None
-            self.notice.show("Nothing was changed.", "ok")
-
-    def action_back(self) -> None:
-        if self.pending is not None:
-            self.action_cancel()
-        else:
-            super().action_back()
+    def confirmed(self, pending: object) -> None:
+        assert isinstance(pending, tuple)
+        self._start(pending)

@@ -145,3 +145,36 @@ class CmScreen(Screen):
             self.app.exit()
         else:
             self.app.pop_screen()
+
+
+class ConfirmingScreen(CmScreen):
+    """A screen that asks one y/n question at a time in its notice line: ``y`` runs ``confirmed``
+    with what was asked about, ``n`` or Esc cancels ("Nothing was changed."), and Esc leaves only
+    when no question is open."""
+
+    BINDINGS = [Binding("y", "confirm", show=False), Binding("n", "cancel", show=False)]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pending: object | None = None
+
+    def confirmed(self, pending: object) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def action_confirm(self) -> None:
+        if self.pending is None:
+            return
+        pending, self.pending = self.pending, None
+        self.notice.clear()
+        self.confirmed(pending)
+
+    def action_cancel(self) -> None:
+        if self.pending is not None:
+            self.pending = None
+            self.notice.show("Nothing was changed.", "ok")
+
+    def action_back(self) -> None:
+        if self.pending is not None:
+            self.action_cancel()
+        else:
+            super().action_back()

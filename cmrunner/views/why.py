@@ -46,12 +46,7 @@ def explain(home: str, target: str, section: str | None = None) -> list[dict]:
     current = history.section_texts(doc)
     wanted = list(current)
     if section is not None:
-        found = doc.by_title(section)
-        if found is None and section.startswith("sec_"):
-            try:
-                found = doc.section(section)
-            except CmError:
-                found = None
+        found = doc.named(section)
         if found is None:
             raise CmError("UNKNOWN_SECTION", f"{target} has no current section with that title or ref; "
                                              f"run `cm why {target}` to list them")
