@@ -29,7 +29,6 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
-import time
 
 from cmrunner.capture import activations, codex_inbox, observations, sessions
 from cmrunner.core import history, records, scopes, sections, store
@@ -48,10 +47,6 @@ class PurgeReport:
         self.removed_from_document = False
         self.backups_removed = 0
         self.incomplete = False
-
-
-def _now() -> int:
-    return int(time.time() * 1000)
 
 
 def _locate(session: usercommit.Session, name: str, section: str | None) -> tuple[str, str, int | None]:
@@ -130,7 +125,7 @@ def run(paths: DataPaths, home: str, name: str, section: str | None = None, all_
             chain = history.versions(conn, target, key)
             chosen = chain if all_history else history.incarnation(chain)
         with store.immediate(conn):  # 3. history and the trash
-            history.purge_versions(conn, key, [v.id for v in chosen], _now())
+            history.purge_versions(conn, key, [v.id for v in chosen], usercommit.now_ms())
         report.versions = sum(1 for v in chosen if v.text is not None)
         _compact(paths, conn, report)
         return report

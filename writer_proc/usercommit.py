@@ -32,7 +32,7 @@ WAIT_SECONDS = 60.0
 POLL_SECONDS = 0.1
 
 
-def _now() -> int:
+def now_ms() -> int:
     return int(time.time() * 1000)
 
 
@@ -61,7 +61,7 @@ def exclusive(paths: DataPaths, home: str) -> Iterator[Session]:
             time.sleep(POLL_SECONDS)
         try:
             with commit.repository_lock(paths):
-                commit.recover(paths, conn, _now)
+                commit.recover(paths, conn, now_ms)
             yield Session(paths, conn, me)
         finally:
             with store.immediate(conn):
@@ -75,7 +75,7 @@ def commit_change(session: Session, snapshot: dict[str, Document], changed: dict
                   kind: str) -> str:
     """Publish ``changed`` (documents read into ``snapshot``) as the user's ``kind``; returns the receipt id."""
     job_id = RECEIPT_PREFIX + uuid.uuid4().hex
-    now = _now()
+    now = now_ms()
     receipt = {
         "version": 1, "id": job_id, "jobId": job_id, "observationIds": [], "decisions": [kind],
         "editResult": None, "promptDigest": "", "model": "user", "timestamp": now, "usage": {},
@@ -86,5 +86,5 @@ def commit_change(session: Session, snapshot: dict[str, Document], changed: dict
     with store.immediate(session.conn):
         history.stage(session.conn, job_id, snapshot, changed, {}, history.Provenance(history.USER), now, kind=kind)
     commit.commit(session.paths, session.conn, job_id, lambda: drainlease.assert_held(session.conn, session.me),
-                  snapshot, changed, receipt, _now)
+                  snapshot, changed, receipt, now_ms)
     return job_id

@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import click
 
 from cmrunner.commands.base import _home, cli, echo
 from cmrunner.core.errors import CmError
 from cmrunner.views import history as history_view
+
+
+def _listing(found: list[dict], as_json: bool, empty: str, render: Callable[[dict], list[str]]) -> None:
+    """One JSON list for scripts, or each item's lines (``empty`` when there is none)."""
+    if as_json:
+        echo(json.dumps(found, indent=2, ensure_ascii=False))
+        return
+    if not found:
+        echo(empty)
+    for item in found:
+        for line in render(item):
+            echo(line)
 
 
 @cli.command("history")
@@ -20,16 +33,9 @@ def history_command(ctx: click.Context, document: str | None, section: str | Non
     """Versions of memory sections, newest first, each with a diff from the one it replaced.
 
     DOCUMENT is profile, preferences or project:<id>; SECTION a title or sec_ ref."""
-    found = history_view.versions(_home(ctx), document, section)
-    if as_json:
-        echo(json.dumps(found, indent=2, ensure_ascii=False))
-        return
-    if not found:
-        echo("no history yet: it is recorded from the first commit that changes a document")
-    for v in found:
-        echo(history_view.version_line(v))
-        echo(history_view.version_detail(v))
-        echo()
+    _listing(history_view.versions(_home(ctx), document, section), as_json,
+             "no history yet: it is recorded from the first commit that changes a document",
+             lambda v: [history_view.version_line(v), history_view.version_detail(v), ""])
 
 
 @cli.command("trash")
@@ -37,14 +43,7 @@ def history_command(ctx: click.Context, document: str | None, section: str | Non
 @click.pass_context
 def trash_command(ctx: click.Context, as_json: bool) -> None:
     """Sections the Memory Agent removed, with the decision that removed them and when they expire."""
-    found = history_view.trash(_home(ctx))
-    if as_json:
-        echo(json.dumps(found, indent=2, ensure_ascii=False))
-        return
-    if not found:
-        echo("the trash is empty")
-    for t in found:
-        echo(history_view.trash_line(t))
+    _listing(history_view.trash(_home(ctx)), as_json, "the trash is empty", lambda t: [history_view.trash_line(t)])
 
 
 @cli.command("undo")

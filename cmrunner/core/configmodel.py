@@ -215,16 +215,9 @@ class Remote(_Section):
             raise _refuse("absent unless remote.api is responses")
         return value
 
-    @field_validator("thinking", mode="before")
+    @field_validator("thinking", "enable_thinking", mode="before")
     @classmethod
     def _thinking_needs_chat(cls, value: object, info: ValidationInfo) -> object:
-        if info.data.get("api") != "chat_completions":
-            raise _refuse("absent unless remote.api is chat_completions")
-        return value
-
-    @field_validator("enable_thinking", mode="before")
-    @classmethod
-    def _enable_needs_chat(cls, value: object, info: ValidationInfo) -> object:
         if info.data.get("api") != "chat_completions":
             raise _refuse("absent unless remote.api is chat_completions")
         return value

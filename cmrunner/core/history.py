@@ -22,11 +22,12 @@ Contract:
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import json
 import os
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 from cmrunner.core import migrations, sections, store
@@ -92,6 +93,11 @@ _COLUMNS = ("id, target, section_key, version, parent_id, title, text, kind, aut
             "client, session_id, model, at, purged_at")
 
 
+def iso(ms: int) -> str:
+    """A version's or trash entry's time (ms since the epoch) as an ISO 8601 UTC second."""
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def open_read(paths: DataPaths) -> sqlite3.Connection | None:
     """The store opened read-only for history's readers; ``None`` when it does not exist or predates
     history (nothing is created or migrated)."""
@@ -110,20 +116,26 @@ def section_texts(doc: Document) -> dict[str, tuple[str, str]]:
             for s in doc.sections}
 
 
-def diff_documents(before: Document, after: Document) -> list[Change]:
-    """The sections ``after`` added, replaced or removed relative to ``before`` (by key, sorted)."""
-    old, new = section_texts(before), section_texts(after)
+def _compare(target: str, old: Mapping[str, tuple[str, str]], new: Mapping[str, tuple[str, str]],
+             kind: Callable[[str, str], str]) -> list[Change]:
+    """Sections present in ``new`` but not ``old`` (put), the reverse (remove), or with other text
+    (replace), by key, sorted; ``kind(key, shape)`` names each change."""
     out = []
     for key in sorted(old.keys() | new.keys()):
         was, now = old.get(key), new.get(key)
         if was is None:
             assert now is not None
-            out.append(Change(after.target, key, now[0], None, now[1], "put"))
+            out.append(Change(target, key, now[0], None, now[1], kind(key, "put")))
         elif now is None:
-            out.append(Change(after.target, key, was[0], was[1], None, "remove"))
+            out.append(Change(target, key, was[0], was[1], None, kind(key, "remove")))
         elif was[1] != now[1]:
-            out.append(Change(after.target, key, now[0], was[1], now[1], "replace"))
+            out.append(Change(target, key, now[0], was[1], now[1], kind(key, "replace")))
     return out
+
+
+def diff_documents(before: Document, after: Document) -> list[Change]:
+    """The sections ``after`` added, replaced or removed relative to ``before`` (by key, sorted)."""
+    return _compare(after.target, section_texts(before), section_texts(after), lambda _key, shape: shape)
 
 
 def unified(before: str | None, after: str | None, from_label: str, to_label: str) -> str:
@@ -144,19 +156,9 @@ def latest(conn: sqlite3.Connection, target: str) -> dict[str, Version]:
 def _user_edits(conn: sqlite3.Connection, doc: Document) -> list[Change]:
     """What ``doc`` holds that its sections' newest versions do not: baselines and hand edits."""
     known = latest(conn, doc.target)
-    current = section_texts(doc)
-    out = []
-    for key in sorted(known.keys() | current.keys()):
-        head, now = known.get(key), current.get(key)
-        if head is None:
-            assert now is not None
-            out.append(Change(doc.target, key, now[0], None, now[1], "baseline"))
-        elif now is None:
-            if head.text is not None:
-                out.append(Change(doc.target, key, head.title, head.text, None, "hand_edit"))
-        elif head.text != now[1]:
-            out.append(Change(doc.target, key, now[0], head.text, now[1], "hand_edit"))
-    return out
+    seen = {key: (head.title, head.text) for key, head in known.items() if head.text is not None}
+    return _compare(doc.target, seen, section_texts(doc),
+                    lambda key, shape: "baseline" if key not in known else "hand_edit")
 
 
 def stage(conn: sqlite3.Connection, job_id: str, befores: Mapping[str, Document], afters: Mapping[str, Document],

@@ -11,16 +11,10 @@ Read-only; never the evidence's words. The default read output is the specificat
 
 from __future__ import annotations
 
-import datetime
-
 from cmrunner.capture import observations
 from cmrunner.core import history, records, sections
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
-
-
-def _iso(ms: int) -> str:
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def of_documents(paths: DataPaths, documents: list[dict]) -> list[dict]:
@@ -45,7 +39,7 @@ def of_documents(paths: DataPaths, documents: list[dict]) -> list[dict]:
                 out.append({
                     "target": doc.target, "section": title, "ref": "sec_" + key.rsplit(":", 1)[1][:12],
                     "lastReceipt": head.receipt_id if known and head else None,
-                    "at": _iso(head.at) if known and head else None,
+                    "at": history.iso(head.at) if known and head else None,
                     "client": head.client if known and head else None,
                     "author": head.author if known and head else "unknown",
                     "provenance": classes,

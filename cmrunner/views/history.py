@@ -15,16 +15,11 @@ Contract:
 
 from __future__ import annotations
 
-import datetime
 import sqlite3
 
 from cmrunner.core import allowlist, config as config_mod, history, safety, sections
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
-
-
-def iso(ms: int) -> str:
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def data_paths(home: str) -> DataPaths:
@@ -49,8 +44,8 @@ def _view(version: history.Version, parent: history.Version | None, allowed: fro
         "ref": "sec_" + version.key.rsplit(":", 1)[1][:12], "version": version.version,
         "parent": f"v{parent.id}" if parent else None, "kind": version.kind, "author": version.author,
         "decision": version.decision, "receipt": version.receipt_id, "client": version.client,
-        "session": version.session_id, "model": version.model, "at": iso(version.at),
-        "removed": version.text is None, "purgedAt": iso(version.purged_at) if version.purged_at else None,
+        "session": version.session_id, "model": version.model, "at": history.iso(version.at),
+        "removed": version.text is None, "purgedAt": history.iso(version.purged_at) if version.purged_at else None,
         "withheld": sorted(set(withheld)),
         "diff": history.unified(parent.text if parent else None, version.text, f"v{parent.id}" if parent else "(none)",
                                 f"v{version.id}") if version.purged_at is None and not withheld else "",
@@ -71,9 +66,10 @@ def versions(home: str, target: str | None = None, section: str | None = None) -
         allowed = allowlist.load(home)
         out = []
         for name in targets:
-            chain = history.versions(conn, name, key)
-            by_id = {v.id: v for v in history.versions(conn, name)}
-            out += [_view(v, by_id.get(v.parent_id) if v.parent_id else None, allowed) for v in chain]
+            every = history.versions(conn, name)
+            by_id = {v.id: v for v in every}
+            out += [_view(v, by_id.get(v.parent_id) if v.parent_id else None, allowed)
+                    for v in every if key is None or v.key == key]
         return out
     finally:
         conn.close()
@@ -90,7 +86,7 @@ def trash(home: str) -> list[dict]:
             removing = history.get(conn, entry.version_id)
             assert removing is not None
             out.append({"id": entry.id, "target": entry.target, "section": removing.title,
-                        "removedAt": iso(entry.removed_at), "expiresAt": iso(entry.removed_at + retention),
+                        "removedAt": history.iso(entry.removed_at), "expiresAt": history.iso(entry.removed_at + retention),
                         "decision": removing.decision, "receipt": removing.receipt_id, "version": f"v{removing.id}"})
         return out
     finally:
@@ -99,10 +95,14 @@ def trash(home: str) -> list[dict]:
 
 # -- text rendering (cm history / cm trash and the terminal UI) ------------------------------------
 
+def author(v: dict) -> str:
+    """Who made a version: its author, and the Memory Agent's decision kind when there is one."""
+    return v["author"] if v["decision"] is None else f"{v['author']} ({v['decision']})"
+
+
 def version_line(v: dict, where: bool = True) -> str:
     """One version's headline; ``where`` adds its receipt, client, session and model."""
-    who = v["author"] if v["decision"] is None else f"{v['author']} ({v['decision']})"
-    line = f"{v['id']}  {v['target']} / {v['section']}  v{v['version']} {v['kind']} by {who}  {v['at']}"
+    line = f"{v['id']}  {v['target']} / {v['section']}  v{v['version']} {v['kind']} by {author(v)}  {v['at']}"
     extra = " ".join(f"{name} {v[name]}" for name in ("receipt", "client", "session", "model") if v[name])
     return f"{line}  {extra}" if where and extra else line
 

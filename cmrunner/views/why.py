@@ -32,7 +32,7 @@ def _evidence(item: observations.Evidence) -> dict:
     elif item.forgotten:
         gone = "forgotten or purged at your request"
     elif item.state == "processed" and item.processed_at is not None:
-        gone = f"pruned by the {PRUNE_DAYS}-day rule ({history_view.iso(item.processed_at)[:10]} + {PRUNE_DAYS} days)"
+        gone = f"pruned by the {PRUNE_DAYS}-day rule ({history.iso(item.processed_at)[:10]} + {PRUNE_DAYS} days)"
     else:
         gone = "no longer kept"
     return {"id": item.id, "words": words, "gone": gone, "provenance": item.provenance, "host": item.source,
@@ -63,11 +63,11 @@ def explain(home: str, target: str, section: str | None = None) -> list[dict]:
             secret = history_view.secret_rules(text, allowed)
             out.append({
                 "target": target, "section": title, "ref": "sec_" + key.rsplit(":", 1)[1][:12],
-                "editedByYou": history_view.iso(head.at) if head and head.kind == "hand_edit" else None,
+                "editedByYou": history.iso(head.at) if head and head.kind == "hand_edit" else None,
                 "known": head is not None and head.text == text,
                 "versions": [{"id": f"v{v.id}", "kind": v.kind, "author": v.author, "decision": v.decision,
                               "receipt": v.receipt_id, "client": v.client, "model": v.model,
-                              "at": history_view.iso(v.at)} for v in chain],
+                              "at": history.iso(v.at)} for v in chain],
                 "withheld": secret,
                 "evidence": [] if secret else [_evidence(item) for item in links],
             })
@@ -87,9 +87,8 @@ def lines(found: list[dict]) -> list[str]:
         elif not s["known"]:
             out.append("  not in history yet: written before history began, or by hand since the last commit")
         for v in s["versions"]:
-            who = v["author"] if v["decision"] is None else f"{v['author']} ({v['decision']})"
             where = "".join(f" {k} {v[k]}" for k in ("receipt", "client", "model") if v[k])
-            out.append(f"  {v['id']} {v['kind']} by {who} {v['at']}{where}")
+            out.append(f"  {v['id']} {v['kind']} by {history_view.author(v)} {v['at']}{where}")
         if s["withheld"]:
             out.append(f"  evidence withheld: the section looks like a secret ({', '.join(s['withheld'])})")
         elif not s["evidence"]:
