@@ -7,23 +7,14 @@ import json
 
 from conftest import run_cm
 from history_support import run_commits
-from tui_support import configure_model, drive, wait_for
+from tui_support import configure_model, drive, open_action, wait_for
 
 from cmrunner.manage import setupstate
 from cmrunner.tui.app import CmApp
-from cmrunner.tui.home import COLUMNS
 
 
-def _open(key: str, title: str, then):
-    column = next(c for c, (name, _items) in enumerate(COLUMNS) if name == "Memory Control")
-    index = [k for k, _label in COLUMNS[column][1]].index(key)
-
+def _after_title(title: str, then):
     async def steps(pilot):
-        await wait_for(pilot, "cm · Common Memory")
-        menu = pilot.app.screen.query_one(f"#column-{column}")
-        menu.focus()
-        menu.highlighted = index
-        await pilot.press("enter")
         await wait_for(pilot, title)
         await then(pilot)
 
@@ -59,7 +50,7 @@ def test_history_shows_the_diff_and_undoes_a_correction(home, tmp_path):
         await wait_for(pilot, "3 version(s), newest first:")
         await pilot.press("escape", "escape")
 
-    drive(CmApp(home), _open("history", "Memory Control · History", steps))
+    drive(CmApp(home), open_action("history", _after_title("Memory Control · History", steps)))
     assert open(paths.document("preferences"), "rb").read() == after[0]
     newest = json.loads(run_cm(["history", "--json", "--home", home]).stdout)[0]
     assert (newest["kind"], newest["author"]) == ("undo", "user")
@@ -78,7 +69,7 @@ def test_trash_restores_a_forgotten_section(home, tmp_path):
         await wait_for(pilot, "The trash is empty.")
         await pilot.press("escape", "escape")
 
-    drive(CmApp(home), _open("trash", "Memory Control · Trash", steps))
+    drive(CmApp(home), open_action("trash", _after_title("Memory Control · Trash", steps)))
     assert open(paths.document("preferences"), "rb").read() == after[1]
 
 
@@ -94,7 +85,7 @@ def test_trash_purges_for_good(home, tmp_path):
         await wait_for(pilot, "The trash is empty.")
         await pilot.press("escape", "escape")
 
-    drive(CmApp(home), _open("trash", "Memory Control · Trash", steps))
+    drive(CmApp(home), open_action("trash", _after_title("Memory Control · Trash", steps)))
     assert json.loads(run_cm(["trash", "--json", "--home", home]).stdout) == []
     data = open(paths.db, "rb").read()
     assert b"Spaces in Go." not in data and b"Tabs in Go." not in data

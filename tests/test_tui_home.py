@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 
-from tui_support import KEY, configure_model, drive, screen_text, temp_hosts, wait_for
+from tui_support import KEY, configure_model, drive, open_action, screen_text, temp_hosts, wait_for
 
 from cmrunner.core import config as config_mod, envfile, projects
 from cmrunner.core.home import DataPaths
@@ -64,7 +64,7 @@ def test_view_memory_pages_and_searches_authorized_documents_without_sqlite(home
         assert "Profile (empty)" in text and "Preferences (empty)" in text
         await pilot.press("escape")
 
-    drive(CmApp(home, start="manage", discover=temp_hosts(str(tmp_path))), _open("view", empty))
+    drive(CmApp(home, start="manage", discover=temp_hosts(str(tmp_path))), open_action("view", empty))
     assert not os.path.exists(DataPaths(config_mod.load(home).data_root).db)  # browsing never opens SQLite
 
     body = "# Profile\n\n" + "".join(f"## Fact {i}\nline number {i}\n\n" for i in range(30))
@@ -100,7 +100,7 @@ def test_view_memory_pages_and_searches_authorized_documents_without_sqlite(home
         await wait_for(pilot, "No matches for “hidden”.")
         await pilot.press("escape")
 
-    drive(CmApp(home, discover=temp_hosts(str(tmp_path))), _open("view", browse))
+    drive(CmApp(home, discover=temp_hosts(str(tmp_path))), open_action("view", browse))
 
 
 def test_view_memory_shows_hostile_characters_escaped(home, tmp_path):
@@ -124,25 +124,7 @@ def test_view_memory_shows_hostile_characters_escaped(home, tmp_path):
         assert "^[[31mALERT^G" in text and "\x1b" not in screen_text(pilot.app)
         await pilot.press("escape")
 
-    drive(CmApp(home, discover=temp_hosts(str(tmp_path))), _open("view", view))
-
-
-def _open(action: str, then):
-    """Open one home action by highlighting it directly (keyboard navigation has its own test)."""
-    from cmrunner.tui.home import COLUMNS
-
-    column, index = next((c, [k for k, _ in items].index(action)) for c, (_t, items) in enumerate(COLUMNS)
-                         if action in [k for k, _ in items])
-
-    async def steps(pilot):
-        await wait_for(pilot, "cm · Common Memory")
-        menu = pilot.app.screen.query_one(f"#column-{column}")
-        menu.focus()
-        menu.highlighted = index
-        await pilot.press("enter")
-        await then(pilot)
-
-    return steps
+    drive(CmApp(home, discover=temp_hosts(str(tmp_path))), open_action("view", view))
 
 
 def test_current_configuration_shows_paths_and_conceals_secrets(home, tmp_path):
@@ -164,7 +146,7 @@ def test_current_configuration_shows_paths_and_conceals_secrets(home, tmp_path):
             assert shown in text, shown
         await pilot.press("escape", "escape")
 
-    drive(CmApp(home, discover=temp_hosts(str(tmp_path))), _open("config", steps))
+    drive(CmApp(home, discover=temp_hosts(str(tmp_path))), open_action("config", steps))
     assert not os.path.exists(config_mod.load(home).data_root)
 
 
@@ -203,7 +185,7 @@ def test_network_settings_validate_in_place_and_save_privately(home, tmp_path):
         assert "route: proxy http://proxy.local:8080 (custom proxy)" in text and "pw-secret" not in text
         await pilot.press("escape", "escape")
 
-    drive(CmApp(home, discover=temp_hosts(str(tmp_path))), _open("network", steps))
+    drive(CmApp(home, discover=temp_hosts(str(tmp_path))), open_action("network", steps))
     remote = config_mod.load(home).remote
     assert remote["proxy"] == {"mode": "custom", "urlEnv": "COMMON_MEMORY_PROXY_URL",
                                "noProxy": ".internal.example, 10.0.0.0/8"}
@@ -245,7 +227,7 @@ def test_model_connection_test_reports_route_and_outcome(home, tmp_path):
             assert "httpStatus 401" in text and KEY not in text
             await pilot.press("escape", "escape")
 
-        drive(CmApp(home, discover=temp_hosts(str(tmp_path))), _open("test", steps))
+        drive(CmApp(home, discover=temp_hosts(str(tmp_path))), open_action("test", steps))
         assert len(fake.model_requests()) == 2
 
 

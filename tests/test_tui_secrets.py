@@ -8,7 +8,7 @@ import os
 import sys
 
 from conftest import hook_env, run_cm
-from tui_support import configure_model, drive, flat, screen_text, wait_for
+from tui_support import configure_model, drive, flat, open_action, screen_text, wait_for
 from writer_support import admit, all_evidence, configure, decision, rows, writer
 
 from cmrunner.core import allowlist
@@ -41,21 +41,11 @@ def _cm(home: str, *args: str) -> str:
 
 
 def _open_secrets(then):
-    from cmrunner.tui.home import COLUMNS
-
-    column = next(c for c, (title, _items) in enumerate(COLUMNS) if title == "Memory Control")
-    index = [key for key, _label in COLUMNS[column][1]].index("secrets")
-
     async def steps(pilot):
-        await wait_for(pilot, "cm · Common Memory")
-        menu = pilot.app.screen.query_one(f"#column-{column}")
-        menu.focus()
-        menu.highlighted = index
-        await pilot.press("enter")
         await wait_for(pilot, "Memory Control · Secrets")
         await then(pilot)
 
-    return steps
+    return open_action("secrets", steps)
 
 
 def _no_value(pilot) -> str:

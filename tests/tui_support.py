@@ -59,6 +59,25 @@ async def wait_for(pilot: object, needle: str | Callable[[str], bool], timeout: 
             raise AssertionError(f"waited {timeout} s for {needle!r}; the screen shows:\n{text}")
 
 
+def open_action(action: str, then: Callable[[object], Awaitable[None]]) -> Callable[[object], Awaitable[None]]:
+    """Steps that open one Home action by highlighting it directly (keyboard navigation has its own
+    test), then run ``then``."""
+    from cmrunner.tui.home import COLUMNS
+
+    column, index = next((c, [k for k, _ in items].index(action)) for c, (_t, items) in enumerate(COLUMNS)
+                         if action in [k for k, _ in items])
+
+    async def steps(pilot: object) -> None:
+        await wait_for(pilot, "cm · Common Memory")
+        menu = pilot.app.screen.query_one(f"#column-{column}")  # type: ignore[attr-defined]
+        menu.focus()
+        menu.highlighted = index
+        await pilot.press("enter")  # type: ignore[attr-defined]
+        await then(pilot)
+
+    return steps
+
+
 def drive(app: object, steps: Callable[[object], Awaitable[None]], size: tuple[int, int] = (110, 40)) -> None:
     async def main() -> None:
         async with app.run_test(size=size) as pilot:  # type: ignore[attr-defined]
