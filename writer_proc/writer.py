@@ -95,17 +95,6 @@ class Writer:
         self.conn.close()
 
     # -- the loop ---------------------------------------------------------------------------
-    def recover(self) -> int:
-        with commit.repository_lock(self.paths):
-            replayed = commit.recover(self.paths, self.conn, self.now)
-        if replayed:
-            log.info("recovered %d interrupted commit(s)", replayed)
-        with store.immediate(self.conn):
-            observations.prune_processed(self.conn, self.now() - observations.PRUNE_AFTER_MS)
-            observations.prune_quarantined(self.conn, self.now() - observations.PRUNE_AFTER_MS)  # same retention
-            history.expire_trash(self.conn, self.now(), self.cfg.trash_retention_ms)
-        return replayed
-
     def run_once(self) -> Outcome | None:
         if os.path.isdir(self.paths.transactions) and os.listdir(self.paths.transactions):
             with commit.repository_lock(self.paths):
