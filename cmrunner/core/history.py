@@ -82,6 +82,14 @@ class Provenance(NamedTuple):
     model: str | None = None
 
 
+class Summary(NamedTuple):
+    """How much history the store keeps (``cm status``)."""
+
+    versions: int  # every recorded version, purged ones included (their rows stay, without text)
+    trashed: int  # sections in the trash now
+    oldest_removed_at: int | None  # when the oldest of them was removed (ms), None if the trash is empty
+
+
 class TrashEntry(NamedTuple):
     id: str
     version_id: int
@@ -106,10 +114,21 @@ def open_read(paths: DataPaths) -> sqlite3.Connection | None:
     conn = store.open_existing(paths)
     if conn is None:
         return None
-    if migrations.check_readable(conn) < migrations.MIGRATIONS.index(migrations.m006_section_history) + 1:
+    if not recorded(migrations.check_readable(conn)):
         conn.close()
         return None
     return conn
+
+
+def recorded(schema_version: int) -> bool:
+    """Whether a store at ``schema_version`` has history's tables."""
+    return schema_version >= migrations.MIGRATIONS.index(migrations.m006_section_history) + 1
+
+
+def summary(conn: sqlite3.Connection) -> Summary:
+    (versions,) = conn.execute("SELECT COUNT(*) FROM section_versions").fetchone()
+    trashed, oldest = conn.execute("SELECT COUNT(*), MIN(removed_at) FROM trash WHERE state = 'trashed'").fetchone()
+    return Summary(versions, trashed, oldest)
 
 
 def section_texts(doc: Document) -> dict[str, tuple[str, str]]:
