@@ -500,19 +500,21 @@ def _live_hashes(paths: DataPaths, directory: str, job_id: str, entries: Sequenc
 
 
 def _install(paths: DataPaths, directory: str, entries: Sequence[_Entry], payloads: Sequence[bytes]) -> None:
-    """Rename each entry's ``publish-<n>`` copy (digest-checked, fsynced) into place, in journal
-    order: the documents, one fsync per distinct parent directory, then the receipt and its own."""
-    unsynced: list[str] = []
-    for entry, data in zip(entries, payloads):
-        if entry.is_receipt:  # last in the journal: every document is durable before it appears
-            _sync_dirs(unsynced)
-        target = _live_path(paths, entry.path)
-        _rename_into_place(os.path.join(directory, _publish_name(entry)), target, entry.path, data)
-        parent = os.path.dirname(target)
-        if parent not in unsynced:
-            unsynced.append(parent)
-        fault("after_publish_file")
-    _sync_dirs(unsynced)
+    """Rename each entry's ``publish-<n>`` copy (digest-checked, fsynced) into place: the documents,
+    one fsync per distinct parent directory, then the receipt and its directory's fsync."""
+    staged = list(zip(entries, payloads))
+    documents = [(entry, data) for entry, data in staged if not entry.is_receipt]
+    receipt = [(entry, data) for entry, data in staged if entry.is_receipt]
+    for group in (documents, receipt):  # every document is durable before the receipt appears
+        parents: list[str] = []
+        for entry, data in group:
+            target = _live_path(paths, entry.path)
+            _rename_into_place(os.path.join(directory, _publish_name(entry)), target, entry.path, data)
+            fault("after_publish_file")
+            if os.path.dirname(target) not in parents:
+                parents.append(os.path.dirname(target))
+        for parent in parents:
+            fsync_dir(parent)
 
 
 def _rename_into_place(copy: str, target: str, rel: str, data: bytes) -> None:
@@ -530,13 +532,6 @@ def _rename_into_place(copy: str, target: str, rel: str, data: bytes) -> None:
         # A separately mounted data directory: fall back to a temp file next to the target.
         os.unlink(copy)
         write_atomic(target, data)
-
-
-def _sync_dirs(directories: list[str]) -> None:
-    """fsync each directory once, then forget them (the renames inside are durable)."""
-    for directory in directories:
-        fsync_dir(directory)
-    directories.clear()
 
 
 def _write_new(path: str, data: bytes) -> None:
