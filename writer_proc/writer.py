@@ -21,7 +21,6 @@ timings go to the drain log (ids, codes and numbers only).
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -31,7 +30,7 @@ from cmrunner.core import config as config_mod, history, projects, records, sect
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.core.sections import Document
-from cmrunner.writer_proc import apply, commit, contract, drainlog, jobs, shaping
+from cmrunner.writer_proc import apply, commit, contract, drainlog, housekeeping, jobs, shaping
 from cmrunner.writer_proc.port import AgentError, MemoryAgentPort, build_task
 from cmrunner.writer_proc.reads import ReadPort, Source
 
@@ -96,7 +95,7 @@ class Writer:
 
     # -- the loop ---------------------------------------------------------------------------
     def run_once(self) -> Outcome | None:
-        if os.path.isdir(self.paths.transactions) and os.listdir(self.paths.transactions):
+        if housekeeping.recovery_due(self.paths):
             with commit.repository_lock(self.paths):
                 commit.recover(self.paths, self.conn, self.now)
         with store.immediate(self.conn):
