@@ -143,7 +143,7 @@ class CmApp(App):
         self.push_screen(screen)
 
     def open_action(self, action: str) -> None:
-        from cmrunner.tui import agents, history, memory, secrets, settings, setup
+        from cmrunner.tui import agents, history, memory, secrets, settings, setup, usage
 
         screens: dict[str, Callable[[], CmScreen]] = {
             "agents": lambda: agents.AgentsScreen(),
@@ -158,6 +158,7 @@ class CmApp(App):
             "model": lambda: setup.ProviderScreen(setup.ModelFlow(self.home, self.change_model_done)),
             "network": settings.NetworkScreen,
             "test": settings.TestScreen,
+            "usage": usage.UsageScreen,
             "uninstall": settings.UninstallScreen,
         }
         self.push_screen(screens[action]())
