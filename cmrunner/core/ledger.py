@@ -126,7 +126,8 @@ def grouped(conn: sqlite3.Connection, by: str, since_ms: int | None = None) -> l
 
 def by_grant(conn: sqlite3.Connection, since_ms: int | None = None) -> list[tuple[str, str, dict]]:
     """What left this machine per (scope, provenance class): a request is counted under every
-    scope and class of its grant (it could carry text of each), so the rows may overlap."""
+    scope and class of its grant (it could carry text of each), so the rows may overlap; an empty
+    grant (``cm network-test``'s probe) is ``("-", "-")``."""
     where, args = _window(since_ms, None)
     rows = conn.execute(f"SELECT scopes, provenance, {_TOTALS} FROM ledger{where} GROUP BY 1, 2", args).fetchall()
     merged: dict[tuple[str, str], list[int]] = {}

@@ -36,6 +36,8 @@ Screen { padding: 0 1; }
 Menu, CheckList { height: auto; max-height: 16; margin: 1 0; }
 Input { margin-bottom: 1; }
 .label { color: $text-muted; }
+#caps { height: auto; }
+.cap { width: 1fr; height: auto; margin-right: 1; }
 """
 
 

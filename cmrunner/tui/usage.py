@@ -11,7 +11,7 @@ Contract:
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.containers import VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Input
 
 from cmrunner.core import config as config_mod
@@ -42,10 +42,14 @@ class UsageScreen(CmScreen):
     def body(self) -> ComposeResult:
         with VerticalScroll(id="scroll"):
             yield Text("", id="report")
-            for key, label in FIELDS:
-                yield Text(f"{label} (empty: no cap, 0: Memory Agent off):", classes="label")
-                yield Input(id=key)
             yield Text("", id="chart")
+            yield Text("Spend caps (empty: no cap; 0 turns the Memory Agent off):", classes="label")
+            with Horizontal(id="caps"):
+                for key, label in FIELDS:
+                    with Vertical(classes="cap"):
+                        yield Text(label)
+                        yield Input(id=key)
+            yield Text("", id="grants")
 
     def on_mount(self) -> None:
         self.refresh_report()
@@ -70,11 +74,12 @@ class UsageScreen(CmScreen):
         if report["blocked"]:
             top.append(f"WAITING: {report['blocked']['message']}")
         self.query_one("#report", Text).set("\n".join(top))
-        chart = [f"Tokens per day, last {usage.CHART_DAYS} days:"] + usage.chart(report["daily"])
-        grants = [f"  {g['scope']} · {g['provenance']}: {usage.totals_text(g)}" for g in report["byGrant"]]
+        chart = [f"Tokens per day, last {usage.CHART_DAYS} days ({usage.chart(report['daily'])[0]}):"]
+        self.query_one("#chart", Text).set("\n".join(chart + usage.chart(report["daily"])[1:]))
+        grants = [f"  {usage.grant_label(g)}: {usage.totals_text(g)}" for g in report["byGrant"]]
         if grants:
-            chart += ["", "What left this machine, by scope and provenance class:"] + grants
-        self.query_one("#chart", Text).set("\n".join(chart))
+            grants.insert(0, "What left this machine, by scope and provenance class:")
+        self.query_one("#grants", Text).set("\n".join(grants))
 
     def on_input_submitted(self, _event: Input.Submitted) -> None:
         home = self.app.home  # type: ignore[attr-defined]

@@ -157,15 +157,29 @@ def status_line(report: dict) -> str:
     return text
 
 
-def chart(daily: list[dict], width: int = 24) -> list[str]:
-    """One text bar per day: tokens, scaled to the busiest day (a day with any use gets a mark)."""
+_EIGHTHS = " ▁▂▃▄▅▆▇█"
+
+
+def chart(daily: list[dict], height: int = 5) -> list[str]:
+    """A small column chart of tokens per day, oldest left: ``height`` rows of eighth blocks scaled
+    to the busiest day (a day with any use shows at least a sliver), then the first and last day."""
     top = max((d["tokens"] for d in daily), default=0)
-    lines = []
-    for d in daily:
-        size = 0 if not top else round(d["tokens"] / top * width)
-        bar = "█" * size or ("▏" if d["tokens"] or d["requests"] else "")
-        lines.append(f"{d['day'][5:]} {bar:<{width}} {_tokens(d['tokens'])}")
-    return lines
+    eighths = [0 if not top else max(round(d["tokens"] / top * height * 8), 1 if d["requests"] else 0)
+               for d in daily]
+    rows = []
+    for level in range(height, 0, -1):
+        cells = (_EIGHTHS[min(8, max(0, n - (level - 1) * 8))] for n in eighths)
+        rows.append(" ".join(cells).rstrip())
+    width = max(len(daily) * 2 - 1, 11)
+    first, last = (daily[0]["day"][5:], daily[-1]["day"][5:]) if daily else ("", "")
+    return [f"busiest day: {_tokens(top)} tokens"] + rows + [f"{first:<{width - len(last)}}{last}"]
+
+
+def grant_label(row: dict) -> str:
+    """A ``byGrant`` row's scope and class as the user reads them (an empty grant: the probe)."""
+    if row["scope"] == "-" and row["provenance"] == "-":
+        return "nothing of yours (cm network-test)"
+    return f"{row['scope']} · {row['provenance']}"
 
 
 def _table(title: str, key: str, rows: list[dict]) -> list[str]:
@@ -190,7 +204,7 @@ def lines(report: dict) -> list[str]:
     out += _table("by outcome", "outcome", report["byOutcome"])
     if report["byGrant"]:
         out.append("what left this machine, by scope and provenance class (a request counts under each it carried)")
-        out += [f"  {row['scope']:<24} {row['provenance']:<22} {totals_text(row)}" for row in report["byGrant"]]
+        out += [f"  {grant_label(row):<44} {totals_text(row)}" for row in report["byGrant"]]
     if not report["total"]["requests"]:
         out.append("no model request recorded" + (" in this period" if report["since"] is not None else " yet"))
     return out
