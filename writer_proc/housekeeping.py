@@ -5,10 +5,11 @@ Contract:
 - ``at_drain_start(paths, conn, cfg, now)`` runs in the process that holds the drain lease (the
   drain, ``cm flush``), before any consumer: if a commit left anything in ``runtime/transactions``
   (``recovery_due``), ``commit.recover`` under the repository lock (marked transactions published
-  forward and their receipts replayed, unmarked ones discarded; no model call), then, in one transaction, the bodies of observations processed or finally quarantined
-  more than ``observations.PRUNE_AFTER_MS`` ago are dropped and trash entries older than
-  ``history.trashRetentionDays`` are purged (``history.expire_trash``). Returns the number of
-  replayed commits.
+  forward and their receipts replayed, unmarked ones discarded; no model call); then, in one
+  transaction, the retention rules: the bodies of observations processed or finally quarantined
+  more than ``observations.PRUNE_AFTER_MS`` ago are dropped, trash entries older than
+  ``history.trashRetentionDays`` purged (``history.expire_trash``) and disclosure ledger rows
+  older than ``ledger.RETENTION_MS`` removed. Returns the number of replayed commits.
 - Recovery comes first on purpose: a replayed commit may settle history rows of a section whose
   trash entry has expired (an interrupted restore); expiring first would delete them, and history
   would no longer match the documents.
@@ -25,7 +26,7 @@ import sqlite3
 from collections.abc import Callable
 
 from cmrunner.capture import observations
-from cmrunner.core import config as config_mod, history, store
+from cmrunner.core import config as config_mod, history, ledger, store
 from cmrunner.core.home import DataPaths
 from cmrunner.writer_proc import drainlog
 
@@ -51,6 +52,7 @@ def at_drain_start(paths: DataPaths, conn: sqlite3.Connection, cfg: config_mod.C
         observations.prune_processed(conn, at - observations.PRUNE_AFTER_MS)
         observations.prune_quarantined(conn, at - observations.PRUNE_AFTER_MS)  # the same retention
         expired = history.expire_trash(conn, at, cfg.trash_retention_ms)
+        ledger.prune(conn, at - ledger.RETENTION_MS)
     if expired:
         log.info("purged %d trash entr%s past retention", expired, "y" if expired == 1 else "ies")
     return replayed

@@ -13,7 +13,9 @@ Everything stuck explains itself (``problems``): quarantined observations and de
 code, each group with its reason and remedy from ``cmrunner.core.reasons``; isolated sessions likewise;
 the unfinished jobs with their 12-character ids, state and next attempt time; and the last
 failure of a drain or flush (``cmrunner.core.drainfailures``) with the drain log's path. The
-Processing Status screen shows the same ``problems``.
+Processing Status screen shows the same ``problems``. ``spend`` is today's and this month's use
+of the Memory Agent against its caps, and the reached cap that holds work back
+(``cmrunner.views.usage``).
 """
 
 from __future__ import annotations
@@ -33,10 +35,12 @@ from cmrunner.core import (
     jobstore,
     migrations,
     reasons,
+    spend,
     store,
 )
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths, config_path, env_path
+from cmrunner.views import usage
 
 SHORT_ID = 12
 JOB_LIST_LIMIT = 20
@@ -117,6 +121,7 @@ def gather(home: str) -> dict:
     report["jobList"] = {"jobs": [], "total": 0}
     report["lastDrainFailure"] = None
     report["history"] = None
+    report["spend"] = usage.read(None, cfg, brief=True)
     report["drain"] = {"alive": False}
     conn = store.open_existing(paths)
     if conn is None:
@@ -140,6 +145,7 @@ def gather(home: str) -> dict:
         report["lastDrainFailure"] = drainfailures.latest(conn)
         if history.recorded(version):
             report["history"] = history_report(history.summary(conn), cfg.trash_retention_ms)
+        report["spend"] = usage.read(conn, cfg, brief=True)
         holder = drainlease.live_holder(conn)
         report["drain"] = {"alive": holder is not None, "pid": holder.pid if holder else None}
     finally:
@@ -178,7 +184,9 @@ def job_line(job: dict, now: int) -> str:
     text = f"{job['id']} {job['state']}"
     if job["issue"]:
         text += f" ({job['issue']})"
-    if job["state"] == "retry" and job["nextAttemptAt"] is not None:
+    if job["state"] == "retry" and job["issue"] == spend.CODE:
+        text += ", waits while a spend cap is reached (see `spend:`)"
+    elif job["state"] == "retry" and job["nextAttemptAt"] is not None:
         text += f", next attempt {_clock(job['nextAttemptAt'])} ({_in(job['nextAttemptAt'], now)})"
     elif job["state"] == "running" and job["leaseExpiresAt"] is not None:
         text += ", in progress" if job["leaseExpiresAt"] > now else ", lease expired: resumed by the next drain"
