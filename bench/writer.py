@@ -6,8 +6,8 @@
 (2) claim latency with 20,000 pending observations (2,000 sealed batches of 10): ``jobs.claim``
     inside ``BEGIN IMMEDIATE``, rolled back each time so the queue stays the same size.
 (3) recovery with 5,000 historical receipts on disk and in the database: the drain-start
-    housekeeping, ``housekeeping.at_drain_start`` (repository lock, transaction scan, replay of
-    nothing, prune of old bodies, trash expiry).
+    housekeeping, ``housekeeping.at_drain_start`` (no transaction directory, so no repository lock
+    and no replay; the retention rules' updates, which match nothing).
 (4) section history: (1) again with history recording switched off in this process (its two
     steps replaced by no-ops: what the Writer did before it existed), alternating on/off in
     rounds on the same machine state; and store growth per 1,000 commits that each put one
