@@ -8,7 +8,17 @@ in ``cmrunner.entry`` before this module is imported.
 
 from __future__ import annotations
 
-from cmrunner.commands import access, control, entries, generators, manage, secrets, setup, work  # noqa: F401 - registration
+from cmrunner.commands import (  # noqa: F401 - registration
+    access,
+    control,
+    entries,
+    eval as eval_command,
+    generators,
+    manage,
+    secrets,
+    setup,
+    work,
+)
 from cmrunner.commands.base import cli
 
 
