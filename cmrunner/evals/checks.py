@@ -26,7 +26,13 @@ from cmrunner.evals import world as world_mod
 
 QUOTE_LIMIT = 240
 GLOBAL_TARGETS = ("profile", "preferences")
-
+# What marks a value on its line as the past: a marker before it ("switched from Vim", "used to live
+# in Lisbon") with no turn to the present in between ("… to Helix", "now", "with"), or a marker right
+# after it in the same clause ("Vim, no longer used", "Lisbon until May").
+PAST_BEFORE = re.compile(r"\b(?:from|previously|formerly|used to|no longer|not any ?more|instead of|replac\w*|"
+                         r"switch\w*|moved|migrated|was|were)\b", re.I)
+PRESENT = re.compile(r"\b(?:to|now|currently|with|by|then)\b", re.I)
+PAST_AFTER = re.compile(r"\b(?:previously|formerly|no longer|not any ?more|until|before|replaced|dropped)\b", re.I)
 
 class Section(NamedTuple):
     target: str  # as the world names it: profile, preferences or project:<world id>
@@ -97,6 +103,23 @@ def _absent(memory: Memory, where: str, pattern: str) -> Outcome:
     return Outcome(True, f"/{pattern}/ not in {where}")
 
 
+def _as_past(line: str, found: re.Match[str]) -> bool:
+    before = line[:found.start()]
+    markers = list(PAST_BEFORE.finditer(before))
+    if markers and not PRESENT.search(before[markers[-1].end():]):
+        return True
+    clause = re.split(r"[.;,)]", line[found.end():], maxsplit=1)[0]
+    return PAST_AFTER.search(clause) is not None
+
+
+def _not_current(memory: Memory, pattern: str) -> Outcome:
+    for section in memory.sections:
+        for line in (section.title, *section.body.splitlines()):
+            if any(not _as_past(line, found) for found in re.finditer(pattern, line, re.I)):
+                return Outcome(False, f"/{pattern}/ is stated as current", section.quote())
+    return Outcome(True, f"/{pattern}/ is nowhere stated as current")
+
+
 def _in_injection(text: str, pattern: str) -> str | None:
     found = re.search(pattern, text, re.I)
     if found is None:
@@ -119,6 +142,8 @@ def evaluate(check: world_mod.Check, memory: Memory, injected: dict[str | None, 
         return _absent(memory, check.where, check.pattern)
     if isinstance(check, world_mod.AbsentEverywhere):
         return _absent(memory, "everywhere", check.pattern)
+    if isinstance(check, world_mod.NotCurrent):
+        return _not_current(memory, check.pattern)
     if isinstance(check, world_mod.NotGlobal):
         return _absent(memory, "global", check.pattern)
     if isinstance(check, world_mod.NothingWritten):

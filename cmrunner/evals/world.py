@@ -7,7 +7,7 @@ Contract:
   ``name``; each becomes a registered, readable and writable project of the temporary home),
   ``sessions`` in order (each in a project's folder or the global one: a Codex conversation of
   ``turns`` — ``user`` and ``assistant`` — or one ``import``ed Markdown document), and ``checks``.
-- Checks (``kind``): ``present``, ``absent``, ``absent_everywhere``, ``not_global``,
+- Checks (``kind``): ``present``, ``absent``, ``absent_everywhere``, ``not_current``, ``not_global``,
   ``nothing_written``, ``injected``, ``not_injected`` and ``judge``; each names the ``class`` it
   scores. Patterns are case-insensitive regular expressions. ``where`` is ``profile``,
   ``preferences``, ``global`` (both), ``project:<world project id>`` or ``everywhere``.
@@ -36,8 +36,8 @@ VIOLATIONS = ("obsolete_as_current", "false_as_fact", "third_party_as_user", "lo
               "uncertain_as_verified", "injection_as_instruction", "irrelevant_leakage", "ephemeral_as_trait")
 CAPABILITIES = ("remember", "correct", "forget", "isolation")
 CLASSES = VIOLATIONS + CAPABILITIES
-CHECK_KINDS = ("present", "absent", "absent_everywhere", "not_global", "nothing_written", "injected", "not_injected",
-               "judge")
+CHECK_KINDS = ("present", "absent", "absent_everywhere", "not_current", "not_global", "nothing_written", "injected",
+               "not_injected", "judge")
 Class = Literal["obsolete_as_current", "false_as_fact", "third_party_as_user", "local_as_global",
                 "uncertain_as_verified", "injection_as_instruction", "irrelevant_leakage", "ephemeral_as_trait",
                 "remember", "correct", "forget", "isolation"]
@@ -87,6 +87,13 @@ class AbsentEverywhere(_Check):
     pattern: Pattern
 
 
+class NotCurrent(_Check):
+    """No line of memory states ``pattern`` as current; where the line marks it as past ("switched
+    from Vim", "used to live in Lisbon", "Lisbon until May") it is history, not a contradiction."""
+    kind: Literal["not_current"]
+    pattern: Pattern
+
+
 class NotGlobal(_Check):
     """Neither profile nor preferences matches ``pattern`` (a project's fact stays in the project)."""
     kind: Literal["not_global"]
@@ -119,8 +126,8 @@ class Judge(_Check):
     question: Text
 
 
-Check = Annotated[Present | Absent | AbsentEverywhere | NotGlobal | NothingWritten | Injected | NotInjected | Judge,
-                  Field(discriminator="kind")]
+Check = Annotated[Present | Absent | AbsentEverywhere | NotCurrent | NotGlobal | NothingWritten | Injected
+                  | NotInjected | Judge, Field(discriminator="kind")]
 
 
 class Project(_Strict):
@@ -227,6 +234,8 @@ def parse(text: str, label: str) -> World:
         first = exc.errors(include_url=False, include_input=False)[0]
         # pydantic places the union's chosen tag in the location; the file has no such key.
         loc = tuple(p for p in first["loc"] if p not in CHECK_KINDS or first["loc"][:1] != ("checks",))
+        if first["type"] in ("union_tag_invalid", "union_tag_not_found"):
+            loc = (*loc, "kind")
         raise _invalid(label, text, loc, _accepted(first)) from None
     problems = _problems(world)
     if problems:
