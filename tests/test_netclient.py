@@ -8,7 +8,7 @@ import socket
 
 import pytest
 from agent_support import configure_remote, job_row, make_agent, make_test_ca, policy, read_doc, run_once
-from conftest import hook_env, run_cm
+from conftest import db_rows, hook_env, run_cm
 from support import fakeproxy
 from writer_support import admit
 
@@ -269,7 +269,7 @@ def test_invalid_no_proxy_sends_nothing_and_keeps_the_batch(home, tmp_path):
 
 # -- cm network-test -------------------------------------------------------------------------------
 
-def test_network_test_reports_route_and_outcome_without_opening_sqlite(home, tmp_path):
+def test_network_test_reports_route_and_outcome_and_records_the_probe(home, tmp_path):
     with fakemodel.running(str(tmp_path / "fm"), [{"text": "OK"}]) as fm:
         paths, _ = configure_remote(home, fm.base_url, api="chat_completions")
         proc = run_cm(["network-test", "--json"], env=hook_env(COMMON_MEMORY_HOME=home))
@@ -279,7 +279,9 @@ def test_network_test_reports_route_and_outcome_without_opening_sqlite(home, tmp
     assert report["route"] == {"mode": "direct", "via": "direct", "reason": "direct mode ignores proxy variables"}
     assert report["outcome"]["ok"] is True and report["api"] == "chat_completions"
     assert body["max_tokens"] == 16 and "tools" not in body
-    assert not os.path.exists(paths.db), "network-test never opens the runtime database"
+    # The probe is a model request like any other: the disclosure ledger keeps it (no grant, no memory).
+    assert db_rows(home, "SELECT process, scopes, provenance, outcome FROM ledger") == [("network_test", "", "", "ok")]
+    assert db_rows(home, "SELECT COUNT(*) FROM observations") == [(0,)]
 
 
 def test_network_test_failure_is_sanitised(home, tmp_path):

@@ -95,7 +95,8 @@ def test_every_recordable_code_has_a_reason_and_a_remedy():
 def test_every_entry_is_one_plain_line_with_a_known_action():
     for code, entry in reasons.TABLE.items():
         assert CODE.fullmatch(code), code
-        assert entry.action in (reasons.RELEASE, reasons.RETRY, reasons.AUTO, reasons.RECOVER, reasons.NONE), code
+        assert entry.action in (reasons.RELEASE, reasons.RETRY, reasons.AUTO, reasons.RECOVER, reasons.WAIT,
+                                reasons.NONE), code
         assert entry.reason and "\n" not in entry.reason + entry.fix, code
         for state in ("quarantined", "dead", "retry", "isolated"):
             line = reasons.remedy(code, state, ["0123456789ab"])

@@ -25,7 +25,7 @@ LARGE = "A long story about my editor setup, marker-large-4711. " * 12
 class RejectingProvider:
     """A Memory Agent whose provider rejects the key, exactly as the network agent reports it."""
 
-    def decide(self, task: dict, reads: object) -> object:
+    def decide(self, task: dict, reads: object, meter: object) -> object:
         raise errors_map.failure("AUTHENTICATION", "http", "authentication", False, http_status=401)
 
 

@@ -54,6 +54,8 @@ OWNERS = {
     "section_versions": "cmrunner/core/history.py",
     "trash": "cmrunner/core/history.py",
     "section_changes_pending": "cmrunner/core/history.py",
+    # the disclosure ledger: one row per model request
+    "ledger": "cmrunner/core/ledger.py",
 }
 
 SQL_VERB = r"\b(?:FROM|INTO|UPDATE|JOIN|TABLE(?: IF NOT EXISTS| IF EXISTS)?)\s+{table}\b"

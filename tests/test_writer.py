@@ -135,7 +135,7 @@ class _Failing:
     def __init__(self, code: str, retryable: bool = True) -> None:
         self.code, self.retryable, self.calls = code, retryable, 0
 
-    def decide(self, task, reads):
+    def decide(self, task, reads, meter):
         self.calls += 1
         raise AgentError(self.code, "failed", retryable=self.retryable,
                          diagnostic={"stage": "http", "reason": "provider_unavailable", "retryable": self.retryable})
@@ -313,7 +313,7 @@ def test_reads_are_paged_contiguous_and_utf8_safe(env):
     class Paging:
         calls = 0
 
-        def decide(self, task, reads):
+        def decide(self, task, reads, meter):
             handle = task["bundles"][0]["ingest_id"]
             offset = 0
             with pytest.raises(Exception) as caught:
@@ -328,7 +328,7 @@ def test_reads_are_paged_contiguous_and_utf8_safe(env):
                 offset = page["next"]
             from cmrunner.writer_proc.port import ScriptedPort
 
-            return ScriptedPort(script).decide(task, reads)
+            return ScriptedPort(script).decide(task, reads, meter)
 
     from cmrunner.writer_proc.writer import Writer
 

@@ -137,6 +137,10 @@ async def management(pilot: object, shots: Shots, home: str) -> None:
     await shots.save(pilot, "connection-test")
     await pilot.press("escape")  # type: ignore[attr-defined]
     await open_action(2, 4)(pilot)
+    await wait_for(pilot, "Tokens per day, last 30 days")
+    await shots.save(pilot, "usage-and-caps")
+    await pilot.press("escape")  # type: ignore[attr-defined]
+    await open_action(2, 5)(pilot)
     await wait_for(pilot, "Continue")
     await shots.save(pilot, "uninstall-plan")
     await pilot.press("enter")  # type: ignore[attr-defined]

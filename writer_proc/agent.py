@@ -1,12 +1,16 @@
 """The network Memory Agent: one fresh tool loop per attempt over Responses or Chat Completions.
 
 Contract (``MemoryAgentPort``):
-- ``decide(task, reads)`` starts a new conversation every attempt: the system prompt
+- ``decide(task, reads, meter)`` starts a new conversation every attempt: the system prompt
   (``memory_agent.md``) and the task as the first user message, without its decision schema
   (that travels once, as the ``submit_memory_decision`` parameters) and never with source text
   or Markdown. The model reads through the tools (``tools.Toolbox``); the first accepted
   submission ends the loop and returns ``AgentResult`` with summed token usage, turns, tool calls
   and the prompt digest (sha256 of the system prompt).
+- Every request passes ``meter.blocked()`` (the spend caps: ``SPEND_CAP_REACHED``, nothing sent)
+  after its own checks, and ``meter.record`` writes its ledger row when it ends, answered or
+  failed; the usage summed for the receipt is what the meter recorded (the provider's counts, or
+  an estimate when those are missing or impossible).
 - Limits: ``remote.maxAgentTurns`` model requests (default 64, ``AGENT_TURN_LIMIT``); the
   whole-attempt deadline ``remote.deadlineMs`` (default 60 s, ``TIMEOUT``/``timeout``); per request
   the client's 30 s header and 120 s no-progress timeouts; at most ``MAX_REJECTIONS`` rejected
@@ -32,13 +36,15 @@ import os
 import time
 from importlib import resources
 
-from cmrunner.core import config as config_mod, envfile, safety
+from cmrunner.core import config as config_mod, envfile, safety, spend
 from cmrunner.core.errors import CmError
 from cmrunner.writer_proc import errors_map, tools as tools_mod, wire
+from cmrunner.writer_proc.meter import INTERNAL_OUTCOME, Meter
 from cmrunner.writer_proc.netclient import (
     HEADER_TIMEOUT,
     IDLE_TIMEOUT,
     ByteBudget,
+    Exchange,
     ModelClient,
     NetworkInputs,
     deadline_failure,
@@ -114,10 +120,10 @@ class NetworkAgent:
         self.client.close()
 
     # -- one attempt ---------------------------------------------------------------------------
-    def decide(self, task: dict, reads: ReadPort) -> AgentResult:
+    def decide(self, task: dict, reads: ReadPort, meter: Meter) -> AgentResult:
         attempt = _Attempt()
         try:
-            return self._loop(task, reads, attempt)
+            return self._loop(task, reads, attempt, meter)
         except AgentError as exc:
             exc.usage = attempt.usage  # type: ignore[attr-defined]
             raise
@@ -130,7 +136,7 @@ class NetworkAgent:
         if any(safety.scan_text(text) for text in texts):
             raise errors_map.failure("SENSITIVE_CONTENT_REJECTED", "request", "sensitive_content", False)
 
-    def _loop(self, task: dict, reads: ReadPort, attempt: _Attempt) -> AgentResult:
+    def _loop(self, task: dict, reads: ReadPort, attempt: _Attempt, meter: Meter) -> AgentResult:
         deadline = time.monotonic() + self.deadline_ms / 1000
         self._preflight(reads)
         schema = task["decision_schema"]
@@ -145,10 +151,10 @@ class NetworkAgent:
             if time.monotonic() >= deadline:
                 raise deadline_failure()
             body = self._checked(conv, attempt)
+            if meter.blocked() is not None:
+                raise errors_map.failure(spend.CODE, "request", "spend_cap_reached", True)
             attempt.turns += 1
-            with self.client.stream(conv.path, body, deadline, budget) as events:
-                turn = conv.decode(events)
-            attempt.add_usage(turn.usage)
+            turn = self._request(conv, body, deadline, budget, meter, attempt)
             if not turn.calls:
                 if turn.refused:
                     raise errors_map.failure("MODEL_REFUSAL", "model_output", "refusal", False)
@@ -175,6 +181,21 @@ class NetworkAgent:
                 code = attempt.last_rejection or "INVALID_RESPONSE"
                 reason = "tool_call" if code in ("UNKNOWN_TOOL", "TOOL_ARGUMENTS_INVALID") else "core_rejected"
                 raise errors_map.failure(code, "core_validation", reason, True)
+
+    def _request(self, conv: wire.Conversation, body: bytes, deadline: float, budget: ByteBudget, meter: Meter,
+                 attempt: _Attempt) -> wire.Turn:
+        """Send one request and decode its answer; the meter records it whatever happens."""
+        exchange = Exchange()
+        started = meter.start()
+        try:
+            with self.client.stream(conv.path, body, deadline, budget, exchange) as events:
+                turn = conv.decode(events)
+        except BaseException as exc:
+            outcome = exc.code if isinstance(exc, CmError) else INTERNAL_OUTCOME
+            attempt.add_usage(meter.record(attempt.turns, started, body, exchange, None, b"", outcome))
+            raise
+        attempt.add_usage(meter.record(attempt.turns, started, body, exchange, turn.usage, turn.output_bytes(), "ok"))
+        return turn
 
     @staticmethod
     def _run_tool(box: tools_mod.Toolbox, call: wire.ToolCall) -> tools_mod.ToolOutcome:

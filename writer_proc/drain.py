@@ -77,6 +77,8 @@ class WriterConsumer(Consumer):
     def runnable(self, conn: sqlite3.Connection) -> bool:
         from cmrunner.writer_proc import jobs
 
+        if self.writer.gate() is not None:
+            return False  # a spend cap holds every claim back (``next_due`` says until when)
         return jobs.runnable(conn, self.writer.scheduler, self.writer.now(), self.writer.force)
 
     def step(self, conn: sqlite3.Connection) -> bool:
@@ -88,7 +90,11 @@ class WriterConsumer(Consumer):
     def next_due(self, conn: sqlite3.Connection) -> int | None:
         from cmrunner.writer_proc import jobs
 
-        return jobs.next_due(conn, self.writer.now())
+        due = jobs.next_due(conn, self.writer.now())
+        block = self.writer.gate()
+        if block is None or (due is None and not jobs.has_pending(conn)):
+            return due
+        return block.until  # work waits for the cap's window to end: wait through it only if that is soon
 
     def abandon(self, conn: sqlite3.Connection, code: str) -> str | None:
         from cmrunner.writer_proc import jobs

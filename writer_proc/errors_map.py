@@ -48,6 +48,7 @@ _MESSAGES = {
                         "raise the limit or `cm retry`",
     "MISSING_SUBMISSION": "the model ended without submitting a decision; the job will be retried",
     "SENSITIVE_CONTENT_REJECTED": "a request or result failed the sensitive-content check; nothing was sent or written",
+    "SPEND_CAP_REACHED": "a spend cap was reached before this request; the job waits, see `cm usage`",
 }
 
 # JSON ``error.code`` values the reference maps exactly; anything else keeps the status's reason.

@@ -13,6 +13,8 @@ Contract:
   than ten settled interactions, session still open: ``sessions.open_backlog``) are not queued
   work: no flush may seal them, so they are reported as ``open_turns`` and never make it fail.
   Buffered observations of ended or isolated sessions, or of other sources, still do.
+- Work a spend cap holds back (``cmrunner.core.spend``) is not processed: the report names the
+  cap (``cap``), and the CLI ends with ``SPEND_CAP_REACHED`` and what releases it.
 - An unexpected failure is recorded and handled by ``drain.run`` exactly as in the detached drain
   (job back to retry, lease released, "last drain failure" in ``cm status``) and reaches the
   CLI as one ``CmError`` line, never a traceback.
@@ -25,7 +27,7 @@ import time
 from collections.abc import Callable
 
 from cmrunner.capture import observations, sessions
-from cmrunner.core import config as config_mod, drainlease, jobstore, store
+from cmrunner.core import config as config_mod, drainlease, jobstore, spend, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.writer_proc import drain, jobs
@@ -36,15 +38,16 @@ FOLLOW_POLL_SECONDS = 0.1
 
 
 class FlushReport:
-    __slots__ = ("outcomes", "remaining", "followed", "waiting", "open_turns")
+    __slots__ = ("outcomes", "remaining", "followed", "waiting", "open_turns", "cap")
 
     def __init__(self, outcomes: list[Outcome], remaining: dict[str, int], followed: bool, waiting: bool,
-                 open_turns: int = 0) -> None:
+                 open_turns: int = 0, cap: spend.Block | None = None) -> None:
         self.outcomes = outcomes
         self.remaining = remaining  # observations flush should have processed, by state
         self.followed = followed
         self.waiting = waiting
         self.open_turns = open_turns  # unsealed turns of live sessions: expected, not a failure
+        self.cap = cap  # the spend cap that holds the remaining work back, if one does
 
     @property
     def complete(self) -> bool:
@@ -108,6 +111,9 @@ def flush(paths: DataPaths, cfg: config_mod.Config, progress: Callable[[Outcome]
         now = int(time.time() * 1000)
         waiting = jobs.next_due(conn, now) is not None
         remaining, open_turns = _remaining(conn)
-        return FlushReport(outcomes, remaining, followed, waiting, open_turns)
+        report = FlushReport(outcomes, remaining, followed, waiting, open_turns)
+        if not report.complete:
+            report.cap = spend.blocked(conn, spend.Caps.of(cfg.spend), now)
+        return report
     finally:
         conn.close()

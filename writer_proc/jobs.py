@@ -16,6 +16,9 @@ Contract (every function runs inside the caller's ``BEGIN IMMEDIATE`` transactio
   the job is ``dead`` with ``RECOVERY_BUDGET_EXHAUSTED``. Backoff is ``min(600 s, 2^n s)``; a
   provider's ``Retry-After`` (``retry_after_ms``, already capped at 600 s) lengthens it: the job's
   next attempt time, ``jobs.available``, is ``now + max(backoff, retry_after)``.
+- A spend cap met mid-attempt (``SPEND_CAP_REACHED``) is not a failure of the job: ``defer`` gives
+  it back to ``retry``, due at once and without spending a recovery; the Writer claims nothing
+  while a cap stands, so it waits for the next window or a raised cap, never dead.
 - Permanent provider failures (``AUTHENTICATION``, ``PROXY_AUTHENTICATION``, ``CONFIGURATION``) and
   non-retryable ones make the job ``dead`` at once; ``FORGOTTEN_SOURCE`` makes it ``quarantined``.
   The job's observations share the outcome. ``retry`` revives a dead or quarantined job keeping
@@ -168,6 +171,13 @@ def fail(conn: sqlite3.Connection, job: Job, code: str, now: int, retryable: boo
         return "retry"
     _set_outcome(conn, job.id, state, issue, now)
     return state
+
+
+def defer(conn: sqlite3.Connection, job: Job, code: str, now: int) -> None:
+    """A job we hold met a spend cap: it waits, due at once, with its recovery budget untouched;
+    the claim holds it back while the cap stands (``cmrunner.core.spend``)."""
+    assert_lease(conn, job, now)
+    jobstore.defer(conn, job.id, code, now)
 
 
 def quarantine(conn: sqlite3.Connection, job: Job, code: str, now: int) -> None:

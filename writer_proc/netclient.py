@@ -30,6 +30,8 @@ Contract:
   for. Every failure becomes an ``AgentError`` through ``errors_map``; an error body is read at
   most 16 KiB / 2 s and then dropped, and a 429/503's ``Retry-After`` travels on the error. There
   are no retries here: all retries are the Writer's budget.
+- An ``Exchange`` passed to ``stream`` records the response's status and every body byte
+  received (an error body's kept bytes included) for the disclosure ledger; never the bytes.
 """
 
 from __future__ import annotations
@@ -247,6 +249,24 @@ class ByteBudget:
             raise errors_map.too_large()
 
 
+class Exchange:
+    """What one request did on the wire, for the ledger: the body bytes sent (0 when no connection
+    took it), the HTTP status (``None`` when no response arrived) and the body bytes received,
+    error bodies included."""
+
+    __slots__ = ("sent", "status", "received")
+
+    def __init__(self) -> None:
+        self.sent = 0  # the body's bytes once the request was handed to a connection
+        self.status: int | None = None
+        self.received = 0
+
+    @property
+    def accepted(self) -> bool:
+        """The provider answered 2xx: it took the request and may bill it."""
+        return self.status is not None and 200 <= self.status < 300
+
+
 class ModelClient:
     """One model's client (see module contract); build errors surface at the first request."""
 
@@ -308,10 +328,13 @@ class ModelClient:
         return data[:ERROR_BODY_LIMIT]
 
     @contextmanager
-    def stream(self, path: str, body: bytes, deadline: float,
-               budget: ByteBudget | None = None) -> Iterator[Iterator[object]]:
-        """POST ``body`` to ``base_url + path``; yields an iterator of SSE events (see contract)."""
+    def stream(self, path: str, body: bytes, deadline: float, budget: ByteBudget | None = None,
+               exchange: Exchange | None = None) -> Iterator[Iterator[object]]:
+        """POST ``body`` to ``base_url + path``; yields an iterator of SSE events (see contract).
+        ``exchange`` is filled in as the response arrives (status, bytes received)."""
         import httpx2
+
+        exchange = exchange or Exchange()
 
         client = self.client()
         remaining = deadline - time.monotonic()
@@ -325,18 +348,25 @@ class ModelClient:
             timeout=httpx2.Timeout(first, connect=first, write=first, pool=first),
         )
         via_proxy = self.route.via_proxy
+        exchange.sent = len(body)
         try:
             response = client.send(request, stream=True)  # type: ignore[attr-defined]
         except AgentError:
+            exchange.sent = 0  # refused before it left (the origin check)
             raise
         except httpx2.HTTPError as exc:
+            if isinstance(exc, (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.ProxyError)):
+                exchange.sent = 0  # no connection took the body
             if time.monotonic() >= deadline:
                 raise deadline_failure() from None
             raise errors_map.from_transport(exc, via_proxy) from None
         watchdog: _Watchdog | None = None
+        exchange.status = response.status_code
         try:
             if not 200 <= response.status_code < 300:
-                raise errors_map.from_http(response.status_code, self._read_error_body(response), via_proxy,
+                error_body = self._read_error_body(response)
+                exchange.received += len(error_body)
+                raise errors_map.from_http(response.status_code, error_body, via_proxy,
                                            response.headers.get("retry-after"))
             # The header timeout bounded the wait for headers; from here each read may wait the
             # idle timeout (the body reads take this value when they start).
@@ -344,18 +374,20 @@ class ModelClient:
             if isinstance(timeouts, dict):
                 timeouts["read"] = self.idle_timeout
             watchdog = _Watchdog(response, deadline)
-            yield self._events(response, watchdog, deadline, via_proxy, budget or ByteBudget())
+            yield self._events(response, watchdog, deadline, via_proxy, budget or ByteBudget(), exchange)
         finally:
             if watchdog is not None:
                 watchdog.cancel()
             response.close()
 
     @staticmethod
-    def _metered(response: object, watchdog: _Watchdog, deadline: float, budget: ByteBudget) -> Iterator[bytes]:
+    def _metered(response: object, watchdog: _Watchdog, deadline: float, budget: ByteBudget,
+                 exchange: Exchange) -> Iterator[bytes]:
         """The body's chunks, each counted against the response and attempt caps before use."""
         received = 0
         for chunk in response.iter_bytes():  # type: ignore[attr-defined]
             received += len(chunk)
+            exchange.received += len(chunk)
             if received > limits.RESPONSE_BYTE_LIMIT:
                 raise errors_map.too_large()
             budget.spend(len(chunk))
@@ -364,14 +396,14 @@ class ModelClient:
             yield chunk
 
     def _events(self, response: object, watchdog: _Watchdog, deadline: float, via_proxy: bool,
-                budget: ByteBudget) -> Iterator[object]:
+                budget: ByteBudget, exchange: Exchange) -> Iterator[object]:
         import httpx2
 
         kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()  # type: ignore[attr-defined]
         if kind != "text/event-stream":
             raise errors_map.failure("INVALID_RESPONSE", "response_envelope", "invalid_envelope", True)
         try:
-            for event in sse.decode(self._metered(response, watchdog, deadline, budget),
+            for event in sse.decode(self._metered(response, watchdog, deadline, budget, exchange),
                                     limits.EVENT_BYTE_LIMIT):
                 if watchdog.fired or time.monotonic() >= deadline:
                     raise deadline_failure()

@@ -1,9 +1,11 @@
 """``cm network-test``: one small synthetic model request over the configured route.
 
 Contract:
-- Reads ``config.json`` and the private ``.env`` only: it never opens SQLite, never reads or
-  writes memory and sends no user content — the request is a fixed one-line prompt with a small
-  output cap, over the same client (route, CA, timeouts) the Memory Agent uses.
+- Reads ``config.json`` and the private ``.env``; never reads or writes memory and sends no user
+  content — the request is a fixed one-line prompt with a small output cap, over the same client
+  (route, CA, timeouts) the Memory Agent uses. The request goes into the disclosure ledger
+  (``runtime.sqlite``) like every model request, with an empty grant; the spend caps do not
+  apply to this one probe.
 - ``run(cfg)`` returns ``{model, api, baseUrl, route, outcome}``: ``route`` is
   ``Route.describe()`` (mode, direct or proxy, the reason, the proxy's scheme/host/port without
   credentials); ``outcome`` is ``{ok: true, elapsedMs, usage}`` or ``{ok: false, code, stage,
@@ -18,17 +20,20 @@ from __future__ import annotations
 import os
 import time
 
-from cmrunner.core import config as config_mod, envfile
+from cmrunner.core import config as config_mod, envfile, ledger, store
 from cmrunner.core.errors import CmError
+from cmrunner.core.home import DataPaths
 from cmrunner.writer_proc import wire
 from cmrunner.writer_proc.agent import serialize
-from cmrunner.writer_proc.netclient import ModelClient, NetworkInputs
+from cmrunner.writer_proc.meter import INTERNAL_OUTCOME, Grant, Meter
+from cmrunner.writer_proc.netclient import Exchange, ModelClient, NetworkInputs
 from cmrunner.writer_proc.port import AgentError
 
 PROBE_SYSTEM = "This is a connectivity test from cm. Answer with one word."
 PROBE_USER = "Reply with the word OK."
 PROBE_OUTPUT_TOKENS = 16
 PROBE_DEADLINE_SECONDS = 60.0
+PROBE_GRANT = Grant((), ())  # the probe carries no memory and no user text
 
 
 def run(cfg: config_mod.Config, **timeouts: float) -> dict:
@@ -45,14 +50,24 @@ def run(cfg: config_mod.Config, **timeouts: float) -> dict:
     conv = wire.conversation(probe, PROBE_SYSTEM, [], PROBE_USER)
     report: dict = {"model": remote["model"], "api": remote.get("api", "responses"),
                     "baseUrl": remote["baseUrl"], "route": None}
-    started = time.monotonic()
+    conn = store.open_store(DataPaths(cfg.data_root))
+    meter = Meter.unmetered(conn, ledger.NETWORK_TEST, remote, PROBE_GRANT)
+    body = serialize(conv.body())
+    exchange = Exchange()
+    started = meter.start()
+    turn: wire.Turn | None = None
     try:
         report["route"] = client.route.describe()
-        with client.stream(conv.path, serialize(conv.body()), started + PROBE_DEADLINE_SECONDS) as events:
+        with client.stream(conv.path, body, started[1] + PROBE_DEADLINE_SECONDS, exchange=exchange) as events:
             turn = conv.decode(events)
-        report["outcome"] = {"ok": True, "elapsedMs": int((time.monotonic() - started) * 1000), "usage": turn.usage}
+        report["outcome"] = {"ok": True, "elapsedMs": int((time.monotonic() - started[1]) * 1000), "usage": turn.usage}
     except AgentError as exc:
         report["outcome"] = {"ok": False, "code": exc.code, **exc.diagnostic}
     finally:
         client.close()
+        if report["route"] is not None:  # a request was attempted: the ledger keeps it, answered or not
+            outcome = report.get("outcome") or {"code": INTERNAL_OUTCOME}
+            meter.record(1, started, body, exchange, turn.usage if turn else None, turn.output_bytes() if turn else b"",
+                         "ok" if outcome.get("ok") else outcome["code"])
+        conn.close()
     return report

@@ -4,7 +4,8 @@ Contract:
 - ``build_task`` makes the ``memory_task_v1`` the agent starts from: the job id as ``request_id``,
   bundle handles with sizes and provenance, the snapshot handle, and the decision schema — never
   source text or Markdown (the agent reads those through the ``ReadPort`` tools).
-- ``MemoryAgentPort.decide(task, reads)`` runs one attempt with no lock held. It must end with one
+- ``MemoryAgentPort.decide(task, reads, meter)`` runs one attempt with no lock held; an agent
+  that calls a model checks and records every request through ``meter`` (``meter.Meter``). It must end with one
   accepted ``reads.submit(...)``, or raise ``AgentError`` with a stable code, a retryable flag and a
   sanitised diagnostic (``{stage, reason, retryable, httpStatus?}``); returning without a
   submission is ``MISSING_SUBMISSION``.
@@ -17,11 +18,14 @@ from __future__ import annotations
 import datetime
 import hashlib
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from cmrunner.core.errors import CmError
 from cmrunner.writer_proc import contract
 from cmrunner.writer_proc.reads import ReadPort, ReadRejected
+
+if TYPE_CHECKING:
+    from cmrunner.writer_proc.meter import Meter
 
 
 class AgentError(CmError):
@@ -46,7 +50,7 @@ class AgentResult:
 
 
 class MemoryAgentPort(Protocol):
-    def decide(self, task: dict, reads: ReadPort) -> AgentResult: ...
+    def decide(self, task: dict, reads: ReadPort, meter: Meter) -> AgentResult: ...
 
 
 def build_task(job_id: str, task_kind: str, reads: ReadPort) -> dict:
@@ -77,8 +81,8 @@ class ScriptedPort:
         self.calls = 0
         self.rejections: list[str] = []
 
-    def decide(self, task: dict, reads: ReadPort) -> AgentResult:
-        self.calls += 1
+    def decide(self, task: dict, reads: ReadPort, meter: Meter) -> AgentResult:
+        self.calls += 1  # no model, so no request for the meter to check or record
         tool_calls = 0
         for bundle in task["bundles"]:
             manifest = reads.inspect_ingest(bundle["ingest_id"])

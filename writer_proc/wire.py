@@ -50,11 +50,18 @@ class Turn:
         self.text = ""
         self.refused = False
         self.truncated = False
-        self.usage: dict[str, int] = {}
+        # As reported: a count is None when absent or not a count; empty when no usage came at all.
+        self.usage: dict[str, int | None] = {}
+
+    def output_bytes(self) -> bytes:
+        """What the model produced in this turn (text, call names and arguments), for estimates."""
+        parts = [self.text] + [c.name + c.arguments for c in self.calls]
+        return "".join(parts).encode("utf-8", "replace")
 
 
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+def _count(value: object) -> int | None:
+    """A token count as the provider reported it, or ``None`` when it is absent or not a count."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _dict(value: object) -> dict:
@@ -234,13 +241,14 @@ class ResponsesConversation(Conversation):
                 raise errors_map.from_stream_error(obj.get("error", obj))
             elif kind in ("response.completed", "response.incomplete", "response.failed"):
                 response = _dict(obj.get("response"))
-                usage = _dict(response.get("usage"))
-                turn.usage = {
-                    "input_tokens": _count(usage.get("input_tokens")),
-                    "output_tokens": _count(usage.get("output_tokens")),
-                    "cached_input_tokens": _count(_dict(usage.get("input_tokens_details")).get("cached_tokens")),
-                    "reasoning_tokens": _count(_dict(usage.get("output_tokens_details")).get("reasoning_tokens")),
-                }
+                usage = response.get("usage")
+                if isinstance(usage, dict):
+                    turn.usage = {
+                        "input_tokens": _count(usage.get("input_tokens")),
+                        "output_tokens": _count(usage.get("output_tokens")),
+                        "cached_input_tokens": _count(_dict(usage.get("input_tokens_details")).get("cached_tokens")),
+                        "reasoning_tokens": _count(_dict(usage.get("output_tokens_details")).get("reasoning_tokens")),
+                    }
                 if kind == "response.failed":
                     raise errors_map.from_stream_error(response.get("error"))
                 if kind == "response.incomplete":

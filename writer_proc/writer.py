@@ -12,6 +12,11 @@ Contract, per ``run_once``:
    writes from committing once the lease is lost.
 5. The accepted decision is rendered, checked again (sections, sensitive content, watermarks), a
    receipt is built and ``commit.commit`` publishes it.
+Spend caps (``cmrunner.core.spend``): nothing is claimed while a cap is reached (``gate``); an
+attempt whose next request meets a cap ends with ``SPEND_CAP_REACHED`` and its job is deferred
+(``jobs.defer``: waiting, never dead), outcome ``waiting``. Every request of an attempt is metered
+(``meter.Meter``: the ledger row, the grant it went under: the scopes of its sources and documents
+and its sources' provenance classes).
 Failures become job outcomes through ``jobs.fail`` (retry with backoff, dead, quarantined). A
 lost lease is never recorded as anything: the job belongs to whoever holds it now. While an
 attempt runs, ``holding`` is the claimed job; if anything but a ``CmError`` escapes, it stays set
@@ -27,15 +32,17 @@ import time
 from collections.abc import Callable
 
 from cmrunner.capture import observations
-from cmrunner.core import config as config_mod, history, projects, records, sections, store
+from cmrunner.core import config as config_mod, history, ledger, projects, records, sections, spend, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.core.sections import Document
 from cmrunner.writer_proc import apply, commit, contract, drainlog, jobs, shaping
+from cmrunner.writer_proc.meter import Grant, Meter
 from cmrunner.writer_proc.port import AgentError, MemoryAgentPort, build_task
 from cmrunner.writer_proc.reads import ReadPort, Source
 
 log = drainlog.get("writer")
+_NO_REMOTE = {"baseUrl": "", "model": "scripted", "api": "none"}  # a scripted agent sends nothing to meter
 
 
 def _now() -> int:
@@ -43,7 +50,8 @@ def _now() -> int:
 
 
 class Outcome:
-    """What one ``run_once`` did: ``committed``, ``ignored``, ``retry``, ``dead``, ``quarantined`` or ``stale``."""
+    """What one ``run_once`` did: ``committed``, ``ignored``, ``retry``, ``dead``, ``quarantined``, ``stale``
+    or ``waiting`` (a spend cap was reached)."""
 
     __slots__ = ("job_id", "state", "code")
 
@@ -89,7 +97,12 @@ class Writer:
         self.scheduler = cfg.scheduler
         self.force = force
         self.conn = store.open_store(paths)
+        self.caps = spend.Caps.of(cfg.spend)
         self.holding: jobs.Job | None = None
+
+    def gate(self) -> spend.Block | None:
+        """The spend cap that holds every claim back now, if one is reached."""
+        return spend.blocked(self.conn, self.caps, self.now())
 
     def close(self) -> None:
         self.conn.close()
@@ -104,12 +117,15 @@ class Writer:
             observations.prune_processed(self.conn, self.now() - observations.PRUNE_AFTER_MS)
             observations.prune_quarantined(self.conn, self.now() - observations.PRUNE_AFTER_MS)  # same retention
             history.expire_trash(self.conn, self.now(), self.cfg.trash_retention_ms)
+            ledger.prune(self.conn, self.now() - ledger.RETENTION_MS)
         return replayed
 
     def run_once(self) -> Outcome | None:
         if os.path.isdir(self.paths.transactions) and os.listdir(self.paths.transactions):
             with commit.repository_lock(self.paths):
                 commit.recover(self.paths, self.conn, self.now)
+        if self.gate() is not None:
+            return None  # work waits for the cap's next window or a raised cap (module contract)
         with store.immediate(self.conn):
             job = jobs.claim(self.conn, self.scheduler, self.now(), self.force)
         if job is None:
@@ -130,6 +146,10 @@ class Writer:
         except CmError as exc:
             if exc.code == "STALE_LEASE":
                 return Outcome(job.id, "stale", exc.code)
+            if exc.code == spend.CODE:
+                with store.immediate(self.conn):
+                    jobs.defer(self.conn, job, exc.code, self.now())
+                return Outcome(job.id, "waiting", exc.code)
             retryable = getattr(exc, "retryable", exc.code not in jobs.NOT_RETRYABLE)
             diagnostic = getattr(exc, "diagnostic", None)
             try:
@@ -237,10 +257,14 @@ class Writer:
 
         writable_targets = frozenset(t for t in snapshot if contract.target_scope(t) in writable)
         reads = ReadPort(job.id, sources, snapshot, writable_targets, accept, check_lease)
+        grant = Grant(tuple(sorted({s.scope for s in sources} | {contract.target_scope(t) for t in snapshot})),
+                      tuple(sorted({s.provenance for s in sources})))
+        meter = Meter(self.conn, ledger.MEMORY_AGENT, self.cfg.remote or _NO_REMOTE, grant, self.caps, job.id,
+                      job.attempts, self.now)
         renewer = _Renewer(self.paths, job, self.scheduler["leaseMs"])
         renewer.start()
         try:
-            result = self.port.decide(build_task(job.id, job.task_kind, reads), reads)
+            result = self.port.decide(build_task(job.id, job.task_kind, reads), reads, meter)
         finally:
             renewer.stop_event.set()
             renewer.join()

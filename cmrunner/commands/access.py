@@ -15,7 +15,7 @@ from cmrunner.core import config as config_mod
 @click.option("--json", "as_json", is_flag=True, help="One JSON object for scripts.")
 @click.pass_context
 def network_test(ctx: click.Context, as_json: bool) -> None:
-    """Send one small synthetic model request; report the route and the outcome (opens no database)."""
+    """Send one small synthetic model request; report the route and the outcome (recorded in `cm usage`)."""
     from cmrunner.writer_proc import nettest
 
     report = nettest.run(config_mod.load(_home(ctx)))

@@ -46,6 +46,10 @@ def status(ctx: click.Context, as_json: bool) -> None:
     jobs = ", ".join(f"{k} {v}" for k, v in report["jobs"].items()) or "none"
     echo(f"observations: {obs}")
     echo(f"jobs:        {jobs}")
+    if "spend" in report:
+        from cmrunner.views import usage
+
+        echo(f"spend:       {usage.status_line(report['spend'])}")
     for line in status_mod.problem_lines(report):
         echo(line)
     drain = report["drain"]

@@ -28,6 +28,8 @@ def flush(ctx: click.Context) -> None:
     if report.open_turns:
         turns = "1 turn waits" if report.open_turns == 1 else f"{report.open_turns} turns wait"
         echo(f"{turns} in open sessions (sealed after ten settled interactions or when the session ends)")
+    if report.cap is not None:
+        raise report.cap.error()
     if not report.complete:
         echo("flush incomplete: see `cm status`", err=True)
         ctx.exit(1)

@@ -37,6 +37,7 @@ from cmrunner.core.configdefs import (
     APIS as APIS,
     DEFAULT_SCHEDULER,
     DEFAULT_SESSION_CACHE,
+    DEFAULT_SPEND,
     DEFAULT_TRASH_RETENTION_DAYS,
     PRESETS as PRESETS,
     SCHEMA_VERSION,
@@ -174,6 +175,13 @@ class Config:
     def session_cache(self) -> dict:
         merged = dict(DEFAULT_SESSION_CACHE)
         merged.update(self.data.get("sessionCache", {}))
+        return merged
+
+    @property
+    def spend(self) -> dict:
+        """``spend`` with its defaults: the Memory Agent's caps (``cmrunner.core.spend.Caps``)."""
+        merged: dict = dict(DEFAULT_SPEND)
+        merged.update(self.data.get("spend", {}))
         return merged
 
     @property

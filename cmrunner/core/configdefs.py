@@ -24,3 +24,7 @@ DEFAULT_SCHEDULER = {
 }
 DEFAULT_SESSION_CACHE = {"maxSessionBytes": 8_388_608, "maxTotalBytes": 67_108_864, "contextTailTurns": 2}
 DEFAULT_TRASH_RETENTION_DAYS = 30  # history.trashRetentionDays: how long a removed section stays restorable
+# spend: the Memory Agent's caps (``null`` = none, 0 = off). A normal day of coding sessions uses
+# tens of thousands of tokens (docs/benchmarks.md: about 1,200 per user turn); a retry storm or a
+# runaway loop reaches these within hours and then waits instead of spending without bound.
+DEFAULT_SPEND = {"requestsPerHour": 600, "tokensPerDay": 5_000_000, "tokensPerMonth": 50_000_000}

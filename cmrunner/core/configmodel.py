@@ -270,6 +270,16 @@ class History(_Section):
     trash_retention_days: Annotated[Annotated[int, Field(ge=1, le=3650)] | None, _NOT_NULL, _range(1, 3650)] = None
 
 
+SpendCap = Annotated[Annotated[int, Field(ge=0, le=MAX_SAFE_INT)] | None, _range(0, nullable=True)]
+
+
+class Spend(_Section):
+    ACCEPTED = ("requestsPerHour", "tokensPerDay", "tokensPerMonth")
+    requests_per_hour: SpendCap = None
+    tokens_per_day: SpendCap = None
+    tokens_per_month: SpendCap = None
+
+
 def _schema_version(value: object) -> object:
     if type(value) is not int or value != SCHEMA_VERSION:
         raise PydanticCustomError("cm_version", "unsupported")
@@ -284,7 +294,7 @@ def _absolute(value: str) -> str:
 
 class ConfigFile(_Section):
     ACCEPTED = ("schemaVersion", "dataRoot", "disclosure", "writableScopes", "scheduler", "remote", "sessionCache",
-                "history")
+                "history", "spend")
     schema_version: Annotated[int, BeforeValidator(_schema_version)]
     data_root: Annotated[str, AfterValidator(_absolute), Expect("an absolute path")]
     remote: Annotated[Remote | None, _NOT_NULL, Expect("an object")] = None
@@ -293,6 +303,7 @@ class ConfigFile(_Section):
     scheduler: Annotated[Scheduler, Expect("an object")]
     session_cache: Annotated[SessionCache | None, _NOT_NULL, Expect("an object")] = None
     history: Annotated[History | None, _NOT_NULL, Expect("an object")] = None
+    spend: Annotated[Spend | None, _NOT_NULL, Expect("an object")] = None
 
 
 # ---------------------------------------------------------------- errors

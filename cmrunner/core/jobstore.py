@@ -123,6 +123,13 @@ def schedule_retry(conn: sqlite3.Connection, job_id: str, issue: str, available:
     )
 
 
+def defer(conn: sqlite3.Connection, job_id: str, issue: str, now: int) -> None:
+    """Give a job back to wait without spending a recovery: claimable again as soon as the
+    condition named by ``issue`` lifts (the claim checks it)."""
+    conn.execute("UPDATE jobs SET state = 'retry', issue = ?, available = ?, expires = 0, updated_at = ? WHERE id = ?",
+                 (issue, now, now, job_id))
+
+
 def finish(conn: sqlite3.Connection, job_id: str, edit_result: str | None, now: int) -> None:
     conn.execute("UPDATE jobs SET state = 'done', issue = NULL, edit_result = ?, expires = 0, updated_at = ? WHERE id = ?",
                  (edit_result, now, job_id))

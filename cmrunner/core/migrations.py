@@ -307,8 +307,35 @@ def m006_section_history(conn: sqlite3.Connection) -> None:
     )
 
 
+def m007_disclosure_ledger(conn: sqlite3.Connection) -> None:
+    """One row per model request the Memory Agent or ``cm network-test`` made, whatever its outcome
+    (owner: ``core.ledger``). Counts, names and codes only: never a request or response body."""
+    _run_script(
+        conn,
+        """
+        CREATE TABLE ledger (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            at INTEGER NOT NULL,              -- ms since epoch, when the request was sent
+            process TEXT NOT NULL,            -- memory_agent | network_test
+            job_id TEXT, attempt INTEGER, turn INTEGER,
+            host TEXT NOT NULL,               -- the provider's host name (never a path, query or credential)
+            model TEXT NOT NULL, api TEXT NOT NULL,
+            scopes TEXT NOT NULL,             -- the grant: scopes whose text the request could carry, comma-separated
+            provenance TEXT NOT NULL,         -- the grant: provenance classes of the sources, comma-separated
+            request_bytes INTEGER NOT NULL, response_bytes INTEGER NOT NULL,
+            input_tokens INTEGER NOT NULL, cached_tokens INTEGER, output_tokens INTEGER NOT NULL,
+            reasoning_tokens INTEGER,
+            token_source TEXT NOT NULL,       -- provider | an estimator's name | none (nothing was billed)
+            duration_ms INTEGER NOT NULL,
+            outcome TEXT NOT NULL             -- ok, or the failure's code
+        );
+        CREATE INDEX ledger_at ON ledger(at);
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [m001_write_path, m002_claim_and_prune_indexes, m003_codex_progress, m004_pi_inputs,
-                               m005_drain_failures, m006_section_history]
+                               m005_drain_failures, m006_section_history, m007_disclosure_ledger]
 LATEST = len(MIGRATIONS)
 
 

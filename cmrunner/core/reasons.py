@@ -8,7 +8,8 @@ Contract:
 - Each entry says *why* (``reason``), what to change first (``fix``, may be empty) and which
   command applies (``action``): ``release`` (``cm release --code CODE``: back to the queue),
   ``retry`` (``cm retry <job id>``), ``auto`` (cm tries again by itself), ``recover``
-  (``cm session-drain --recover <id>``) or ``none`` (nothing to run: the item is final).
+  (``cm session-drain --recover <id>``), ``wait`` (it resumes by itself when a condition lifts,
+  sooner if the user changes what ``fix`` names) or ``none`` (nothing to run: the item is final).
 - ``releasable`` is the release policy: only an entry whose action is ``release``; never
   secrets or sensitive content, unauthorized scope or provenance, forgotten or unclassifiable
   sources.
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-RELEASE, RETRY, AUTO, RECOVER, NONE = "release", "retry", "auto", "recover", "none"
+RELEASE, RETRY, AUTO, RECOVER, WAIT, NONE = "release", "retry", "auto", "recover", "wait", "none"
 
 
 class Reason(NamedTuple):
@@ -75,6 +76,9 @@ TABLE: dict[str, Reason] = {
     "CONFIGURATION": Reason("the model's network settings are invalid",
                             "fix remote.proxy / caFileEnv or the private .env (`cm network-test` checks them)", RETRY),
     "RATE_LIMITED": Reason("the provider is rate limiting", "nothing to do: cm tries again after a backoff", AUTO),
+    "SPEND_CAP_REACHED": Reason("a spend cap (config.json spend: tokens per day or month, requests per hour) was "
+                                "reached, so the Memory Agent waits; nothing is lost",
+                                "wait for the cap's window to end, or raise it with `cm usage caps`", WAIT),
     "UNAVAILABLE": Reason("the provider or the network route could not be reached",
                           "check the route with `cm network-test`; cm tries again after a backoff", AUTO),
     "TIMEOUT": Reason("the model request timed out", "nothing to do: cm tries again after a backoff", AUTO),
@@ -229,6 +233,8 @@ def remedy(code: str | None, state: str, ids: list[str] | None = None) -> str:
         # A dead job never comes back by itself, whatever its code: the remedy is always a retry.
         fix = "" if entry.action in (AUTO, NONE) else fix
         command = _ids("cm retry", ids) if ids else "`cm retry <job id>`"
+    elif entry.action == WAIT:
+        return fix
     elif state == "retry":
         return "nothing to do: cm tries again after its backoff" if entry.action == AUTO or not fix \
             else f"{fix}; cm tries again after its backoff"

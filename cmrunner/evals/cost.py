@@ -3,16 +3,14 @@
 Contract: ``world_cost(paths)`` opens the finished home's store read-only and returns the
 ledger's totals of every model request the world made (``requests``, ``bytesSent``,
 ``bytesReceived``, ``inputTokens``, ``outputTokens``, ``tokens``, ``estimatedRequests``,
-``seconds``), or ``None`` when there is no store or this installation has no ledger.
+``seconds``: ``core/ledger.py:totals``), or ``None`` when the world never opened a store.
 ``per_turn(totals, turns)`` divides them by the world's user turns. No number is made up here:
 what the ledger does not hold is absent.
 """
 
 from __future__ import annotations
 
-import importlib
-
-from cmrunner.core import store
+from cmrunner.core import ledger, store
 from cmrunner.core.home import DataPaths
 
 KEYS = ("requests", "bytesSent", "bytesReceived", "inputTokens", "outputTokens", "tokens", "estimatedRequests",
@@ -20,10 +18,6 @@ KEYS = ("requests", "bytesSent", "bytesReceived", "inputTokens", "outputTokens",
 
 
 def world_cost(paths: DataPaths) -> dict | None:
-    try:
-        ledger = importlib.import_module("cmrunner.core.ledger")
-    except ImportError:
-        return None
     conn = store.open_existing(paths)
     if conn is None:
         return None

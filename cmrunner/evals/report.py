@@ -187,5 +187,5 @@ def markdown(report: Report) -> str:
         lines += [f"Cost: {_cost_line(report.cost.total)} over {report.cost.userTurns} user turns; per user turn "
                   f"{_cost_line(report.cost.perUserTurn)}."]
     else:
-        lines += ["Cost: not measured (this installation has no disclosure ledger)."]
+        lines += ["Cost: not measured (no world recorded any request)."]
     return "\n".join(lines) + "\n"

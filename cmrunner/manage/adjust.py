@@ -32,7 +32,7 @@ from cmrunner.core import config as config_mod, drainfailures, drainlease, jobst
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.mcpserver import items as mcp_items
-from cmrunner.views import status
+from cmrunner.views import status, usage
 
 NAMESPACE = "interactive:cm"
 MAX_REQUEST_BYTES = 16 * 1024
@@ -144,11 +144,13 @@ class Overview:
     requests: list[dict]
     problems: dict | None = None          # ``status.problems``: grouped reasons and remedies
     last_failure: dict | None = None      # ``drainfailures.latest``
+    waiting: dict | None = None           # the spend cap that holds work back (``spend.Block.describe``)
 
 
 def overview(home: str, limit: int = 20) -> Overview:
     """Pending work, unfinished jobs and recent interactive requests (read-only)."""
-    conn = store.open_existing(DataPaths(config_mod.load(home).data_root))
+    cfg = config_mod.load(home)
+    conn = store.open_existing(DataPaths(cfg.data_root))
     if conn is None:
         return Overview(False, {}, [], False, [])
     now = int(time.time() * 1000)
@@ -165,10 +167,11 @@ def overview(home: str, limit: int = 20) -> Overview:
                 requests.append({"entryId": entry_id, "scope": found[1], **found[0]})
         alive = drainlease.live_holder(conn) is not None
         grouped = status.problems(conn)
+        waiting = usage.read(conn, cfg, brief=True)["blocked"]
         failure = drainfailures.latest(conn)
     finally:
         conn.close()
-    return Overview(True, counts, jobs, alive, requests, grouped, failure)
+    return Overview(True, counts, jobs, alive, requests, grouped, failure, waiting)
 
 
 def continue_processing(home: str) -> bool:

@@ -4,14 +4,17 @@ Contract:
 - Binds ``127.0.0.1`` on an ephemeral port and writes the port (atomically) to ``--port-file``.
 - Records every request as one JSONL line in ``--log``: ``seq``, ``method``, ``path``, ``headers``
   (lower-cased names, ``Authorization`` removed; ``authorized`` says whether it was present),
-  ``body`` (parsed JSON, or ``null``), and ``reply`` (the script index used, ``"default"`` or
-  ``null`` for requests that consume nothing).
+  ``body`` (parsed JSON, or ``null``), ``bytes`` (the body's size as received), ``reply`` (the
+  script index used, ``"default"`` or ``null`` for requests that consume nothing) and ``usage``
+  (what the answer reports: input and output tokens, or a reply's ``raw_usage``; ``null`` for an
+  HTTP error).
 - Answers model calls from a **script** (``--script``, JSON): ``{"replies": [...], "default": {...}}``
   (a bare list means replies only). Replies are consumed in order by ``POST /v1/responses`` and
   ``POST /v1/chat/completions`` alike; once exhausted, ``default`` answers (a fixed text when absent).
   ``GET /v1/models`` consumes nothing. A reply is an object with these optional keys:
   ``text`` (assistant text), ``tool_calls`` (list of ``{name, arguments, call_id?, namespace?}``;
   ``arguments`` is an object or a JSON string), ``usage`` (``{input_tokens?, output_tokens?}``),
+  ``raw_usage`` (any JSON sent as the answer's usage object verbatim, ``null`` for none),
   ``error`` (``{status, body?, headers?}``: an HTTP error or redirect, 300–599, instead of a
   stream), ``truncate`` (close the connection mid-stream, before the completion event),
   ``delay_seconds`` (pause after the first event, so a client can be interrupted mid-stream).
@@ -64,14 +67,14 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from cmrunner.synthetic import fakepolicy
-from cmrunner.synthetic.fakewire import chat_chunks, chat_completion, error_body, responses_events
+from cmrunner.synthetic.fakewire import chat_chunks, chat_completion, error_body, reported_usage, responses_events
 
 HOST = "127.0.0.1"
 DEFAULT_TEXT = "Hello from the fake model."
 DEFAULT_LIFETIME = 300.0
-REPLY_KEYS = frozenset({"text", "tool_calls", "usage", "error", "truncate", "delay_seconds", "policy", "duplicate",
-                        "refusal", "finish", "malformed", "reset", "header_delay_seconds", "stream_error",
-                        "nest", "flood"})
+REPLY_KEYS = frozenset({"text", "tool_calls", "usage", "raw_usage", "error", "truncate", "delay_seconds", "policy",
+                        "duplicate", "refusal", "finish", "malformed", "reset", "header_delay_seconds",
+                        "stream_error", "nest", "flood"})
 CUES = frozenset({"first", "inspect_ingest", "read_ingest", "inspect_memory", "submit_memory_decision", "submit",
                   "done"})
 CALL_KEYS = frozenset({"name", "arguments", "call_id", "namespace"})
@@ -181,12 +184,13 @@ class RequestLog:
         self._seq = 0
 
     def record(self, method: str, path: str, headers: dict[str, str], authorized: bool,
-               body: object, reply: int | str | None, cue: str | None = None, auth_sha256: str | None = None) -> int:
+               body: object, reply: int | str | None, cue: str | None = None, auth_sha256: str | None = None,
+               size: int = 0, usage: object = None) -> int:
         with self._lock:
             self._seq += 1
             line = {"seq": self._seq, "time": time.time(), "method": method, "path": path,
                     "headers": headers, "authorized": authorized, "auth_sha256": auth_sha256, "body": body,
-                    "reply": reply, "cue": cue}
+                    "bytes": size, "reply": reply, "cue": cue, "usage": usage}
             self._handle.write(json.dumps(line, ensure_ascii=False) + "\n")
             self._handle.flush()
             return self._seq
@@ -213,15 +217,16 @@ class FakeModelHandler(BaseHTTPRequestHandler):
         value = self.headers.get("Authorization")
         return hashlib.sha256(value.encode()).hexdigest() if value is not None else None
 
-    def _read_body(self) -> object:
+    def _read_body(self) -> tuple[object, int]:
+        """The parsed body and its size in bytes as received."""
         length = int(self.headers.get("Content-Length") or 0)
         if length <= 0 or length > MAX_BODY:
-            return None
+            return None, 0
         raw = self.rfile.read(length)
         try:
-            return json.loads(raw)
+            return json.loads(raw), len(raw)
         except ValueError:
-            return {"unparsed": raw[:4096].decode("utf-8", "replace")}
+            return {"unparsed": raw[:4096].decode("utf-8", "replace")}, len(raw)
 
     def _send_json(self, status: int, body: object, extra: dict[str, str] | None = None, raw: str | None = None) -> None:
         data = raw.encode() if raw is not None else json.dumps(body).encode()
@@ -303,10 +308,10 @@ class FakeModelHandler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         headers, authorized = self._headers_for_log()
-        body = self._read_body()
+        body, size = self._read_body()
         path = self.path.split("?", 1)[0]
         if path not in ("/v1/responses", "/v1/chat/completions"):
-            self.log.record("POST", self.path, headers, authorized, body, None)
+            self.log.record("POST", self.path, headers, authorized, body, None, size=size)
             self._send_json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
             return
         reply, index = self.script.take()
@@ -318,10 +323,11 @@ class FakeModelHandler(BaseHTTPRequestHandler):
                 import traceback
 
                 traceback.print_exc()
-                self.log.record("POST", self.path, headers, authorized, body, index, "policy_failed")
+                self.log.record("POST", self.path, headers, authorized, body, index, "policy_failed", size=size)
                 self._send_json(500, {"error": {"message": "the fake model's policy failed", "type": "server_error"}})
                 return
-        seq = self.log.record("POST", self.path, headers, authorized, body, index, cue, self._auth_hash())
+        usage = None if reply.get("error") is not None else reported_usage(reply, body)
+        seq = self.log.record("POST", self.path, headers, authorized, body, index, cue, self._auth_hash(), size, usage)
         if reply.get("header_delay_seconds"):
             time.sleep(float(reply["header_delay_seconds"]))
         error = reply.get("error")

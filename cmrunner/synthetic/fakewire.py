@@ -2,7 +2,8 @@
 
 Contract: ``responses_events`` and ``chat_chunks`` return the events of one scripted reply in wire
 order (``fakemodel`` frames and sends them); ``chat_completion`` is the non-streaming Chat body and
-``error_body`` an HTTP error body. Reply keys: ``text``, ``tool_calls``, ``usage``, ``refusal``,
+``error_body`` an HTTP error body. Reply keys: ``text``, ``tool_calls``, ``usage``, ``raw_usage`` (sent
+as the usage object verbatim, whatever it holds; ``null`` sends none), ``refusal``,
 ``finish: "length"`` (cut by the token limit) and ``stream_error`` (an error inside the stream).
 Stdlib only.
 """
@@ -24,6 +25,15 @@ def _usage(reply: dict, body: object) -> tuple[int, int]:
     prompt = max(1, len(json.dumps(body)) // 4)
     produced = max(1, len(reply.get("text", "")) // 4 + sum(len(_arguments(c)) // 4 for c in reply.get("tool_calls", [])))
     return usage.get("input_tokens", prompt), usage.get("output_tokens", produced)
+
+
+def reported_usage(reply: dict, body: object) -> object:
+    """The usage the reply reports, as the request log records it: ``raw_usage`` verbatim when the
+    reply has one (``None`` then means no usage at all), else the input and output token counts."""
+    if "raw_usage" in reply:
+        return reply["raw_usage"]
+    tokens_in, tokens_out = _usage(reply, body)
+    return {"input_tokens": tokens_in, "output_tokens": tokens_out}
 
 
 def responses_events(reply: dict, seq: int, model: str, body: object) -> list[dict]:
@@ -86,18 +96,21 @@ def responses_events(reply: dict, seq: int, model: str, body: object) -> list[di
         events.append({"type": "response.output_item.done", "output_index": idx, "item": done})
         output.append(done)
     tokens_in, tokens_out = _usage(reply, body)
-    usage = {"input_tokens": tokens_in, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": tokens_out,
-             "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": tokens_in + tokens_out}
+    usage: dict = {"usage": {"input_tokens": tokens_in, "input_tokens_details": {"cached_tokens": 0},
+                             "output_tokens": tokens_out, "output_tokens_details": {"reasoning_tokens": 0},
+                             "total_tokens": tokens_in + tokens_out}}
+    if "raw_usage" in reply:
+        usage = {} if reply["raw_usage"] is None else {"usage": reply["raw_usage"]}
     if reply.get("stream_error"):
         events.append({"type": "response.failed", "response": {
-            **base, "status": "failed", "output": output, "error": reply["stream_error"], "usage": usage}})
+            **base, "status": "failed", "output": output, "error": reply["stream_error"], **usage}})
     elif reply.get("finish") == "length":
         events.append({"type": "response.incomplete", "response": {
             **base, "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "output": output,
-            "usage": usage}})
+            **usage}})
     else:
         events.append({"type": "response.completed",
-                       "response": {**base, "status": "completed", "output": output, "usage": usage}})
+                       "response": {**base, "status": "completed", "output": output, **usage}})
     for number, event in enumerate(events):
         event["sequence_number"] = number
     return events
@@ -126,7 +139,10 @@ def chat_chunks(reply: dict, seq: int, model: str, body: object, include_usage: 
         chunks.append({**base, "error": reply["stream_error"]})
         return chunks
     chunks.append(chunk({}, reply.get("finish") or ("tool_calls" if calls else "stop")))
-    if include_usage:
+    if include_usage and "raw_usage" in reply:
+        if reply["raw_usage"] is not None:
+            chunks.append({**base, "choices": [], "usage": reply["raw_usage"]})
+    elif include_usage:
         tokens_in, tokens_out = _usage(reply, body)
         chunks.append({**base, "choices": [], "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
                                                         "total_tokens": tokens_in + tokens_out}})

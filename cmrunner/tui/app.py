@@ -36,6 +36,8 @@ Screen { padding: 0 1; }
 Menu, CheckList { height: auto; max-height: 16; margin: 1 0; }
 Input { margin-bottom: 1; }
 .label { color: $text-muted; }
+#caps { height: auto; }
+.cap { width: 1fr; height: auto; margin-right: 1; }
 """
 
 
@@ -143,7 +145,7 @@ class CmApp(App):
         self.push_screen(screen)
 
     def open_action(self, action: str) -> None:
-        from cmrunner.tui import agents, history, memory, secrets, settings, setup
+        from cmrunner.tui import agents, history, memory, secrets, settings, setup, usage
 
         screens: dict[str, Callable[[], CmScreen]] = {
             "agents": lambda: agents.AgentsScreen(),
@@ -158,6 +160,7 @@ class CmApp(App):
             "model": lambda: setup.ProviderScreen(setup.ModelFlow(self.home, self.change_model_done)),
             "network": settings.NetworkScreen,
             "test": settings.TestScreen,
+            "usage": usage.UsageScreen,
             "uninstall": settings.UninstallScreen,
         }
         self.push_screen(screens[action]())

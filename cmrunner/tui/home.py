@@ -26,7 +26,7 @@ COLUMNS = (
                         ("trash", "Trash"))),
     ("Model & Configuration", (("config", "Current Configuration"), ("model", "Change Model / Provider"),
                                ("network", "Network Settings"), ("test", "Model Connection Test"),
-                               ("uninstall", "Uninstall cm"))),
+                               ("usage", "Usage & Spend Caps"), ("uninstall", "Uninstall cm"))),
 )
 
 

@@ -320,6 +320,8 @@ def problem_lines(view: adjust.Overview) -> list[str]:
     for group in problems.get("dead", []):
         lines.append(f"Failed {group['count']} job(s) × {group['code']}: {group['reason']}.")
         lines.append(f"  Remedy: {group['remedy']} (or Enter on the job below).")
+    if view.waiting:
+        lines.append(f"Waiting: {view.waiting['message']}.")
     if view.last_failure:
         lines.append(f"Last drain failure: {status.failure_line(view.last_failure)}")
     return lines

@@ -121,7 +121,8 @@ class TestScreen(CmScreen):
     BINDINGS = [Binding("r", "run", show=False)]
 
     def body(self) -> ComposeResult:
-        yield Text("Sends one small synthetic request (no memory, no SQLite) over the configured route.")
+        yield Text("Sends one small synthetic request (no memory, no user text) over the configured route; "
+                   "the usage ledger records it like every model request.")
         yield Text("", id="result")
 
     def on_mount(self) -> None:

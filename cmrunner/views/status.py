@@ -9,7 +9,9 @@ Everything stuck explains itself (``problems``): quarantined observations and de
 code, each group with its reason and remedy from ``cmrunner.core.reasons``; isolated sessions likewise;
 the unfinished jobs with their 12-character ids, state and next attempt time; and the last
 failure of a drain or flush (``cmrunner.core.drainfailures``) with the drain log's path. The
-Processing Status screen shows the same ``problems``.
+Processing Status screen shows the same ``problems``. ``spend`` is today's and this month's use
+of the Memory Agent against its caps, and the reached cap that holds work back
+(``cmrunner.views.usage``).
 """
 
 from __future__ import annotations
@@ -20,9 +22,20 @@ import sqlite3
 import time
 
 from cmrunner.capture import codex_inbox, failures, observations, pi_inbox
-from cmrunner.core import config as config_mod, drainfailures, drainlease, envfile, jobstore, migrations, reasons, store
+from cmrunner.core import (
+    config as config_mod,
+    drainfailures,
+    drainlease,
+    envfile,
+    jobstore,
+    migrations,
+    reasons,
+    spend,
+    store,
+)
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths, config_path, env_path
+from cmrunner.views import usage
 
 SHORT_ID = 12
 JOB_LIST_LIMIT = 20
@@ -102,6 +115,7 @@ def gather(home: str) -> dict:
     report["problems"] = {"quarantined": [], "dead": []}
     report["jobList"] = {"jobs": [], "total": 0}
     report["lastDrainFailure"] = None
+    report["spend"] = usage.read(None, cfg, brief=True)
     report["drain"] = {"alive": False}
     conn = store.open_existing(paths)
     if conn is None:
@@ -123,6 +137,7 @@ def gather(home: str) -> dict:
         report["problems"] = problems(conn)
         report["jobList"] = job_list(conn)
         report["lastDrainFailure"] = drainfailures.latest(conn)
+        report["spend"] = usage.read(conn, cfg, brief=True)
         holder = drainlease.live_holder(conn)
         report["drain"] = {"alive": holder is not None, "pid": holder.pid if holder else None}
     finally:
@@ -151,7 +166,9 @@ def job_line(job: dict, now: int) -> str:
     text = f"{job['id']} {job['state']}"
     if job["issue"]:
         text += f" ({job['issue']})"
-    if job["state"] == "retry" and job["nextAttemptAt"] is not None:
+    if job["state"] == "retry" and job["issue"] == spend.CODE:
+        text += ", waits while a spend cap is reached (see `spend:`)"
+    elif job["state"] == "retry" and job["nextAttemptAt"] is not None:
         text += f", next attempt {_clock(job['nextAttemptAt'])} ({_in(job['nextAttemptAt'], now)})"
     elif job["state"] == "running" and job["leaseExpiresAt"] is not None:
         text += ", in progress" if job["leaseExpiresAt"] > now else ", lease expired: resumed by the next drain"
