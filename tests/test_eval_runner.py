@@ -54,6 +54,20 @@ def test_every_world_ran_in_a_temporary_home_that_is_gone(careful_suite):
     assert not os.path.exists(os.path.join(careful_suite["tmp"], "home")), "the user's home is never created"
 
 
+def test_each_worlds_cost_is_what_its_ledger_recorded(careful_suite):
+    report = careful_suite["report"]
+    for world in report["worlds"]:
+        log = os.path.join(careful_suite["kept"], world["id"], "model", "fakemodel.requests.jsonl")
+        with open(log, encoding="utf-8") as handle:
+            served = [json.loads(line) for line in handle]
+        assert world["cost"]["requests"] == len([r for r in served if r["reply"] is not None]) >= 3, world["id"]
+        assert world["cost"]["bytesSent"] == sum(r["bytes"] for r in served if r["reply"] is not None)
+    total = report["cost"]
+    assert total["userTurns"] == sum(w.user_turns for w in world_mod.shipped())
+    assert total["total"]["requests"] == sum(w["cost"]["requests"] for w in report["worlds"])
+    assert total["perUserTurn"]["requests"] == round(total["total"]["requests"] / total["userTurns"], 2)
+
+
 def _decisions(kept: str) -> list[tuple[world_mod.World, dict]]:
     """(world, policy state) of every decision the careful policy submitted in the suite."""
     found = []

@@ -9,7 +9,8 @@ Contract:
   class over the worlds that ran, and ``status`` is ``failed`` when any of them failed,
   ``not_run`` when none ran, else ``passed``. ``failedClasses`` lists the failed ones.
   Judge verdicts are listed apart and never counted.
-- Cost: the sum of the worlds' ledgers, and that sum per user turn (``null`` without a ledger).
+- Cost: the sum of the ledgers of the worlds that ran, and that sum per user turn (``null`` when no
+  world that ran opened a store).
 - ``markdown(report)`` renders the same facts for people; every failed check carries its quote.
 """
 
@@ -45,6 +46,19 @@ class JudgeResult(_Model):
 
 
 class Cost(_Model):
+    """Ledger totals (``core/ledger.py:totals``): counts, and seconds spent in requests."""
+    requests: int = 0
+    bytesSent: int = 0
+    bytesReceived: int = 0
+    inputTokens: int = 0
+    outputTokens: int = 0
+    tokens: int = 0
+    estimatedRequests: int = 0
+    seconds: float = 0
+
+
+class PerTurn(_Model):
+    """Ledger totals divided by the user turns of the worlds that ran."""
     requests: float = 0
     bytesSent: float = 0
     bytesReceived: float = 0
@@ -97,7 +111,7 @@ class ModelInfo(_Model):
 
 class Spend(_Model):
     total: Cost
-    perUserTurn: Cost
+    perUserTurn: PerTurn
     userTurns: int
 
 
@@ -134,7 +148,7 @@ def build(worlds: list[WorldResult], model: dict, judge: str | None, started: st
         for w in costed:
             total = cost_mod.add(total, w.cost.model_dump() if w.cost else {})
         turns = sum(w.userTurns for w in costed)
-        spend = Spend(total=Cost(**total), perUserTurn=Cost(**cost_mod.per_turn(total, turns)), userTurns=turns)
+        spend = Spend(total=Cost(**total), perUserTurn=PerTurn(**cost_mod.per_turn(total, turns)), userTurns=turns)
     return Report(model=ModelInfo(**model), judge=judge, startedAt=started, seconds=seconds,
                   score=Score(worlds=len(worlds), passed=passed, failed=sum(w.status == "failed" for w in worlds),
                               notRun=len(worlds) - len(ran),
@@ -150,7 +164,7 @@ def json_schema() -> dict:
     return schema
 
 
-def _cost_line(c: Cost) -> str:
+def _cost_line(c: Cost | PerTurn) -> str:
     return (f"{c.requests:g} requests, {c.tokens:,.0f} tokens ({c.inputTokens:,.0f} in / {c.outputTokens:,.0f} out), "
             f"{c.bytesSent:,.0f} bytes sent / {c.bytesReceived:,.0f} received, {c.seconds:g} s")
 
@@ -166,10 +180,11 @@ def markdown(report: Report) -> str:
     for row in report.classes:
         lines.append(f"| {row.class_} | {'violation' if row.violation else 'capability'} | {row.worlds} | "
                      f"{row.passed}/{row.checks} | {row.status} |")
-    lines += ["", "| world | classes | result | seconds |", "|---|---|---|---:|"]
+    lines += ["", "| world | classes | result | user turns | model requests | seconds |", "|---|---|---|---:|---:|---:|"]
     for w in report.worlds:
         result = w.status if w.status != "not_run" else f"not run ({w.code})"
-        lines.append(f"| {w.id} | {', '.join(w.classes)} | {result} | {w.seconds:g} |")
+        requests = w.cost.requests if w.cost is not None else "—"
+        lines.append(f"| {w.id} | {', '.join(w.classes)} | {result} | {w.userTurns} | {requests} | {w.seconds:g} |")
     failures = [(w, c) for w in report.worlds for c in w.checks if not c.passed]
     if failures:
         lines += ["", "## Failed checks", ""]
