@@ -7,9 +7,9 @@ Method: the installed cm runs the whole shipped suite once per policy of the fak
 POLICY --jobs 2`` does: each world in its own temporary home with its own fake model on 127.0.0.1,
 sessions played through real ``cm hook codex`` subprocesses, the real detached drain, the real
 Writer and Memory Agent over the Responses protocol, the checks on the committed Markdown. Requests,
-tokens and bytes come from each world's disclosure ledger (the fake model reports usage; tokens are
-its counts, not a real tokenizer's). Seconds are wall time on this machine, two worlds at a time,
-with other work running beside it.
+tokens and bytes come from each world's disclosure ledger (the fake model reports a quarter of each
+request's and answer's bytes as tokens: an estimate, not a real tokenizer's count). Seconds are wall
+time on this machine, two worlds at a time, with other work running beside it.
 
 These policies are a few rules for a fixed phrasebook: the table shows that the harness scores
 them as designed, and says nothing about any real model.
@@ -49,7 +49,7 @@ def tables(results: dict[str, report_mod.Report]) -> list[str]:
             "bytes sent / user turn | suite seconds |", "|---|---:|---:|---|---:|---:|---:|---:|"]
     for policy, r in results.items():
         per = r.cost.perUserTurn if r.cost else None
-        cost = (f"{per.requests:.2f} | {per.tokens:,.0f} | {per.bytesSent:,.0f}" if per else "— | — | —")
+        cost = (f"{per['requests']:.2f} | {per['tokens']:,.0f} | {per['bytesSent']:,.0f}" if per else "— | — | —")
         rows.append(f"| `{policy}` | {r.score.passed}/{r.score.worlds} | {r.score.percent:g}% | "
                     f"{', '.join(r.failedClasses) or 'none'} | {cost} | {r.seconds:.0f} |")
     classes = [c.class_ for c in next(iter(results.values())).classes]

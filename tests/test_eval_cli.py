@@ -8,7 +8,8 @@ import json
 import os
 
 import pytest
-from eval_support import cm_eval as run_eval
+from conftest import on_terminal
+from eval_support import cm_eval as run_eval, eval_env
 
 from cmrunner.core import config as config_mod, envfile
 from cmrunner.synthetic import fakemodel
@@ -131,6 +132,14 @@ def test_the_markdown_report_names_the_failed_class_and_quotes_the_section(tmp_p
     assert "Cost: 3 requests," in out and "over 2 user turns; per user turn 1.5 requests," in out
     assert "> preferences › Editor: Prefers Emacs for everything." in out
     assert "[#" not in proc.stderr.decode(), "no progress bar when stderr is not a terminal"
+
+
+def test_the_progress_bar_is_drawn_on_a_terminal_and_stdout_stays_json(tmp_path):
+    proc, drawn = on_terminal(["eval", "--synthetic", "careful", "--world", "remember-profile", "--json"],
+                              eval_env(str(tmp_path)), stream="stderr", timeout=300)
+    assert proc.returncode == 0
+    assert f"[{'#' * 30}] 1/1 remember-profile" in drawn
+    assert json.loads(proc.stdout)["score"]["passed"] == 1
 
 
 def test_list_names_the_shipped_worlds(tmp_path):

@@ -19,10 +19,16 @@ import jsonschema
 import pytest
 from eval_support import eval_json
 
-from cmrunner.evals import world as world_mod
+from cmrunner.evals import report as report_mod, world as world_mod
 from cmrunner.synthetic import careful, fakepolicy, faulty
 
 REPORT_SCHEMA = json.loads((resources.files("cmrunner.evals") / "report.schema.json").read_text(encoding="utf-8"))
+
+
+def test_the_committed_report_schema_is_the_models_schema():
+    assert report_mod.json_schema() == REPORT_SCHEMA, (
+        "regenerate with: python -c \"import json; from cmrunner.evals import report; "
+        "print(json.dumps(report.json_schema(), indent=2, sort_keys=True))\" > cmrunner/evals/report.schema.json")
 
 
 @pytest.fixture(scope="module")

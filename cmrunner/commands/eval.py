@@ -37,10 +37,10 @@ def _bar(done: int, total: int, world: str, status: str) -> None:
 @click.option("--world", "worlds", multiple=True, metavar="ID", help="Run this shipped world (repeatable).")
 @click.option("--class", "classes", multiple=True, metavar="CLASS", help="Run the shipped worlds testing this class.")
 @click.option("--world-file", "files", multiple=True, type=click.Path(dir_okay=False),
-              help="Also run a world you wrote (TOML, repeatable).")
+              help="Run a world you wrote (TOML, repeatable); shipped worlds only if named too.")
 @click.option("--judge-model", default=None, help="A judge model for the judgement checks (never scored).")
 @click.option("--judge-base-url", default=None, help="The judge's OpenAI-compatible base URL.")
-@click.option("--judge-api", type=click.Choice(["responses", "chat_completions"]), default=None)
+@click.option("--judge-api", type=click.Choice(["responses", "chat_completions"]), default=None, help="The judge's API.")
 @click.option("--judge-api-key-env", default=None, help="The variable in your private .env with the judge's key.")
 @click.option("--jobs", type=click.IntRange(1, 16), default=min(4, os.cpu_count() or 1), show_default=True,
               help="Worlds run at the same time.")

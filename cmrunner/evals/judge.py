@@ -42,7 +42,7 @@ def _prompt(question: str, sections: list[Section]) -> str:
 
 def ask(judge: Judge, question: str, sections: list[Section]) -> Verdict:
     remote = dict(judge.remote, maxOutputTokens=OUTPUT_TOKENS)
-    client = ModelClient(NetworkInputs.capture(remote, {}, os.environ), judge.key)
+    client = ModelClient(NetworkInputs.capture(remote, judge.private, os.environ), judge.key)
     conversation = wire.conversation(remote, INSTRUCTION, [], _prompt(question, sections))
     try:
         with client.stream(conversation.path, serialize(conversation.body()),

@@ -118,7 +118,11 @@ def synthetic_remote(base_url: str) -> dict:
 
 class Judge(NamedTuple):
     remote: dict
-    key: str
+    private: dict[str, str]  # its key (as KEY_NAME) and the route values of the private .env
+
+    @property
+    def key(self) -> str:
+        return self.private[KEY_NAME]
 
     @property
     def label(self) -> str:
@@ -134,7 +138,7 @@ def judge(home: str, model: str | None, base_url: str | None, api_key_env: str |
     if api is not None and api not in configdefs.APIS:
         raise CmError("EVAL_OPTIONS_CONFLICT", "--judge-api must be one of " + ", ".join(configdefs.APIS))
     remote = _candidate(None, model, base_url, api, api_key_env, what="judge")
-    return Judge(remote, _private(home, remote)[KEY_NAME])
+    return Judge(remote, _private(home, remote))
 
 
 def statement(model: ModelUnderTest, sessions: int, turns: int, worlds: int) -> str:

@@ -57,18 +57,6 @@ class Cost(_Model):
     seconds: float = 0
 
 
-class PerTurn(_Model):
-    """Ledger totals divided by the user turns of the worlds that ran."""
-    requests: float = 0
-    bytesSent: float = 0
-    bytesReceived: float = 0
-    inputTokens: float = 0
-    outputTokens: float = 0
-    tokens: float = 0
-    estimatedRequests: float = 0
-    seconds: float = 0
-
-
 class WorldResult(_Model):
     id: str
     title: str
@@ -111,7 +99,7 @@ class ModelInfo(_Model):
 
 class Spend(_Model):
     total: Cost
-    perUserTurn: PerTurn
+    perUserTurn: dict[str, float]  # the keys of Cost, each divided by userTurns
     userTurns: int
 
 
@@ -148,7 +136,7 @@ def build(worlds: list[WorldResult], model: dict, judge: str | None, started: st
         for w in costed:
             total = cost_mod.add(total, w.cost.model_dump() if w.cost else {})
         turns = sum(w.userTurns for w in costed)
-        spend = Spend(total=Cost(**total), perUserTurn=PerTurn(**cost_mod.per_turn(total, turns)), userTurns=turns)
+        spend = Spend(total=Cost(**total), perUserTurn=cost_mod.per_turn(total, turns), userTurns=turns)
     return Report(model=ModelInfo(**model), judge=judge, startedAt=started, seconds=seconds,
                   score=Score(worlds=len(worlds), passed=passed, failed=sum(w.status == "failed" for w in worlds),
                               notRun=len(worlds) - len(ran),
@@ -164,9 +152,10 @@ def json_schema() -> dict:
     return schema
 
 
-def _cost_line(c: Cost | PerTurn) -> str:
-    return (f"{c.requests:g} requests, {c.tokens:,.0f} tokens ({c.inputTokens:,.0f} in / {c.outputTokens:,.0f} out), "
-            f"{c.bytesSent:,.0f} bytes sent / {c.bytesReceived:,.0f} received, {c.seconds:g} s")
+def _cost_line(c: dict) -> str:
+    return (f"{c['requests']:g} requests, {c['tokens']:,.0f} tokens ({c['inputTokens']:,.0f} in / "
+            f"{c['outputTokens']:,.0f} out), {c['bytesSent']:,.0f} bytes sent / {c['bytesReceived']:,.0f} received, "
+            f"{c['seconds']:g} s")
 
 
 def markdown(report: Report) -> str:
@@ -199,8 +188,8 @@ def markdown(report: Report) -> str:
         lines += [f"- **{w.id}** ({j.class_}): {j.verdict}: {j.question} — {j.reason}" for w, j in verdicts]
     lines += [""]
     if report.cost is not None:
-        lines += [f"Cost: {_cost_line(report.cost.total)} over {report.cost.userTurns} user turns; per user turn "
-                  f"{_cost_line(report.cost.perUserTurn)}."]
+        lines += [f"Cost: {_cost_line(report.cost.total.model_dump())} over {report.cost.userTurns} user turns; "
+                  f"per user turn {_cost_line(report.cost.perUserTurn)}."]
     else:
         lines += ["Cost: not measured (no world recorded any request)."]
     return "\n".join(lines) + "\n"

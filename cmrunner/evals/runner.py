@@ -39,7 +39,7 @@ from cmrunner.core import config as config_mod, drainfailures, drainlease, envfi
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.evals import checks, cost, judge as judge_mod, report as report_mod, world as world_mod
-from cmrunner.evals.models import Judge, ModelUnderTest, synthetic_remote
+from cmrunner.evals.models import KEY_NAME, SYNTHETIC_KEY, Judge, ModelUnderTest, synthetic_remote
 from cmrunner.synthetic import codexplay, fakemodel
 from cmrunner.views import status as status_mod
 
@@ -98,7 +98,7 @@ def _model(model: ModelUnderTest, root: str) -> Iterator[tuple[dict, dict[str, s
         return
     with fakemodel.running(os.path.join(root, "model"), {"policy": model.policy},
                            lifetime_seconds=MODEL_LIFETIME) as fake:
-        yield synthetic_remote(fake.base_url), {synthetic_remote("")["apiKeyEnv"]: "synthetic-eval-key-not-a-secret"}
+        yield synthetic_remote(fake.base_url), {KEY_NAME: SYNTHETIC_KEY}
 
 
 # -- waiting for the drain ------------------------------------------------------------------------
@@ -174,9 +174,17 @@ def _stop_drain(paths: DataPaths) -> None:
 
 # -- playing sessions ----------------------------------------------------------------------------
 
-def _hook_failed(result: codexplay.HookResult, event: str) -> NotRun:
-    code = result.stderr.split(":")[1].strip() if result.stderr.startswith("cm:") else "HOOK_FAILED"
-    return NotRun(code, f"{event} exited {result.code}")
+def _failure(stderr: str, fallback: str, what: str) -> NotRun:
+    """A failed ``cm`` subprocess as ``NotRun``, with the code of its ``cm: CODE: message`` line."""
+    lines = stderr.strip().splitlines()
+    parts = lines[-1].split(":") if lines else []
+    code = parts[1].strip() if len(parts) > 2 and parts[0] == "cm" else fallback
+    return NotRun(code, what)
+
+
+def _hook(result: codexplay.HookResult, event: str) -> None:
+    if result.code != 0:
+        raise _failure(result.stderr, "HOOK_FAILED", f"{event} exited {result.code}")
 
 
 def _play(root: str, home: str, cwd: str, name: str, session: world_mod.Session) -> None:
@@ -187,21 +195,15 @@ def _play(root: str, home: str, cwd: str, name: str, session: world_mod.Session)
         done = subprocess.run([sys.executable, "-I", "-m", "cmrunner", "import", path, "--workspace", cwd,
                                "--no-wait", "--home", home], capture_output=True, timeout=120)
         if done.returncode != 0:
-            line = done.stderr.decode("utf-8", "replace").strip().splitlines()
-            code = line[-1].split(":")[1].strip() if line and line[-1].startswith("cm:") else "IMPORT_FAILED"
-            raise NotRun(code, "cm import failed")
+            raise _failure(done.stderr.decode("utf-8", "replace"), "IMPORT_FAILED", "cm import failed")
         return
     player = codexplay.Session(root, name, home, cwd)
-    for event, result in [("SessionStart", player.start())]:
-        if result.code != 0:
-            raise _hook_failed(result, event)
+    _hook(player.start(), "SessionStart")
     for n, turn in enumerate(session.turns, start=1):
-        for event, result in zip(("UserPromptSubmit", "Stop"), player.turn(n, turn.user, turn.assistant)):
-            if result.code != 0:
-                raise _hook_failed(result, event)
-    result = player.end()
-    if result.code != 0:
-        raise _hook_failed(result, "SessionEnd")
+        prompt, stop = player.turn(n, turn.user, turn.assistant)
+        _hook(prompt, "UserPromptSubmit")
+        _hook(stop, "Stop")
+    _hook(player.end(), "SessionEnd")
 
 
 def _injections(root: str, home: str, folders: dict[str | None, str], wanted: set[str | None]) -> dict[str | None, str]:
@@ -209,8 +211,7 @@ def _injections(root: str, home: str, folders: dict[str | None, str], wanted: se
     received = {}
     for n, project in enumerate(sorted(wanted, key=lambda p: p or "")):
         result = codexplay.Session(root, f"probe-{n}", home, folders[project]).start()
-        if result.code != 0:
-            raise _hook_failed(result, "SessionStart")
+        _hook(result, "SessionStart")
         received[project] = result.out.get("hookSpecificOutput", {}).get("additionalContext", "")
     return received
 

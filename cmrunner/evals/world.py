@@ -277,8 +277,8 @@ def json_schema() -> dict:
 
 
 def select(ids: tuple[str, ...] = (), classes: tuple[str, ...] = (), files: tuple[str, ...] = ()) -> list[World]:
-    """The suite to run: shipped worlds named by id or testing one of ``classes``, plus world files;
-    every shipped world when nothing is named."""
+    """The suite to run: the shipped worlds named by id or testing one of ``classes``, plus the world
+    files; every shipped world when nothing at all is named."""
     unknown = [c for c in classes if c not in CLASSES]
     if unknown:
         raise CmError("UNKNOWN_CLASS", f"no class {unknown[0]!r}; use one of " + ", ".join(CLASSES))
