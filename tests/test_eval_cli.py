@@ -109,8 +109,12 @@ def test_the_judge_is_reported_apart_and_never_scored(tmp_path):
     script = {"default": {"text": "FAIL: the headings are vague"}}
     with fakemodel.running(str(tmp_path / "judge"), script) as judge:
         configure(tmp_path, judge.base_url)
-        proc = cm_eval(tmp_path, "--synthetic", "careful", "--world", "remember-preferences", "--judge-model", "judge-1",
-                       "--judge-base-url", judge.base_url, "--judge-api-key-env", "JUDGE_KEY", "--json")
+        args = ["--synthetic", "careful", "--world", "remember-preferences", "--judge-model", "judge-1",
+                "--judge-base-url", judge.base_url, "--judge-api-key-env", "JUDGE_KEY", "--json"]
+        refused = cm_eval(tmp_path, *args)
+        assert refused.stderr.decode().strip().splitlines()[-1].startswith("cm: CONFIRMATION_REQUIRED: ")
+        assert judge.requests() == [], "a judge is a paid provider too: nothing is sent before the user agrees"
+        proc = cm_eval(tmp_path, *args, "--yes")
         asked = judge.model_requests()
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
@@ -158,10 +162,13 @@ def test_list_names_the_shipped_worlds(tmp_path):
     (["--synthetic", "careful", "--world", "no-such-world"], "UNKNOWN_WORLD"),
     (["--synthetic", "careful", "--class", "no_such_class"], "UNKNOWN_CLASS"),
     (["--synthetic", "careful", "--world-file", "/nonexistent/world.toml"], "WORLD_NOT_FOUND"),
+    (["--synthetic", "careful", "--keep", "/proc/no-such-folder/kept"], "KEEP_UNWRITABLE"),
+    (["--synthetic", "careful", "--judge-model", "j", "--judge-base-url", "http://127.0.0.1:9/v1",
+      "--judge-api-key-env", "ABSENT"], "API_KEY_MISSING"),
 ])
 def test_bad_options_get_a_code_and_run_nothing(tmp_path, args, code):
     proc = cm_eval(tmp_path, *args)
     assert proc.returncode == 1
-    assert proc.stderr.decode().startswith(f"cm: {code}: "), proc.stderr
+    assert proc.stderr.decode().strip().splitlines()[-1].startswith(f"cm: {code}: "), proc.stderr
     assert proc.stdout == b""
     assert os.listdir(tmp_path / "tmp") == []

@@ -2,7 +2,7 @@
 
 The harness (``cmrunner/evals``) runs and scores; this module only parses options, says what will
 be sent where (on stderr, before anything is sent), asks before spending on a real provider
-(unless ``--yes``; with no terminal to ask on, ``CONFIRMATION_REQUIRED``), draws a progress bar on
+or a judge (unless ``--yes``; with no terminal to ask on, ``CONFIRMATION_REQUIRED``), draws a progress bar on
 stderr when stderr is a terminal, and prints the report as Markdown or ``--json``. The exit code
 is 0 only when every world ran and passed.
 """
@@ -69,19 +69,17 @@ def eval_command(ctx: click.Context, synthetic: str | None, model: str | None, b
     home = _home(ctx)
     tested = models.resolve(home, models.Choice(synthetic, model, base_url, api, api_key_env))
     judge = models.judge(home, judge_model, judge_base_url, judge_api_key_env, judge_api)
-    if keep is not None:
-        if os.path.lexists(keep):
-            raise CmError("KEEP_EXISTS", f"{keep} already exists; name a new folder for --keep")
-        os.makedirs(keep, mode=0o700)
     echo(models.statement(tested, sum(len(w.sessions) for w in suite), sum(w.user_turns for w in suite), len(suite)),
          err=True)
     if judge is not None:
         echo(f"judge: {judge.label} receives each judged world's resulting memory (synthetic) and one question.",
              err=True)
-    if not tested.synthetic and not yes:
+    if (not tested.synthetic or judge is not None) and not yes:
         if not (sys.stdin.isatty() and is_terminal(err=True)):
             raise CmError("CONFIRMATION_REQUIRED", "this sends requests to a paid provider; pass --yes to go ahead")
         click.confirm("Go ahead?", abort=True, err=True)
+    if keep is not None:
+        runner.make_keep(keep)
     progress = (lambda p: _bar(p.done, p.total, p.world, p.status)) if is_terminal(err=True) else (lambda _p: None)
     result = runner.drive(runner.run(suite, tested, judge, jobs, keep), progress)
     if as_json:

@@ -236,6 +236,16 @@ def _evaluate(world: world_mod.World, memory: checks.Memory, injected: dict[str 
     return results, verdicts
 
 
+def make_keep(path: str) -> None:
+    """The new, private folder ``--keep`` names (``KEEP_EXISTS`` / ``KEEP_UNWRITABLE`` otherwise)."""
+    if os.path.lexists(path):
+        raise CmError("KEEP_EXISTS", f"{path} already exists; name a new folder for --keep")
+    try:
+        os.makedirs(path, mode=0o700)
+    except OSError:
+        raise CmError("KEEP_UNWRITABLE", f"{path} cannot be created; name a folder you can write to") from None
+
+
 def _keep(root: str, home: str, keep: str | None, world_id: str) -> None:
     """Remove the folder, or (``keep``) move it to ``keep/<world id>`` without the private .env."""
     if keep is None:
