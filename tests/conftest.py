@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 from support import overlay, seams
-from support.procs import drain_pids, wait_no_drain  # noqa: F401 - re-exported to tests
+from support.procs import drain_pids, wait_no_drain
 
 BIN = os.path.dirname(sys.executable)
 REAL_CM = os.path.join(BIN, "cm")  # the installation exactly as a user has it: no seam can act
@@ -55,6 +55,15 @@ def reap_drains(home: str, timeout: float = 5.0) -> None:
             except ProcessLookupError:
                 pass
         time.sleep(0.02)
+
+
+def settle(home: str) -> None:
+    """Let the drains the hooks spawned finish, then run one more drain in the foreground, so every
+    admitted row is consumed before a test looks at the store (a loaded machine delays drains)."""
+    wait_no_drain(home, timeout=30)
+    proc = subprocess.run([CM, "session-drain", "--home", home], env=hook_env(), capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    wait_no_drain(home, timeout=30)
 
 
 @pytest.fixture(autouse=True)
