@@ -99,12 +99,14 @@ def run_cm(args: list[str], stdin: bytes = b"", env: dict[str, str] | None = Non
     return subprocess.run([cm, *args], input=stdin, capture_output=True, env=env or hook_env(), timeout=timeout)
 
 
-def run_cm_terminal(args: list[str], env: dict[str, str] | None = None) -> str:
-    """What ``cm`` writes to a real pseudo-terminal (the terminal turns each LF into CRLF)."""
+def on_terminal(args: list[str], env: dict[str, str] | None = None, stream: str = "stdout",
+                timeout: float = 30) -> tuple[subprocess.CompletedProcess[bytes], str]:
+    """Run ``cm`` with ``stream`` (stdout or stderr) on a real pseudo-terminal and the other piped;
+    the process, and what reached the terminal (which turns each LF into CRLF)."""
     leader, follower = pty.openpty()
     try:
-        proc = subprocess.run([CM, *args], stdout=follower, stderr=subprocess.PIPE, env=env or hook_env(), timeout=30)
-        assert proc.returncode == 0, proc.stderr
+        streams = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, stream: follower}
+        proc = subprocess.run([CM, *args], **streams, env=env or hook_env(), timeout=timeout)
         os.close(follower)
         follower = -1
         chunks = []
@@ -116,11 +118,18 @@ def run_cm_terminal(args: list[str], env: dict[str, str] | None = None) -> str:
             if not chunk:
                 break
             chunks.append(chunk)
-        return b"".join(chunks).decode()
+        return proc, b"".join(chunks).decode()
     finally:
         os.close(leader)
         if follower >= 0:
             os.close(follower)
+
+
+def run_cm_terminal(args: list[str], env: dict[str, str] | None = None) -> str:
+    """What ``cm`` writes to a real pseudo-terminal (the terminal turns each LF into CRLF)."""
+    proc, shown = on_terminal(args, env)
+    assert proc.returncode == 0, proc.stderr
+    return shown
 
 
 def run_hook(home: str, event: dict | bytes, client: str = "codex",
