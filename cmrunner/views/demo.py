@@ -33,7 +33,7 @@ from cmrunner.core import config as config_mod, envfile, projects
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.synthetic import codexplay, fakemodel
-from cmrunner.views import status as status_mod
+from cmrunner.views import status as status_mod, usage as usage_mod
 
 FIRST = (("I prefer tabs over spaces in Go code.", "Tabs in Go, noted."),
          ("I live in Lisbon.", "Noted."),
@@ -146,6 +146,7 @@ def run(keep: bool = False) -> Iterator[str]:
             yield f"injection:   session 2's memory {'carried what session 1 said' if carried else 'did NOT carry session 1'}"
             settled = _wait_for_drain(home)
             yield f"drain:       {'committed the correction and the forget' if settled else 'STILL BUSY after 60 s'}"
+            yield f"             the Memory Agent made {len(model.model_requests()) - calls} model requests"
             yield ""
             yield from _documents(paths, ["profile", "preferences"])
             prefs, profile = _read(paths, "preferences"), _read(paths, "profile")
@@ -156,6 +157,9 @@ def run(keep: bool = False) -> Iterator[str]:
                    f"forget: {'Lisbon is gone (restorable for 30 days with `cm trash` / `cm restore`)' if forgotten else 'Lisbon is STILL there'}")
             if not (carried and settled and corrected and forgotten):
                 failed.append("session 2 did not correct and forget as asked")
+            spent = usage_mod.gather(home)["total"]
+            yield (f"spend:       {usage_mod.totals_text(spent)} (the disclosure ledger; `cm usage` shows yours, "
+                   "and spend caps bound it)")
         yield f"total:       {time.perf_counter() - started:.1f} s"
     finally:
         if keep:
