@@ -73,15 +73,15 @@ def timed_run(argv: list[str], stdin: bytes, env: dict[str, str]) -> tuple[float
     return (time.perf_counter() - started) * 1000, proc.returncode
 
 
-def write_section(name: str, body: str) -> None:
-    """Replace the block between ``<!-- bench:name -->`` markers in docs/benchmarks.md."""
+def write_section(name: str, body: str, path: str = BENCHMARKS_MD) -> None:
+    """Replace the block between ``<!-- bench:name -->`` markers in docs/benchmarks.md (or ``path``)."""
     start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
-    with open(BENCHMARKS_MD, encoding="utf-8") as handle:
+    with open(path, encoding="utf-8") as handle:
         text = handle.read()
     block = f"{start}\n{body.rstrip()}\n{end}"
     if start in text:
         text = re.sub(re.escape(start) + r".*?" + re.escape(end), lambda _m: block, text, flags=re.S)
     else:
         text = text.rstrip() + "\n\n" + block + "\n"
-    with open(BENCHMARKS_MD, "w", encoding="utf-8") as handle:
+    with open(path, "w", encoding="utf-8") as handle:
         handle.write(text)

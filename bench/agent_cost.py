@@ -4,7 +4,8 @@ Method: a fresh temporary home points at the project's fake model (``cmrunner.sy
 127.0.0.1) in its diligent-model mode (policy ``remember_user_turns``: it reads every page it is
 offered, the snapshot manifest and every non-empty document to the end, then submits). A Codex
 session is played through ``cm hook codex`` subprocesses with a Codex-shaped transcript, exactly
-as ``cm demo`` does: SessionStart, for each turn UserPromptSubmit and Stop, then SessionEnd. The
+by ``cmrunner.synthetic.codexplay`` (as ``cm demo`` and ``cm eval`` do): SessionStart, for each turn
+UserPromptSubmit and Stop, then SessionEnd. The
 hooks spawn the real detached drain, which seals the batches and runs the real Memory Agent over
 the Responses protocol. Once the home is idle, the fake model's request log is the ground truth:
 requests, bytes (each body serialized compactly, as the agent sends it) and tokens.
@@ -26,24 +27,25 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import machine, rollout_line, session_meta, write_section
+from _util import machine, write_section
 
 from cmrunner.core import config as config_mod, envfile
 from cmrunner.core.home import DataPaths
-from cmrunner.synthetic import fakemodel
-from cmrunner.views import demo as demo_mod, status as status_mod
+from cmrunner.synthetic import codexplay, fakemodel
+from cmrunner.views import status as status_mod
 
 KEY = "COMMON_MEMORY_API_KEY"
 REMEMBER = {4: "Remember that I deploy with Nix flakes.", 11: "Remember that I review code in the morning.",
             18: "Remember that this repo targets Python 3.12."}
 PROMPTS_21 = tuple(REMEMBER.get(n, f"Small step {n}: rename the helper in module {n}.") for n in range(1, 22))
 REPLY = "Done."
+# The two turns `cm demo` played when the targets below were set (the demo now plays more).
+DEMO_PROMPTS = ("I prefer tabs over spaces in Go code.", "My main project is a small Rust CLI called tidewatch.")
 
 
 def _home(root: str, base_url: str) -> str:
@@ -55,13 +57,6 @@ def _home(root: str, base_url: str) -> str:
     config_mod.save(home, data)
     envfile.update(home, {KEY: "bench-key-not-a-secret"})
     return home
-
-
-def _hook(home: str, env: dict[str, str], event: dict) -> None:
-    done = subprocess.run([sys.executable, "-I", "-m", "cmrunner", "hook", "codex", "--home", home],
-                          input=json.dumps(event).encode(), capture_output=True, env=env, timeout=60)
-    if done.returncode != 0:
-        raise RuntimeError(f"hook {event['hook_event_name']} exited {done.returncode}")
 
 
 def _idle(home: str, seconds: float = 300) -> None:
@@ -85,31 +80,14 @@ def play(prompts: tuple[str, ...], batch: bool) -> dict:
             home = _home(root, model.base_url)
             work = os.path.join(root, "work")
             os.mkdir(work)
-            session = "bench-session"
-            path = os.path.join(root, "rollout.jsonl")
-            env = dict(os.environ, COMMON_MEMORY_HOST_INSTANCE="bench:cost:1")
-
-            def write(*records: dict) -> None:
-                with open(path, "a", encoding="utf-8") as handle:
-                    handle.writelines(rollout_line(r) + "\n" for r in records)
-
-            def event(name: str, **fields: object) -> dict:
-                return {"session_id": session, "transcript_path": path, "cwd": work, "hook_event_name": name, **fields}
-
-            with open(path, "w", encoding="utf-8") as handle:
-                handle.write(session_meta(session) + "\n")
-            _hook(home, env, event("SessionStart", source="startup"))
+            session = codexplay.Session(root, "bench-session", home, work)
+            results = [session.start()]
             for n, prompt in enumerate(prompts, start=1):
-                turn = f"turn-{n}"
-                write({"type": "event_msg", "payload": {"type": "task_started", "turn_id": turn}})
-                _hook(home, env, event("UserPromptSubmit", turn_id=turn, prompt=prompt))
-                write({"type": "event_msg", "payload": {"type": "item_completed", "turn_id": turn, "item": {
-                          "type": "UserMessage", "id": f"u{n}", "content": [{"type": "text", "text": prompt}]}}},
-                      {"type": "event_msg", "payload": {"type": "item_completed", "turn_id": turn, "item": {
-                          "type": "AgentMessage", "id": f"a{n}", "content": [{"type": "Text", "text": REPLY}]}}},
-                      {"type": "event_msg", "payload": {"type": "task_complete", "turn_id": turn}})
-                _hook(home, env, event("Stop", turn_id=turn))
-            _hook(home, env, event("SessionEnd", reason="other"))
+                results += session.turn(n, prompt, REPLY)
+            results.append(session.end())
+            failed = [r for r in results if r.code != 0]
+            if failed:
+                raise RuntimeError(f"a hook exited {failed[0].code}")
             _idle(home)
             requests = model.model_requests()
             receipts = DataPaths(config_mod.load(home).data_root).receipts
@@ -141,7 +119,7 @@ TARGETS = {"session": (5000, 12), "demo": (None, 4)}
 
 
 def measure() -> tuple[list[str], list[str]]:
-    session, parallel, demo = play(PROMPTS_21, False), play(PROMPTS_21, True), play(demo_mod.PROMPTS, False)
+    session, parallel, demo = play(PROMPTS_21, False), play(PROMPTS_21, True), play(DEMO_PROMPTS, False)
     rows = ["| session | user turns | jobs committed | requests | bytes sent | tokens (est.) | bytes / user turn | "
             "tokens / user turn | requests / user turn | fixed text of one request: instructions / tools / task "
             "(bytes) |",

@@ -12,6 +12,7 @@ from cmrunner.commands import (  # noqa: F401 - registration
     access,
     control,
     entries,
+    eval as eval_command,
     generators,
     manage,
     secrets,

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 from support import overlay, seams
-from support.procs import drain_pids, wait_no_drain  # noqa: F401 - re-exported to tests
+from support.procs import drain_pids, wait_no_drain
 
 BIN = os.path.dirname(sys.executable)
 REAL_CM = os.path.join(BIN, "cm")  # the installation exactly as a user has it: no seam can act
@@ -55,6 +55,15 @@ def reap_drains(home: str, timeout: float = 5.0) -> None:
             except ProcessLookupError:
                 pass
         time.sleep(0.02)
+
+
+def settle(home: str) -> None:
+    """Let the drains the hooks spawned finish, then run one more drain in the foreground, so every
+    admitted row is consumed before a test looks at the store (a loaded machine delays drains)."""
+    wait_no_drain(home, timeout=30)
+    proc = subprocess.run([CM, "session-drain", "--home", home], env=hook_env(), capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    wait_no_drain(home, timeout=30)
 
 
 @pytest.fixture(autouse=True)
@@ -90,12 +99,14 @@ def run_cm(args: list[str], stdin: bytes = b"", env: dict[str, str] | None = Non
     return subprocess.run([cm, *args], input=stdin, capture_output=True, env=env or hook_env(), timeout=timeout)
 
 
-def run_cm_terminal(args: list[str], env: dict[str, str] | None = None) -> str:
-    """What ``cm`` writes to a real pseudo-terminal (the terminal turns each LF into CRLF)."""
+def on_terminal(args: list[str], env: dict[str, str] | None = None, stream: str = "stdout",
+                timeout: float = 30) -> tuple[subprocess.CompletedProcess[bytes], str]:
+    """Run ``cm`` with ``stream`` (stdout or stderr) on a real pseudo-terminal and the other piped;
+    the process, and what reached the terminal (which turns each LF into CRLF)."""
     leader, follower = pty.openpty()
     try:
-        proc = subprocess.run([CM, *args], stdout=follower, stderr=subprocess.PIPE, env=env or hook_env(), timeout=30)
-        assert proc.returncode == 0, proc.stderr
+        streams = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, stream: follower}
+        proc = subprocess.run([CM, *args], **streams, env=env or hook_env(), timeout=timeout)
         os.close(follower)
         follower = -1
         chunks = []
@@ -107,11 +118,18 @@ def run_cm_terminal(args: list[str], env: dict[str, str] | None = None) -> str:
             if not chunk:
                 break
             chunks.append(chunk)
-        return b"".join(chunks).decode()
+        return proc, b"".join(chunks).decode()
     finally:
         os.close(leader)
         if follower >= 0:
             os.close(follower)
+
+
+def run_cm_terminal(args: list[str], env: dict[str, str] | None = None) -> str:
+    """What ``cm`` writes to a real pseudo-terminal (the terminal turns each LF into CRLF)."""
+    proc, shown = on_terminal(args, env)
+    assert proc.returncode == 0, proc.stderr
+    return shown
 
 
 def run_hook(home: str, event: dict | bytes, client: str = "codex",

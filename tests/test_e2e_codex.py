@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import CM, db_rows, hook_env, wait_no_drain
+from conftest import CM, db_rows, settle
 from support import hosts
 
 from cmrunner.synthetic import fakemodel
@@ -52,13 +52,6 @@ def setup(codex, home, tmp_path):
     with fakemodel.running(str(tmp_path / "fake"), {"replies": [], "default": {"text": "Noted."}}) as fake:
         yield CodexSetup(codex, home, tmp_path, fake)
 
-
-def settle(home: str) -> None:
-    """Let spawned drains finish, then run one more drain so every admitted row is consumed."""
-    wait_no_drain(home, timeout=30)
-    proc = subprocess.run([CM, "session-drain", "--home", home], env=hook_env(), capture_output=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    wait_no_drain(home, timeout=30)
 
 
 def batches(home: str) -> list[list[str]]:

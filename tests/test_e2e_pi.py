@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import CM, db_rows, hook_env, wait_no_drain
+from conftest import CM, db_rows, settle
 from support import hosts
 
 import cmrunner.bridge
@@ -95,12 +95,6 @@ class PiRpc:
         finally:
             hosts.stop(self.process)
 
-
-def settle(home: str) -> None:
-    wait_no_drain(home, timeout=30)
-    proc = subprocess.run([CM, "session-drain", "--home", home], env=hook_env(), capture_output=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    wait_no_drain(home, timeout=30)
 
 
 def test_pi_session_turns_become_evidence_and_memory_reaches_the_system_prompt(pi, home, tmp_path):

@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import CM, db_rows, hook_env, run_cm, wait_no_drain
+from conftest import CM, db_rows, hook_env, run_cm, settle, wait_no_drain
 from support import hosts
 
 import cmrunner.bridge
@@ -53,12 +53,6 @@ def run_pi(pi: Path, home: str, root: Path, base_url: str, mode: str, prompts: l
     assert "Extension error" not in result.stderr, result.stderr[-2000:]
     return result
 
-
-def settle(home: str) -> None:
-    wait_no_drain(home, timeout=30)
-    proc = subprocess.run([CM, "session-drain", "--home", home], env=hook_env(), capture_output=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    wait_no_drain(home, timeout=30)
 
 
 def system_text(request: dict) -> str:

@@ -229,9 +229,12 @@ def test_merge_keeps_comments_and_order_and_never_overwrites(home):
     existing = '# my settings\nmodel = "gpt-x"  # keep me\n\n[mcp_servers.other]\ncommand = "x"\n'
     generated = run_cm(["codex-config"], cm=REAL_CM).stdout.decode()
     merged = hostconfig.merge_toml(existing, generated)
-    assert merged.startswith(existing)
+    # The existing text stays as it was; the profile's one top-level setting joins the top-level keys.
+    assert merged.startswith('# my settings\nmodel = "gpt-x"  # keep me\nmcp_optional_startup_grace_ms = 5000\n\n'
+                             '[mcp_servers.other]\ncommand = "x"\n')
     doc = tomllib.loads(merged)
     assert set(doc["mcp_servers"]) == {"other", "common_memory"} and len(doc["hooks"]["Stop"]) == 1
+    assert doc["model"] == "gpt-x" and doc["mcp_optional_startup_grace_ms"] == hostconfig.MCP_STARTUP_GRACE_MS
     assert hostconfig.merge_toml(merged, generated) == merged  # idempotent: nothing is duplicated
     changed = generated.replace('default_tools_approval_mode = "auto"', 'default_tools_approval_mode = "approve"')
     with pytest.raises(CmError) as caught:

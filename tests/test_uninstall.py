@@ -15,6 +15,7 @@ from cmrunner.core.home import DataPaths
 from cmrunner.manage import setupstate, uninstall
 from cmrunner.manage.integrations import manager, manifest
 from cmrunner.tui.app import CmApp
+from cmrunner.tui.home import COLUMNS
 
 USER_CONFIG = '# mine\nmodel = "gpt"\n'
 
@@ -40,7 +41,7 @@ def open_uninstall(pilot):
         await wait_for(pilot, "cm · Common Memory")
         menu = pilot.app.screen.query_one("#column-2")
         menu.focus()
-        menu.highlighted = 4
+        menu.highlighted = [key for key, _label in COLUMNS[2][1]].index("uninstall")
         await pilot.press("enter")
         await wait_for(pilot, "Uninstall cm")
     return steps()

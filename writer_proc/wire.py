@@ -64,6 +64,14 @@ def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
+def _usage(usage: dict, inputs: str, outputs: str) -> dict[str, int | None]:
+    """A usage object in cm's names; the protocols differ only in the names of the two counts
+    (Responses ``input_tokens``/``output_tokens``, Chat ``prompt_tokens``/``completion_tokens``)."""
+    return {"input_tokens": _count(usage.get(inputs)), "output_tokens": _count(usage.get(outputs)),
+            "cached_input_tokens": _count(_dict(usage.get(f"{inputs}_details")).get("cached_tokens")),
+            "reasoning_tokens": _count(_dict(usage.get(f"{outputs}_details")).get("reasoning_tokens"))}
+
+
 def _dict(value: object) -> dict:
     return value if isinstance(value, dict) else {}
 
@@ -243,12 +251,7 @@ class ResponsesConversation(Conversation):
                 response = _dict(obj.get("response"))
                 usage = response.get("usage")
                 if isinstance(usage, dict):
-                    turn.usage = {
-                        "input_tokens": _count(usage.get("input_tokens")),
-                        "output_tokens": _count(usage.get("output_tokens")),
-                        "cached_input_tokens": _count(_dict(usage.get("input_tokens_details")).get("cached_tokens")),
-                        "reasoning_tokens": _count(_dict(usage.get("output_tokens_details")).get("reasoning_tokens")),
-                    }
+                    turn.usage = _usage(usage, "input_tokens", "output_tokens")
                 if kind == "response.failed":
                     raise errors_map.from_stream_error(response.get("error"))
                 if kind == "response.incomplete":
@@ -326,12 +329,7 @@ class ChatConversation(Conversation):
                 raise errors_map.from_stream_error(obj["error"])
             usage = obj.get("usage")
             if isinstance(usage, dict):
-                turn.usage = {
-                    "input_tokens": _count(usage.get("prompt_tokens")),
-                    "output_tokens": _count(usage.get("completion_tokens")),
-                    "cached_input_tokens": _count(_dict(usage.get("prompt_tokens_details")).get("cached_tokens")),
-                    "reasoning_tokens": _count(_dict(usage.get("completion_tokens_details")).get("reasoning_tokens")),
-                }
+                turn.usage = _usage(usage, "prompt_tokens", "completion_tokens")
             for choice in _list(obj.get("choices")):
                 if not isinstance(choice, dict):
                     raise _envelope_error()

@@ -17,6 +17,8 @@ Contract:
   stages the files next to it and renames the whole folder into place: nothing that exists is ever
   overwritten, and a failure leaves nothing half-written.
 - The Codex hook set is the six events cm uses, each with ``timeout = 3`` (hosts.md §1.5).
+- The Codex profile sets ``mcp_optional_startup_grace_ms`` (``MCP_STARTUP_GRACE_MS``) so that the
+  first turn waits for cm's read server to start instead of running without its tools.
 """
 
 from __future__ import annotations
@@ -39,6 +41,12 @@ CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse")
 SESSION_START_MATCHER = "startup|resume|compact|clear"
 HOOK_TIMEOUT = 3
 READ_TOOLS = ["memory_read", "memory_status"]
+# Codex (0.147 and later) gives an optional MCP server about one second to start before a turn and
+# then runs the turn without its tools. cm's read server imports the MCP SDK first (1.2-2 s on a
+# 2-core machine, docs/benchmarks.md), so a `codex exec` turn would never see memory_read. The
+# profile lets optional servers start for up to this long; the bound keeps a hung server from
+# holding a first turn. Not `required = true`: a cm failure must never stop Codex from starting.
+MCP_STARTUP_GRACE_MS = 5000
 INIT_TOOLS = ["memory_init", "memory_status"]
 _WSL_DISTRO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _LINUX_USER_RE = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}\$?$")
@@ -147,8 +155,11 @@ def mcp_args(client_id: str, capability: str, workspaces: Iterable[str] = ()) ->
     return args
 
 
-def render(header_lines: list[str], tables: list[tuple[str, Table]]) -> str:
+def render(header_lines: list[str], tables: list[tuple[str, Table]], settings: dict | None = None) -> str:
+    """A commented header, then top-level ``settings``, then the ``tables``."""
     doc = tomlkit.document()
+    for key, value in (settings or {}).items():
+        doc.add(key, value)
     for key, table in tables:
         doc.add(key, table)
     return comment_block(header_lines) + "\n" + tomlkit.dumps(doc)

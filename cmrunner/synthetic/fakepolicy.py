@@ -14,8 +14,14 @@ Contract:
   callable ``policy(state) -> body | [decisions]`` given ``{task, sources, documents, rejections,
   submissions}`` (sources carry the reassembled text). Built-ins: ``remember_user_turns`` (each
   current user turn becomes its own section in profile, or in the project's document),
-  ``ignore``, and ``invalid_then_remember`` (first a wrong ``request_id``, then the real decision).
-  ``load_policy("file.py:function" | "package.module:function" | builtin)`` resolves one.
+  ``ignore``, ``invalid_then_remember`` (first a wrong ``request_id``, then the real decision),
+  ``careful`` (``careful.py``: a rule-based reader of the eval phrasebook that files each statement
+  under a topic heading in the right document) and one ``faulty_<class>`` per violation class
+  (``faulty.py``: careful with exactly that class's mistake).
+  ``load_policy("file.py:function" | "package.module:function" | builtin)`` resolves one. A policy
+  may instead return ``{"reply": {...}}``: a reply of the script's shape (e.g. ``{"error":
+  {"status": 401}}``) that the server sends in place of the submission, so a failure can depend on
+  what the model was shown.
 - ``Driver`` turns a ``{"policy": true}`` reply into the next concrete reply for the server,
   applying the script's ``inject`` cues (see ``fakemodel``) under a lock.
 Stdlib only: it runs inside the fake server process.
@@ -28,6 +34,8 @@ import importlib.util
 import json
 import threading
 from collections.abc import Callable
+
+from cmrunner.synthetic import careful, faulty
 
 Policy = Callable[[dict], object]
 SUBMIT = "submit_memory_decision"
@@ -264,7 +272,8 @@ def invalid_then_remember(state: dict) -> object:
 
 
 BUILTINS: dict[str, Policy] = {"remember_user_turns": remember_user_turns, "ignore": ignore,
-                               "invalid_then_remember": invalid_then_remember}
+                               "invalid_then_remember": invalid_then_remember, "careful": careful.careful,
+                               **faulty.FAULTY}
 
 
 def load_policy(spec: str) -> Policy:
@@ -331,7 +340,10 @@ class Driver:
         if cue == "done":
             return {"text": "The decision was submitted.", **modifiers}, cue
         if not calls:
-            calls = [(SUBMIT, decide(seen, self.policy))]
+            decision = decide(seen, self.policy)
+            if "reply" in decision:  # the policy answers with a reply of its own, e.g. an HTTP error
+                return decision["reply"], cue
+            calls = [(SUBMIT, decision)]
         tool_calls = [{"name": name, "arguments": args} for name, args in calls]
         if reply.get("duplicate"):
             tool_calls = [c for c in tool_calls for _ in range(2)]

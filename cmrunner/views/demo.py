@@ -1,13 +1,19 @@
 """``cm demo``: the whole loop on a fresh temporary home, against a clearly labelled synthetic model.
 
 It starts the synthetic model (``cmrunner.synthetic.fakemodel``, 127.0.0.1 only, bounded
-lifetime) in its "diligent model" mode, writes a configuration that points at it (a throwaway key
-that is not a secret), then plays a short Codex session through the real ``cm hook codex`` entry
-as subprocesses: SessionStart, two prompts each with their Stop, SessionEnd. The hooks spawn the
-real detached drain, which consumes the inbox, seals the session's batch, runs the real Memory
-Agent over the Responses protocol against the synthetic model and commits. The demo then prints
-the resulting Markdown, what ``cm show`` gives consumers, and the receipt — and plays a second
-session to show its SessionStart injection carrying the new memory.
+lifetime) with its careful policy (``synthetic/careful.py``: a rule-based reader of a fixed
+phrasebook, not a language model), writes a configuration that points at it (a throwaway key that
+is not a secret) and registers a project, then plays Codex sessions through the real ``cm hook
+codex`` entry as subprocesses (``synthetic.codexplay``). The hooks spawn the real detached drain,
+which consumes the inbox, seals each session's batch at its end, runs the real Memory Agent over
+the Responses protocol against the synthetic model and commits.
+
+Session 1 states a preference, a fact about the user, a project fact and a colleague's habit; the
+demo prints the resulting Markdown (each statement under a topic heading in its own document, the
+colleague's habit left out), what ``cm show`` gives consumers and the receipt. Session 2 starts
+with that memory injected, corrects the preference and asks to forget the fact; the demo prints
+the Markdown again. The last line says whether every step did what it should; if not, the
+generator ends with ``CmError("DEMO_FAILED")`` so ``cm demo`` exits 1.
 
 It never touches an existing home (a new temporary folder, removed at the end unless ``keep``).
 """
@@ -23,58 +29,21 @@ import tempfile
 import time
 from collections.abc import Iterator
 
-from cmrunner.core import config as config_mod, envfile
+from cmrunner.core import config as config_mod, envfile, projects
+from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
-from cmrunner.synthetic import fakemodel
-from cmrunner.views import status as status_mod
+from cmrunner.synthetic import codexplay, fakemodel
+from cmrunner.views import status as status_mod, usage as usage_mod
 
-PROMPTS = ("I prefer tabs over spaces in Go code.", "My main project is a small Rust CLI called tidewatch.")
-STAMP = "2026-11-30T00:00:00.000Z"
+FIRST = (("I prefer tabs over spaces in Go code.", "Tabs in Go, noted."),
+         ("I live in Lisbon.", "Noted."),
+         ("This project uses SQLite for storage.", "SQLite it is."),
+         ("My colleague Dana prefers Emacs for everything.", "Emacs has its fans."))
+SECOND = (("Actually, I now prefer spaces over tabs in Go code.", "Spaces from now on."),
+          ("Forget that I live in Lisbon.", "Forgotten."))
+PROMPTS = tuple(user for user, _ in FIRST)
 KEY_NAME = "COMMON_MEMORY_API_KEY"
-
-
-def _line(record: dict) -> str:
-    return json.dumps({"timestamp": STAMP, **record}, separators=(",", ":")) + "\n"
-
-
-class _Session:
-    """A Codex-shaped session: a transcript file and the hook events Codex would send."""
-
-    def __init__(self, root: str, name: str, home: str, work: str) -> None:
-        self.path = os.path.join(root, f"rollout-{name}.jsonl")
-        self.name, self.home, self.work = name, home, work
-        self.env = dict(os.environ, COMMON_MEMORY_HOST_INSTANCE=f"demo:{name}")
-        with open(self.path, "w", encoding="utf-8") as handle:
-            handle.write(_line({"type": "session_meta", "payload": {"id": name, "cli_version": "0.169.0"}}))
-
-    def write(self, *records: dict) -> None:
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.writelines(_line(record) for record in records)
-
-    def hook(self, name: str, **fields: object) -> tuple[int, dict, float]:
-        event = {"session_id": self.name, "transcript_path": self.path, "cwd": self.work, "hook_event_name": name,
-                 **fields}
-        started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-I", "-m", "cmrunner", "hook", "codex", "--home", self.home],
-                              input=json.dumps(event).encode(), capture_output=True, env=self.env, timeout=30)
-        elapsed = (time.perf_counter() - started) * 1000
-        out = json.loads(done.stdout) if done.returncode == 0 and done.stdout.strip() else {}
-        return done.returncode, out, elapsed
-
-    def turn(self, n: int, prompt: str) -> Iterator[str]:
-        turn = f"{self.name}-turn-{n}"
-        self.write({"type": "event_msg", "payload": {"type": "task_started", "turn_id": turn}})
-        code, _, ms = self.hook("UserPromptSubmit", turn_id=turn, prompt=prompt)
-        yield f"  UserPromptSubmit  exit {code}, {ms:5.1f} ms   you: {prompt}"
-        self.write(
-            {"type": "event_msg", "payload": {"type": "item_completed", "turn_id": turn, "item": {
-                "type": "UserMessage", "id": f"u{n}", "content": [{"type": "text", "text": prompt}]}}},
-            {"type": "event_msg", "payload": {"type": "item_completed", "turn_id": turn, "item": {
-                "type": "AgentMessage", "id": f"a{n}", "content": [{"type": "Text", "text": "Noted."}]}}},
-            {"type": "event_msg", "payload": {"type": "task_complete", "turn_id": turn}},
-        )
-        code, _, ms = self.hook("Stop", turn_id=turn)
-        yield f"  Stop              exit {code}, {ms:5.1f} ms"
+PROJECT = "tidewatch"
 
 
 def _wait_for_drain(home: str, seconds: float = 60) -> bool:
@@ -88,60 +57,114 @@ def _wait_for_drain(home: str, seconds: float = 60) -> bool:
     return False
 
 
+def _session(session: codexplay.Session, turns: tuple[tuple[str, str], ...], note: str,
+             injected: list[str]) -> Iterator[str]:
+    """Play one session; what its SessionStart injected is appended to ``injected``."""
+    result = session.start()
+    injected.append(result.out.get("hookSpecificOutput", {}).get("additionalContext", ""))
+    yield f"  SessionStart      exit {result.code}, {result.ms:5.1f} ms   ({note})"
+    for n, (user, assistant) in enumerate(turns, start=1):
+        prompt, stop = session.turn(n, user, assistant)
+        yield f"  UserPromptSubmit  exit {prompt.code}, {prompt.ms:5.1f} ms   you: {user}"
+        yield f"  Stop              exit {stop.code}, {stop.ms:5.1f} ms"
+    result = session.end()
+    yield f"  SessionEnd        exit {result.code}, {result.ms:5.1f} ms   (a real end seals the session's batch)"
+
+
+def _documents(paths: DataPaths, targets: list[str]) -> Iterator[str]:
+    for target in targets:
+        path = paths.document(target)
+        if os.path.exists(path):
+            yield f"----- {path}"
+            with open(path, encoding="utf-8") as handle:
+                yield handle.read().rstrip("\n")
+
+
+def _read(paths: DataPaths, target: str) -> str:
+    path = paths.document(target)
+    if not os.path.exists(path):
+        return ""
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
 def run(keep: bool = False) -> Iterator[str]:
     started = time.perf_counter()
     root = tempfile.mkdtemp(prefix="cm-demo-")
-    home, work = os.path.join(root, "home"), os.path.join(root, "work")
+    home, work = os.path.join(root, "home"), os.path.join(root, PROJECT)
     os.mkdir(work)
+    failed: list[str] = []
     try:
-        with fakemodel.running(os.path.join(root, "synthetic-model"), {"policy": "remember_user_turns"}) as model:
+        with fakemodel.running(os.path.join(root, "synthetic-model"), {"policy": "careful"}) as model:
             data = config_mod.default_config(home)
+            paths = DataPaths(data["dataRoot"])
+            config_mod.save(home, data)
+            project = projects.register(paths, work, PROJECT)
+            target = project.scope
+            data["disclosure"]["allowedScopes"] = data["writableScopes"] = ["global", target]
             data["remote"] = {"provider": "openai-compatible", "baseUrl": model.base_url,
                               "model": "synthetic-demo-model", "apiKeyEnv": KEY_NAME, "apiKeySource": "private-env",
                               "api": "responses", "proxy": {"mode": "direct"}}
             config_mod.save(home, data)
             envfile.update(home, {KEY_NAME: "demo-key-not-a-secret"})
-            paths = DataPaths(data["dataRoot"])
+            targets = ["profile", "preferences", target]
             yield f"home:        {home} (temporary; your own home is never touched)"
-            yield f"model:       SYNTHETIC — cm's own fake model at {model.base_url} (no network, no key)"
-            yield "session 1:   a Codex session, played through the real `cm hook codex`"
-            first = _Session(root, "demo-1", home, work)
-            code, _, ms = first.hook("SessionStart", source="startup")
-            yield f"  SessionStart      exit {code}, {ms:5.1f} ms   (memory is empty so far)"
-            for n, prompt in enumerate(PROMPTS, start=1):
-                yield from first.turn(n, prompt)
-            code, _, ms = first.hook("SessionEnd", reason="other")
-            yield f"  SessionEnd        exit {code}, {ms:5.1f} ms   (a real end seals the session's batch)"
+            yield (f"model:       SYNTHETIC — cm's own fake model at {model.base_url} (no network, no key), with "
+                   "its careful policy: a few rules for a fixed phrasebook, not a language model")
+            yield f"project:     {work} is registered as {target}"
+            yield "session 1:   a Codex session in the project, played through the real `cm hook codex`"
+            injected: list[str] = []
+            yield from _session(codexplay.Session(root, "demo-1", home, work), FIRST, "memory is empty so far",
+                                injected)
             settled = _wait_for_drain(home)
             yield f"drain:       {'consumed the inbox, ran the Memory Agent and committed' if settled else 'STILL BUSY after 60 s'}"
             calls = len(model.model_requests())
             yield f"             the Memory Agent made {calls} model requests (reading through cm's tools, then one decision)"
+            yield "             each statement is filed under a topic heading in its document; the colleague's habit is not the user's"
             yield ""
-            for target in ("profile", "preferences"):
-                path = paths.document(target)
-                if os.path.exists(path):
-                    yield f"----- {path}"
-                    yield open(path, encoding="utf-8").read().rstrip("\n")
+            yield from _documents(paths, targets)
+            prefs, profile = _read(paths, "preferences"), _read(paths, "profile")
+            if not settled or "## Indentation" not in prefs or "## Location" not in profile \
+                    or "## Database" not in _read(paths, target) or "Emacs" in prefs + profile:
+                failed.append("session 1 did not leave the expected memory")
             yield ""
-            show = subprocess.run([sys.executable, "-I", "-m", "cmrunner", "--home", home, "show", "--plain"],
-                                  capture_output=True, text=True, timeout=60)
-            yield "----- cm show --plain (exactly what consumers receive)"
+            show = subprocess.run([sys.executable, "-I", "-m", "cmrunner", "--home", home, "show", "--plain",
+                                   "--workspace", work], capture_output=True, text=True, timeout=60)
+            yield "----- cm show --plain --workspace <project> (exactly what consumers receive)"
             yield show.stdout.rstrip("\n")
             yield ""
             receipts = sorted(os.listdir(paths.receipts)) if os.path.isdir(paths.receipts) else []
-            for name in receipts:
+            for name in receipts[:1]:
                 yield f"----- receipt {name} (ids and hashes only)"
-                yield json.dumps(json.load(open(os.path.join(paths.receipts, name))), indent=2)
+                with open(os.path.join(paths.receipts, name), encoding="utf-8") as handle:
+                    yield json.dumps(json.load(handle), indent=2)
             yield ""
-            second = _Session(root, "demo-2", home, work)
-            code, out, ms = second.hook("SessionStart", source="startup")
-            block = out.get("hookSpecificOutput", {}).get("additionalContext", "")
-            carried = all(prompt in block for prompt in PROMPTS)
-            yield (f"session 2:   SessionStart exit {code}, {ms:.1f} ms — its injected memory "
-                   f"{'carries what session 1 said' if carried else 'does NOT carry session 1'}")
+            yield "session 2:   the next session receives that memory, then corrects the preference and forgets a fact"
+            yield from _session(codexplay.Session(root, "demo-2", home, work), SECOND,
+                                "its injected memory holds what session 1 left", injected)
+            carried = "Prefers tabs over spaces in Go code." in injected[-1] and "Uses SQLite for storage." in injected[-1]
+            yield f"injection:   session 2's memory {'carried what session 1 said' if carried else 'did NOT carry session 1'}"
+            settled = _wait_for_drain(home)
+            yield f"drain:       {'committed the correction and the forget' if settled else 'STILL BUSY after 60 s'}"
+            yield f"             the Memory Agent made {len(model.model_requests()) - calls} model requests"
+            yield ""
+            yield from _documents(paths, ["profile", "preferences"])
+            prefs, profile = _read(paths, "preferences"), _read(paths, "profile")
+            corrected = "spaces over tabs" in prefs and "tabs over spaces" not in prefs
+            forgotten = "Lisbon" not in profile
+            yield ""
+            yield (f"correction:  {'the old preference was replaced' if corrected else 'the old preference is STILL there'}; "
+                   f"forget: {'Lisbon is gone (restorable for 30 days with `cm trash` / `cm restore`)' if forgotten else 'Lisbon is STILL there'}")
+            if not (carried and settled and corrected and forgotten):
+                failed.append("session 2 did not correct and forget as asked")
+            spent = usage_mod.gather(home)["total"]
+            yield (f"spend:       {usage_mod.totals_text(spent)} (the disclosure ledger; `cm usage` shows yours, "
+                   "and spend caps bound it)")
         yield f"total:       {time.perf_counter() - started:.1f} s"
     finally:
         if keep:
             yield f"kept:        {root}"
         else:
             shutil.rmtree(root, ignore_errors=True)
+    if failed:
+        raise CmError("DEMO_FAILED", "; ".join(failed) + "; rerun with --keep and see `cm status --home <kept>/home`")

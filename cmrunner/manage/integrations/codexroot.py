@@ -3,7 +3,8 @@
 Contract (the layout decision, where the specification leaves placement open):
 - Codex CLI alone uses the profile-file layout (hosts.md §1.10): ``common-memory.config.toml``
   holds the six hooks and the read MCP server ``common_memory``; the user starts
-  ``codex --profile common-memory``. It is the same file ``cm codex-config`` prints.
+  ``codex --profile common-memory``. It is the same file ``cm codex-config`` prints. The profile
+  lets the first turn wait for the read server to start (``hostconfig.MCP_STARTUP_GRACE_MS``).
 - ChatGPT Desktop cannot pick a profile, so when it is an owner the shared hooks and the read MCP
   server live in the base ``config.toml`` instead (entries cm adds and removes one by one), and
   the Codex profile file, if Codex is an owner too, holds no second copy: Codex and ChatGPT share
@@ -74,7 +75,7 @@ def _profile(pins: hostconfig.Pins, shared_in_base: bool, disable_init: bool) ->
     header = pins.header(f"Common Memory (cm) for Codex CLI, managed by cm {pins.version}.",
                          ["Start `codex --profile common-memory`. ChatGPT shares this Codex home, so the hooks and",
                           "the read MCP server live in config.toml (one copy for both); cm manages both files."])
-    body = hostconfig.comment_block(header)
+    body = hostconfig.comment_block(header) + f"\nmcp_optional_startup_grace_ms = {hostconfig.MCP_STARTUP_GRACE_MS}\n"
     if disable_init:
         body += "\n[mcp_servers.common_memory_init]\nenabled = false\n"
     return body.encode("utf-8")
