@@ -126,6 +126,7 @@ def recorded(schema_version: int) -> bool:
 
 
 def summary(conn: sqlite3.Connection) -> Summary:
+    """Counts for ``cm status``: versions recorded, sections in the trash, the oldest removal."""
     (versions,) = conn.execute("SELECT COUNT(*) FROM section_versions").fetchone()
     trashed, oldest = conn.execute("SELECT COUNT(*), MIN(removed_at) FROM trash WHERE state = 'trashed'").fetchone()
     return Summary(versions, trashed, oldest)
