@@ -5,8 +5,9 @@
     and the time the repository lock is held inside it.
 (2) claim latency with 20,000 pending observations (2,000 sealed batches of 10): ``jobs.claim``
     inside ``BEGIN IMMEDIATE``, rolled back each time so the queue stays the same size.
-(3) recovery with 5,000 historical receipts on disk and in the database: ``Writer.recover()``
-    (repository lock, transaction scan, replay of nothing, prune of old bodies).
+(3) recovery with 5,000 historical receipts on disk and in the database: the drain-start
+    housekeeping, ``housekeeping.at_drain_start`` (no transaction directory, so no repository lock
+    and no replay; the retention rules' updates, which match nothing).
 (4) section history: (1) again with history recording switched off in this process (its two
     steps replaced by no-ops: what the Writer did before it existed), alternating on/off in
     rounds on the same machine state; and store growth per 1,000 commits that each put one
@@ -31,7 +32,7 @@ from _util import machine, summary, write_section
 from cmrunner.capture import observations
 from cmrunner.core import config as config_mod, history, store
 from cmrunner.core.home import DataPaths
-from cmrunner.writer_proc import commit, jobs
+from cmrunner.writer_proc import commit, housekeeping, jobs
 from cmrunner.writer_proc.port import ScriptedPort
 from cmrunner.writer_proc.writer import Writer
 
@@ -192,7 +193,7 @@ def recovery_time(receipts: int = 5_000, samples: int = 50) -> dict:
         times = []
         for _ in range(samples):
             started = time.perf_counter()
-            writer.recover()
+            housekeeping.at_drain_start(paths, writer.conn, cfg, writer.now)
             times.append((time.perf_counter() - started) * 1000)
         writer.close()
         return summary(times)

@@ -17,7 +17,8 @@ from conftest import CM, hook_env, run_cm
 from drain_support import check_end_state, drain_env, start_drain, transaction_dirs, write_script
 from history_support import SCRIPT, run_commits
 
-FAULTS = ["before_stage", "after_journal", "after_marker", "after_publish_file:1", "after_publish"]
+FAULTS = ["before_stage", "after_stage_copy:1", "after_journal", "after_marker", "after_publish_file:1",
+          "after_publish"]
 PUBLISHED = {"after_marker", "after_publish_file:1", "after_publish"}
 
 

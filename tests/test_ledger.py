@@ -17,7 +17,7 @@ from writer_support import admit
 
 from cmrunner.core import ledger, store
 from cmrunner.synthetic import fakemodel
-from cmrunner.writer_proc import tokencount
+from cmrunner.writer_proc import housekeeping, tokencount
 
 APIS = ["responses", "chat_completions"]
 PLANTED = "my grandmother's lighthouse is painted vermilion"
@@ -190,7 +190,7 @@ def test_totals_group_by_day_model_outcome_and_grant(tmp_path):
     assert ledger.prune(conn, 6 * day) == 2 and ledger.totals(conn)["requests"] == 1
 
 
-def test_the_writer_prunes_rows_past_retention(home, tmp_path):
+def test_drain_start_housekeeping_prunes_rows_past_retention(home, tmp_path):
     import time
 
     from writer_support import configure, writer
@@ -204,7 +204,7 @@ def test_the_writer_prunes_rows_past_retention(home, tmp_path):
     conn.close()
     w, _ = writer(paths, cfg, lambda task, reads: None)
     try:
-        w.recover()
+        housekeeping.at_drain_start(paths, w.conn, cfg, w.now)
     finally:
         w.close()
     assert db_rows(home, "SELECT COUNT(*) FROM ledger") == [(1,)]

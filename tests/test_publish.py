@@ -153,7 +153,17 @@ def test_stage_writes_private_stage_files_and_a_strict_journal_without_touching_
     tx = stage(paths, JOB, changes(), receipt_for())
     assert os.path.dirname(tx.directory) == paths.transactions
     assert stat.S_IMODE(os.stat(tx.directory).st_mode) == 0o700
-    assert sorted(os.listdir(tx.directory)) == ["journal.json", "stage-0", "stage-1", "stage-2", "stage-3"]
+    copies = [f"publish-{n}" for n in range(4)]
+    assert sorted(os.listdir(tx.directory)) == ["READY", "journal.json", *copies, "stage-0", "stage-1", "stage-2",
+                                                 "stage-3"]
+    for n, data in enumerate([*AFTER.values(), canonical_json(receipt_for())]):
+        for name in (f"stage-{n}", f"publish-{n}"):
+            with open(os.path.join(tx.directory, name), "rb") as handle:
+                assert handle.read() == data, name
+    with open(os.path.join(tx.directory, "READY"), "rb") as handle:
+        assert handle.read() == b"v1\n"
+    # The live directories exist before the lock, so that publishing is renames only.
+    assert os.path.isdir(paths.projects_dir) and os.path.isdir(paths.receipts)
     with open(os.path.join(tx.directory, "journal.json"), "rb") as handle:
         journal = json.loads(handle.read())
     expected = [{"path": REL[t], "stage": f"stage-{n}", "before": sha(BEFORE.get(t)), "after": sha(a)}
@@ -164,6 +174,74 @@ def test_stage_writes_private_stage_files_and_a_strict_journal_without_touching_
     for name in os.listdir(tx.directory):
         assert stat.S_IMODE(os.stat(os.path.join(tx.directory, name)).st_mode) == 0o600
     assert_all_before(paths)
+
+
+def test_inside_the_lock_only_renames_and_one_fsync_per_directory_happen(
+        paths: DataPaths, monkeypatch: pytest.MonkeyPatch) -> None:
+    tx = stage(paths, JOB, changes(), receipt_for())
+    synced: list[str] = []
+    created: list[str] = []
+    real_open = os.open
+
+    def spy_open(path: str, flags: int, *args: object, **kwargs: object) -> int:
+        if flags & os.O_CREAT:
+            created.append(path)
+        return real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    def file_fsync(fd: int) -> None:
+        raise AssertionError("no file is written or fsynced inside the lock")
+
+    monkeypatch.setattr(os, "open", spy_open)
+    monkeypatch.setattr(publish, "fsync_dir", synced.append)
+    monkeypatch.setattr(publish, "fsync_fd", file_fsync)
+    tx.verify_before()
+    tx.mark()
+    tx.publish()
+    monkeypatch.undo()
+    assert created == []
+    # The marker's rename, then each distinct parent of the documents, then the receipt's.
+    assert synced == [tx.directory, os.path.join(paths.root, "memory"), paths.projects_dir, paths.receipts]
+    tx.cleanup()
+    assert_all_after(paths)
+
+
+def test_publish_recreates_a_live_directory_removed_after_staging(paths: DataPaths) -> None:
+    tx = stage(paths, JOB, changes(), receipt_for())
+    os.rmdir(paths.projects_dir)
+    tx.verify_before()
+    tx.mark()
+    tx.publish()
+    tx.cleanup()
+    assert_all_after(paths)
+    assert stat.S_IMODE(os.stat(paths.projects_dir).st_mode) == 0o700
+
+
+def test_publish_refuses_a_copy_altered_after_staging_and_recovery_publishes_the_staged_bytes(
+        paths: DataPaths) -> None:
+    tx = marked(paths)
+    _write(os.path.join(tx.directory, "publish-1"), b"# Preferences\n\n## Evil\n")
+    memory = tree(os.path.join(paths.root, "memory"))
+    with pytest.raises(CmError) as err:
+        tx.publish()
+    assert err.value.code == "RECOVERY_CONFLICT" and "publish-1" in err.value.message
+    assert tree(os.path.join(paths.root, "memory")) == memory  # refused before anything moved
+    assert tx.abandon() is False  # marked: it is recovery's now
+    [recovered] = recover(paths)
+    recovered.cleanup()
+    assert_all_after(paths)
+
+
+def test_recover_discards_an_unmarked_transaction_with_torn_copies_and_a_torn_ready_file(paths: DataPaths) -> None:
+    # What a crash in the middle of staging can leave: some files, torn or whole, and no journal.
+    directory = os.path.join(paths.transactions, str(uuid.uuid4()))
+    os.makedirs(directory)
+    _write(os.path.join(directory, "stage-0"), AFTER["profile"])
+    _write(os.path.join(directory, "publish-0"), AFTER["profile"][:5])
+    _write(os.path.join(directory, "READY"), b"v")
+    memory = tree(os.path.join(paths.root, "memory"))
+    assert recover(paths) == []
+    assert os.listdir(paths.transactions) == []
+    assert tree(os.path.join(paths.root, "memory")) == memory
 
 
 def test_publish_twice_rewrites_nothing(paths: DataPaths) -> None:
@@ -221,7 +299,7 @@ def test_a_hand_edit_between_stage_and_mark_is_stale_and_publishes_nothing(paths
 
 def test_a_receipt_that_appears_after_staging_stops_the_commit(paths: DataPaths) -> None:
     tx = stage(paths, JOB, changes(), receipt_for())
-    os.makedirs(paths.receipts)
+    os.makedirs(paths.receipts, exist_ok=True)
     with open(os.path.join(paths.root, receipt_rel()), "wb") as handle:
         handle.write(b"{}\n")
     with pytest.raises(CmError) as err:
@@ -231,7 +309,7 @@ def test_a_receipt_that_appears_after_staging_stops_the_commit(paths: DataPaths)
 
 
 def _existing_receipt(paths: DataPaths) -> tuple[str, list[FileChange], dict]:
-    os.makedirs(paths.receipts)
+    os.makedirs(paths.receipts, exist_ok=True)
     with open(os.path.join(paths.root, receipt_rel()), "wb") as handle:
         handle.write(b"{}\n")
     return JOB, changes(), receipt_for()
@@ -388,7 +466,7 @@ def test_recover_fails_closed_when_a_live_file_is_at_neither_hash(paths: DataPat
         os.symlink(outside, os.path.join(paths.root, rel))
     else:
         rel = receipt_rel()
-        os.makedirs(paths.receipts)
+        os.makedirs(paths.receipts, exist_ok=True)
         with open(os.path.join(paths.root, rel), "wb") as handle:
             handle.write(b"{}\n")
     before = tree(paths.root)
@@ -507,6 +585,7 @@ CORRUPTIONS = {
     "stage-symlink": _in_tx(_symlink_to_copy("stage-0")),
     "stage-hardlink": _in_tx(_hardlink),
     "foreign-file-inside": _in_tx(lambda d, o: _write(os.path.join(d, "notes.txt"), b"x")),
+    "ready-beside-the-marker": _in_tx(lambda d, o: _write(os.path.join(d, "READY"), b"v1\n")),
 }
 
 
@@ -541,7 +620,7 @@ def test_recover_refuses_a_transactions_path_that_is_not_a_directory(paths: Data
 
 
 def test_recovery_never_lists_the_receipts_directory(paths: DataPaths, monkeypatch: pytest.MonkeyPatch) -> None:
-    os.makedirs(paths.receipts)
+    os.makedirs(paths.receipts, exist_ok=True)
     for n in range(200):
         _write(os.path.join(paths.receipts, f"old-{n}.json"), b"{}\n")
     tx = marked(paths)
@@ -594,6 +673,8 @@ CRASH_POINTS = {
     "after_stage_file:2": (0, False),
     "after_stage_file:3": (0, False),
     "after_stage_file:4": (0, False),
+    "after_stage_copy:1": (0, False),
+    "after_stage_copy:4": (0, False),
     "after_journal": (0, False),
     "after_marker": (0, True),
     "after_publish_file:1": (1, True),

@@ -8,6 +8,8 @@ from conftest import hook_env, run_cm
 from mcp_support import write_doc
 from writer_support import admit, all_evidence, configure, decision, rows, writer
 
+from cmrunner.writer_proc import housekeeping
+
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiLEAKBARE22"
 IGNORE = {"kind": "ignore", "applicability": "uncertain", "confidence": 1, "evidence": [], "reason": "r"}
 
@@ -31,10 +33,10 @@ def _quarantine_a_secret(home: str):
 
 def test_quarantined_secret_text_follows_the_seven_day_retention(home):
     paths, _, w = _quarantine_a_secret(home)
-    w.recover()
+    housekeeping.at_drain_start(paths, w.conn, w.cfg, w.now)
     assert rows(paths, "SELECT COUNT(*) FROM observations WHERE text IS NOT NULL AND state = 'quarantined'") == [(1,)]
     w.now = lambda: int(time.time() * 1000) + 7 * 24 * 3600 * 1000 + 1000
-    w.recover()
+    housekeeping.at_drain_start(paths, w.conn, w.cfg, w.now)
     assert rows(paths, "SELECT text, state, issue FROM observations WHERE id = 1") == [(None, "quarantined",
                                                                                         "SENSITIVE_INPUT")]
     w.close()

@@ -25,8 +25,9 @@ from drain_support import (
 )
 from writer_support import admit, configure, rows
 
-FAULTS = ["before_stage", "after_stage_file:1", "after_stage_file:2", "after_stage_file:3", "after_journal",
-          "after_marker", "after_publish_file:1", "after_publish_file:2", "after_publish_file:3", "after_publish"]
+FAULTS = ["before_stage", "after_stage_file:1", "after_stage_copy:1", "after_stage_file:2", "after_stage_copy:2",
+          "after_stage_file:3", "after_stage_copy:3", "after_journal", "after_marker", "after_publish_file:1",
+          "after_publish_file:2", "after_publish_file:3", "after_publish"]
 PUBLISHED = {"after_marker", "after_publish_file:1", "after_publish_file:2", "after_publish_file:3", "after_publish"}
 
 

@@ -9,7 +9,7 @@ from writer_support import admit, all_evidence, configure, decision, put, read, 
 
 from cmrunner.core import store
 from cmrunner.core.errors import CmError
-from cmrunner.writer_proc import commit, jobs
+from cmrunner.writer_proc import commit, housekeeping, jobs
 
 IGNORE = {"kind": "ignore", "applicability": "uncertain", "confidence": 1, "evidence": [], "reason": "r"}
 
@@ -57,7 +57,7 @@ def test_processed_bodies_are_pruned_after_seven_days(home):
     assert w.run_once().state == "ignored"
     assert rows(paths, "SELECT text FROM observations") == [("old news",)]
     w.now = lambda: jobs_now() + 7 * 24 * 3600 * 1000 + 1000
-    w.recover()
+    housekeeping.at_drain_start(paths, w.conn, cfg, w.now)
     assert rows(paths, "SELECT text, state FROM observations") == [(None, "processed")]
     w.close()
 

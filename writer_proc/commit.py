@@ -3,8 +3,17 @@
 Contract:
 - Lock order, always: repository lock (``filelock``, no soft-lock fallback) → ``BEGIN IMMEDIATE`` →
   lease and fencing check → snapshot CAS → ``COMMITTING`` marker → atomic publish → database side
-  → COMMIT. No network call ever runs inside it. Staging (the slow fsyncs) happens before the
-  locks and cleanup after them; neither makes anything visible.
+  → COMMIT. No network call ever runs inside it. Everything that publishes nothing runs outside
+  it: before, the caller's ``history.stage`` (the history rows the commit will add) and
+  ``publish.stage`` (every file write and file fsync: the staged files, the copies that will be
+  renamed into place, the marker's content); after, cleanup. Inside, the file system sees reads
+  of the documents, renames and one fsync per directory that changed; the database sees the
+  commit's own rows and one insert per history version (its chain head found through the
+  per-section index, so the cost does not grow with history).
+- Each live document is read and hashed once before the marker: the CAS covers the snapshot
+  documents the commit leaves alone, ``verify_before`` the ones it changes (the same check
+  against the same hashes). ``publish`` checks the changed ones again after the marker, because
+  a hand edit in between must never be overwritten.
 - ``apply_receipt`` is the whole database side of a commit and is driven by the receipt alone, so
   the normal commit and the replay after a crash (files published, database not) end in the same
   state without calling the model again. It is idempotent: a receipt row makes it a no-op.
@@ -99,7 +108,7 @@ def commit(paths: DataPaths, conn: sqlite3.Connection, job_id: str, fence: Calla
     action: the drain lease).
     """
     receipts.assert_receipt_safe(receipt)
-    # Staging is the slow part (an fsync per file) and publishes nothing: it runs before the
+    # Staging is the slow part (every file fsync) and publishes nothing: it runs before the
     # locks. If a stray recovery deleted it meanwhile, mark() fails and the job is simply retried.
     transaction = None
     if changed:
@@ -110,6 +119,8 @@ def commit(paths: DataPaths, conn: sqlite3.Connection, job_id: str, fence: Calla
         with repository_lock(paths), store.immediate(conn):
             fence()
             for target, doc in snapshot.items():  # CAS over every document the agent read
+                if target in changed:
+                    continue  # verify_before holds it to the same snapshot hash
                 if current_hash(paths, target) != doc.hash:
                     raise CmError("STALE_REVISION", f"{target} changed since the Memory Agent read it "
                                   "(probably a hand edit); nothing was published and the job will be retried")

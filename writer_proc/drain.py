@@ -7,6 +7,8 @@ Contract:
   events usually follows the first one), then gives the lease up only inside a transaction that
   re-checks for runnable work (``drainlease.release_if_idle``), so no admitted row is stranded.
 - SIGTERM makes it stop after the current step and release the lease.
+- Before any consumer, with or without a Memory Agent, it finishes interrupted commits and applies
+  the retention rules (``housekeeping.at_drain_start``), so forgetting never waits for a model.
 - Consumers offer ``runnable(conn)`` and ``step(conn)`` (and optionally ``next_due(conn)``). The
   Writer consumer runs when a Memory Agent is available; a retry backoff or a live lease that ends
   within ``wait_bound_ms`` is waited through, a later one is left to the next drain or ``cm flush``.
@@ -126,19 +128,24 @@ def agent_port(cfg: config_mod.Config) -> MemoryAgentPort | None:
 
 def consumers(paths: DataPaths, cfg: config_mod.Config, force: bool = False) -> list[Consumer]:
     """The consumers this version of cm knows, in the order they run: host inboxes first, so
-    that sealed batches exist before the Writer looks for work."""
+    that sealed batches exist before the Writer looks for work. First, with or without a model,
+    the drain-start housekeeping (interrupted commits, retention: ``housekeeping``)."""
     from cmrunner.capture.codex_consumer import CodexInbox
     from cmrunner.capture.pi_inbox import PiInbox
+    from cmrunner.writer_proc.housekeeping import at_drain_start
 
     work: list[Consumer] = [CodexInbox(cfg), PiInbox(cfg)]  # type: ignore[list-item]
+    conn = store.open_store(paths, store.DRAIN_BUSY_MS)
+    try:
+        at_drain_start(paths, conn, cfg, lambda: int(time.time() * 1000))  # model or not
+    finally:
+        conn.close()
     port = agent_port(cfg)
     if port is None:
         return work
     from cmrunner.writer_proc.writer import Writer
 
-    writer = Writer(paths, cfg, port, force=force)
-    writer.recover()
-    return work + [WriterConsumer(writer)]
+    return work + [WriterConsumer(Writer(paths, cfg, port, force=force))]
 
 
 def _linger_ms() -> int:

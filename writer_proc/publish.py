@@ -6,6 +6,7 @@ the repository lock around every call here, and does the database side) drives i
     for r in recover(paths):            # at drain start and before every commit
         <replay r.receipt on the DB side>; r.cleanup()
     tx = stage(paths, job_id, [FileChange(target, before_hash, after_bytes), ...], receipt)
+    <repository lock>                   # everything that publishes nothing happened before it
     try:
         tx.verify_before()              # STALE_REVISION: a hand edit since the snapshot
         tx.mark()                       # the point of no return
@@ -22,20 +23,27 @@ API:
   ``after`` the new bytes, which must parse as a valid document (structure only: budgets are the
   Writer's business).
 - ``stage(paths, job_id, changes, receipt) -> Transaction`` creates ``runtime/transactions/<uuid4>/``
-  (0700) holding ``stage-<n>`` (0600) for each document and, last, the receipt (canonical JSON, one
-  line plus newline), then ``journal.json`` = ``{version: 1, id: job_id, files: [{path, stage,
-  before, after}]}`` with paths relative to the data root. Every file is written and fsynced, then
-  the directory once (before any marker can exist). Refuses an invalid job id or change
-  (``INVALID_TRANSACTION``), an unsafe receipt (``UNSAFE_RECEIPT``), an existing receipt
-  (``RECEIPT_EXISTS``) and any unfinished transaction directory (``TRANSACTION_PENDING``: run
-  ``recover`` first), so at most one transaction is ever in flight.
+  (0700) holding, for each document and, last, the receipt (canonical JSON, one line plus
+  newline), ``stage-<n>`` (0600, what recovery trusts) and ``publish-<n>`` (0600, the same bytes:
+  the copy the commit renames into place); then ``READY`` (the marker's content, ``v1\\n``) and
+  ``journal.json`` = ``{version: 1, id: job_id, files: [{path, stage, before, after}]}`` with paths
+  relative to the data root. Every file is written and fsynced, then the directory once, and the
+  live directories (``memory/``, ``memory/projects/``, ``runtime/receipts/``) are created, all
+  before any lock. Refuses an invalid job id or change (``INVALID_TRANSACTION``), an unsafe
+  receipt (``UNSAFE_RECEIPT``), an existing receipt (``RECEIPT_EXISTS``) and any unfinished
+  transaction directory (``TRANSACTION_PENDING``: run ``recover`` first), so at most one
+  transaction is ever in flight.
 - ``Transaction.verify_before()``: every live document still hashes to its ``before``
   (``STALE_REVISION`` otherwise; nothing has been published) and the receipt is still absent.
-- ``Transaction.mark()`` atomically writes ``COMMITTING`` (``v1\\n``). From here on the transaction
-  is published forward, by ``publish`` or by ``recover`` after a crash.
-- ``Transaction.publish()``: checks every staged digest and that each live file is at its
-  ``before`` or ``after`` hash (``RECOVERY_CONFLICT`` otherwise, before anything is written), then
-  installs each file not yet at ``after``: documents first, the receipt last. Idempotent.
+- ``Transaction.mark()`` renames ``READY`` to ``COMMITTING`` and fsyncs the directory: the marker
+  appears whole, durably, with one rename. From here on the transaction is published forward, by
+  ``publish`` or by ``recover`` after a crash.
+- ``Transaction.publish()``: checks that each live file is at its ``before`` or ``after`` hash and
+  that the copy of each file not yet at ``after`` matches its digest (``RECOVERY_CONFLICT``
+  otherwise, before anything is renamed), then renames those copies into place: documents first,
+  then one fsync of each distinct parent directory, the receipt last, then its directory's
+  fsync. So the lock covers no file write and no file fsync, only directory entries (unless a
+  live directory is on another file system: then ``write_atomic`` beside the target). Idempotent.
 - ``Transaction.cleanup()`` / ``Recovered.cleanup()``, once the DB side has committed: rename the
   directory to ``done.<uuid>``, fsync, delete it, fsync. Refused (``TRANSACTION_ORDER``) for a
   marked, unpublished transaction.
@@ -45,12 +53,15 @@ API:
 - ``recover(paths) -> list[Recovered(job_id, receipt, directory)]`` looks only at
   ``runtime/transactions`` (never at ``runtime/receipts``, so its cost does not grow with history).
   It first validates every entry, touching nothing: ``done.<uuid>`` directories and unmarked
-  ``<uuid>`` directories are to be deleted; a marked one needs a strictly valid journal, staged
-  files matching their digests, nothing foreign inside, and each live file at its ``before`` or
-  ``after`` hash. Anything else (a foreign name, a file, a symlink, a bad marker, a corrupt journal,
-  a hand edit) raises ``RECOVERY_CONFLICT`` naming the entry and what to do. Only if all entries
-  pass does it delete and publish forward; the caller replays each returned receipt on the DB
-  side and then calls ``cleanup``.
+  ``<uuid>`` directories (whatever subset of staged files, copies, ``READY`` and journal a crash
+  during staging left, torn or whole) are to be deleted; a marked one needs a strictly valid
+  journal, staged files matching their digests, nothing foreign inside (``publish-<n>`` copies
+  are allowed, in any state, because they are never trusted: recovery writes each one it needs
+  afresh from ``stage-<n>``), and each live file at its ``before`` or ``after`` hash. Anything else
+  (a foreign name, a file, a symlink, a bad marker, a corrupt journal, a hand edit) raises
+  ``RECOVERY_CONFLICT`` naming the entry and what to do. Only if all entries pass does it delete
+  and publish forward; the caller replays each returned receipt on the DB side and then calls
+  ``cleanup``.
 
 Invariants:
 - A live document only ever moves from its ``before`` bytes to its ``after`` bytes by one rename;
@@ -58,6 +69,9 @@ Invariants:
 - No temporary file is ever created outside the transaction directory: the copy that is renamed
   into place is written inside it, so a crash at any instant leaves strays only where ``cleanup``
   and ``recover`` remove them.
+- Everything a marked transaction needs is durable before its marker can exist: the staged files,
+  their copies, the journal and the directory entries, and ``COMMITTING`` itself before any live
+  file moves. Every rename into place is durable (its directory fsynced) before ``publish`` returns.
 - The receipt file exists exactly when its transaction was marked (once published or recovered).
 - Receipts hold ids, hashes, counts and kinds only (``assert_receipt_safe``), never Markdown,
   titles, bodies or model text.
@@ -87,12 +101,13 @@ from cmrunner.core.fsutil import ensure_private_dir, fsync_dir, fsync_fd, write_
 from cmrunner.core.home import DataPaths
 from cmrunner.writer_proc.receipts import assert_receipt_safe, canonical_json
 
-FAULT_POINTS = ("before_stage", "after_stage_file", "after_journal", "after_marker",
+FAULT_POINTS = ("before_stage", "after_stage_file", "after_stage_copy", "after_journal", "after_marker",
                 "after_publish_file", "after_publish")
 
 JOURNAL_VERSION = 1
 JOURNAL_NAME = "journal.json"
 MARKER_NAME = "COMMITTING"
+READY_NAME = "READY"  # the marker, written and fsynced while staging; mark() only renames it
 MARKER_CONTENT = b"v1\n"
 DONE_PREFIX = "done."
 DOCUMENT_LIMIT = sections.MAX_HARD_BUDGET
@@ -159,21 +174,24 @@ class Transaction:
                               "nothing was published and the job will be retried against the new text")
 
     def mark(self) -> None:
-        """Write the ``COMMITTING`` marker: from now on the transaction is published forward."""
+        """Rename ``READY`` to ``COMMITTING``: from now on the transaction is published forward."""
         self._require("mark", "staged")
-        write_atomic(os.path.join(self.directory, MARKER_NAME), MARKER_CONTENT)
+        os.rename(os.path.join(self.directory, READY_NAME), os.path.join(self.directory, MARKER_NAME))
+        fsync_dir(self.directory)  # the marker is durable before any live file can move
         self._state = "marked"
         fault("after_marker")
 
     def publish(self) -> None:
-        """Install every file not yet at its ``after`` hash, the receipt last. Idempotent."""
+        """Rename the staged copy of every file not yet at its ``after`` hash into place. Idempotent."""
         self._require("publish", "marked", "published")
+        live = _live_hashes(self.paths, self.directory, self.job_id, self._entries)
+        pending = [entry for entry, current in zip(self._entries, live) if current != entry.after]
         try:
-            payloads, live = _check(self.paths, self.directory, self.job_id, self._entries)
+            payloads = [_read_staged(self.directory, _publish_name(entry), entry) for entry in pending]
         except _Corrupt as bad:
             raise CmError("RECOVERY_CONFLICT", f"transaction {self.directory} was altered while committing: "
                                                f"{bad}; inspect it, then delete it so the job can be redone") from None
-        _install_all(self.paths, self.directory, self._entries, payloads, live)
+        _install(self.paths, self.directory, pending, payloads)
         self._state = "published"
         fault("after_publish")
 
@@ -234,6 +252,8 @@ def stage(paths: DataPaths, job_id: str, changes: Sequence[FileChange], receipt:
     if pending:
         raise CmError("TRANSACTION_PENDING",
                       f"{len(pending)} unfinished transaction(s) in {paths.transactions}; run recovery first")
+    for parent in sorted({os.path.dirname(_live_path(paths, rel)) for rel, _data, _before in files}):
+        ensure_private_dir(parent, "a memory or receipts directory")  # here, so publish only renames
     directory = os.path.join(paths.transactions, str(uuid.uuid4()))
     os.mkdir(directory, 0o700)
     try:
@@ -242,12 +262,17 @@ def stage(paths: DataPaths, job_id: str, changes: Sequence[FileChange], receipt:
         entries = []
         # Inside the private, unmarked directory files need no rename dance: each is written and
         # fsynced, and one directory fsync makes all their names durable before the marker can
-        # exist. Recovery checks every staged digest, so a torn file is never published.
+        # exist. Recovery checks every staged digest, so a torn file is never published. The
+        # copies and READY are written here, outside the locks, so that the commit's critical
+        # section only renames.
         for n, (rel, data, before) in enumerate(files):
-            name = f"stage-{n}"
-            _write_new(os.path.join(directory, name), data)
+            entry = _Entry(rel, f"stage-{n}", before, hashlib.sha256(data).hexdigest())
+            _write_new(os.path.join(directory, entry.stage), data)
             fault("after_stage_file")
-            entries.append(_Entry(rel, name, before, hashlib.sha256(data).hexdigest()))
+            _write_new(os.path.join(directory, _publish_name(entry)), data)
+            fault("after_stage_copy")
+            entries.append(entry)
+        _write_new(os.path.join(directory, READY_NAME), MARKER_CONTENT)
         journal = {"version": JOURNAL_VERSION, "id": job_id,
                    "files": [{"path": e.path, "stage": e.stage, "before": e.before, "after": e.after}
                              for e in entries]}
@@ -307,7 +332,12 @@ def recover(paths: DataPaths) -> list[Recovered]:
         _discard(directory)
     recovered = []
     for directory, marked in pending:
-        _install_all(paths, directory, marked.entries, marked.payloads, marked.live)
+        todo = [(entry, data) for entry, data, current in zip(marked.entries, marked.payloads, marked.live)
+                if current != entry.after]
+        for entry, data in todo:  # never trust a copy a crash left: write each one afresh
+            ensure_private_dir(os.path.dirname(_live_path(paths, entry.path)), f"the directory of {entry.path}")
+            _write_new(os.path.join(directory, _publish_name(entry)), data)
+        _install(paths, directory, [entry for entry, _data in todo], [data for _entry, data in todo])
         recovered.append(Recovered(marked.job_id, marked.receipt, directory))
     return recovered
 
@@ -436,15 +466,23 @@ def _refuse_overlap(root: str, pending: list[tuple[str, _Marked]]) -> None:
 def _check(paths: DataPaths, directory: str, job_id: str,
            entries: Sequence[_Entry]) -> tuple[tuple[bytes, ...], tuple[str, ...]]:
     """Staged bytes (digest-checked) and live hashes; conflict unless each live is before/after."""
-    payloads = []
-    for entry in entries:
-        try:
-            data = _read_private(os.path.join(directory, entry.stage), entry.limit())
-        except (OSError, _Corrupt):
-            raise _Corrupt(f"its {entry.stage} is missing or unreadable") from None
-        if hashlib.sha256(data).hexdigest() != entry.after:
-            raise _Corrupt(f"its {entry.stage} does not match the journal's digest")
-        payloads.append(data)
+    payloads = tuple(_read_staged(directory, entry.stage, entry) for entry in entries)
+    return payloads, _live_hashes(paths, directory, job_id, entries)
+
+
+def _read_staged(directory: str, name: str, entry: _Entry) -> bytes:
+    """The bytes of ``name`` in the transaction, which must match ``entry``'s ``after`` digest."""
+    try:
+        data = _read_private(os.path.join(directory, name), entry.limit())
+    except (OSError, _Corrupt):
+        raise _Corrupt(f"its {name} is missing or unreadable") from None
+    if hashlib.sha256(data).hexdigest() != entry.after:
+        raise _Corrupt(f"its {name} does not match the journal's digest")
+    return data
+
+
+def _live_hashes(paths: DataPaths, directory: str, job_id: str, entries: Sequence[_Entry]) -> tuple[str, ...]:
+    """The live hash of each entry; ``RECOVERY_CONFLICT`` unless each is at its before or after."""
     live = []
     for entry in entries:
         path = _live_path(paths, entry.path)
@@ -458,29 +496,42 @@ def _check(paths: DataPaths, directory: str, job_id: str,
                           f"not overwrite it. Keep the version you want (cm's is {directory}/{entry.stage}), "
                           f"then delete {directory} so the job can be redone")
         live.append(current)
-    return tuple(payloads), tuple(live)
+    return tuple(live)
 
 
-def _install_all(paths: DataPaths, directory: str, entries: Sequence[_Entry],
-                 payloads: Sequence[bytes], live: Sequence[str]) -> None:
-    for entry, data, current in zip(entries, payloads, live):
-        if current == entry.after:
-            continue
-        target = _live_path(paths, entry.path)
-        parent = os.path.dirname(target)
-        ensure_private_dir(parent, f"the directory of {entry.path}")
-        copy = os.path.join(directory, _publish_name(entry))
-        _write_new(copy, data)
-        try:
-            os.rename(copy, target)
-        except OSError as exc:
-            if exc.errno != errno.EXDEV:
-                raise
-            # A separately mounted data directory: fall back to a temp file next to the target.
-            os.unlink(copy)
-            write_atomic(target, data)
-        fsync_dir(parent)
-        fault("after_publish_file")
+def _install(paths: DataPaths, directory: str, entries: Sequence[_Entry], payloads: Sequence[bytes]) -> None:
+    """Rename each entry's ``publish-<n>`` copy (digest-checked, fsynced) into place: the documents,
+    one fsync per distinct parent directory, then the receipt and its directory's fsync."""
+    staged = list(zip(entries, payloads))
+    documents = [(entry, data) for entry, data in staged if not entry.is_receipt]
+    receipt = [(entry, data) for entry, data in staged if entry.is_receipt]
+    for group in (documents, receipt):  # every document is durable before the receipt appears
+        parents: list[str] = []
+        for entry, data in group:
+            target = _live_path(paths, entry.path)
+            _rename_into_place(os.path.join(directory, _publish_name(entry)), target, entry.path, data)
+            fault("after_publish_file")
+            if os.path.dirname(target) not in parents:
+                parents.append(os.path.dirname(target))
+        for parent in parents:
+            fsync_dir(parent)
+
+
+def _rename_into_place(copy: str, target: str, rel: str, data: bytes) -> None:
+    parent = os.path.dirname(target)
+    try:
+        os.rename(copy, target)
+    except FileNotFoundError:
+        if os.path.lexists(parent):
+            raise
+        ensure_private_dir(parent, f"the directory of {rel}")  # removed since staging
+        _rename_into_place(copy, target, rel, data)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        # A separately mounted data directory: fall back to a temp file next to the target.
+        os.unlink(copy)
+        write_atomic(target, data)
 
 
 def _write_new(path: str, data: bytes) -> None:

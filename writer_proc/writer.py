@@ -26,7 +26,6 @@ timings go to the drain log (ids, codes and numbers only).
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -36,7 +35,7 @@ from cmrunner.core import config as config_mod, history, ledger, projects, recor
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.core.sections import Document
-from cmrunner.writer_proc import apply, commit, contract, drainlog, jobs, shaping
+from cmrunner.writer_proc import apply, commit, contract, drainlog, housekeeping, jobs, shaping
 from cmrunner.writer_proc.meter import Grant, Meter
 from cmrunner.writer_proc.port import AgentError, MemoryAgentPort, build_task
 from cmrunner.writer_proc.reads import ReadPort, Source
@@ -108,20 +107,8 @@ class Writer:
         self.conn.close()
 
     # -- the loop ---------------------------------------------------------------------------
-    def recover(self) -> int:
-        with commit.repository_lock(self.paths):
-            replayed = commit.recover(self.paths, self.conn, self.now)
-        if replayed:
-            log.info("recovered %d interrupted commit(s)", replayed)
-        with store.immediate(self.conn):
-            observations.prune_processed(self.conn, self.now() - observations.PRUNE_AFTER_MS)
-            observations.prune_quarantined(self.conn, self.now() - observations.PRUNE_AFTER_MS)  # same retention
-            history.expire_trash(self.conn, self.now(), self.cfg.trash_retention_ms)
-            ledger.prune(self.conn, self.now() - ledger.RETENTION_MS)
-        return replayed
-
     def run_once(self) -> Outcome | None:
-        if os.path.isdir(self.paths.transactions) and os.listdir(self.paths.transactions):
+        if housekeeping.recovery_due(self.paths):
             with commit.repository_lock(self.paths):
                 commit.recover(self.paths, self.conn, self.now)
         if self.gate() is not None:

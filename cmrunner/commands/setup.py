@@ -52,6 +52,8 @@ def status(ctx: click.Context, as_json: bool) -> None:
         echo(f"spend:       {usage.status_line(report['spend'])}")
     for line in status_mod.problem_lines(report):
         echo(line)
+    if report.get("history"):
+        echo(f"history:     {status_mod.history_line(report['history'])}")
     drain = report["drain"]
     running = f"running (pid {drain['pid']})" if drain["alive"] else "not running"
     echo(f"drain:       {running}")

@@ -11,7 +11,9 @@ Contract:
   history last saw each changed document, then the commit's own changes) in a transaction of its
   own before anything is published; ``settle``, called from the commit's database side
   (``commit.apply_receipt``, which a crash replay runs too), turns those rows into versions in the
-  commit's transaction. A commit that is abandoned leaves staged rows the next ``stage`` deletes.
+  commit's transaction. ``settle`` runs inside the repository lock, so it does no more than one
+  indexed lookup of each section's newest version and the inserts; all comparing is ``stage``'s.
+  A commit that is abandoned leaves staged rows the next ``stage`` deletes.
 - A section that never had a version gets a ``baseline`` one the first time its document changes.
 - A version that removed a section puts it in the trash; the trash only points at the removing
   version (its parent holds the text), so removed text lives in exactly one row. ``expire_trash``
@@ -80,6 +82,14 @@ class Provenance(NamedTuple):
     model: str | None = None
 
 
+class Summary(NamedTuple):
+    """How much history the store keeps (``cm status``)."""
+
+    versions: int  # every recorded version, purged ones included (their rows stay, without text)
+    trashed: int  # sections in the trash now
+    oldest_removed_at: int | None  # when the oldest of them was removed (ms), None if the trash is empty
+
+
 class TrashEntry(NamedTuple):
     id: str
     version_id: int
@@ -104,10 +114,22 @@ def open_read(paths: DataPaths) -> sqlite3.Connection | None:
     conn = store.open_existing(paths)
     if conn is None:
         return None
-    if migrations.check_readable(conn) < migrations.MIGRATIONS.index(migrations.m006_section_history) + 1:
+    if not recorded(migrations.check_readable(conn)):
         conn.close()
         return None
     return conn
+
+
+def recorded(schema_version: int) -> bool:
+    """Whether a store at ``schema_version`` has history's tables."""
+    return schema_version >= migrations.MIGRATIONS.index(migrations.m006_section_history) + 1
+
+
+def summary(conn: sqlite3.Connection) -> Summary:
+    """Counts for ``cm status``: versions recorded, sections in the trash, the oldest removal."""
+    (versions,) = conn.execute("SELECT COUNT(*) FROM section_versions").fetchone()
+    trashed, oldest = conn.execute("SELECT COUNT(*), MIN(removed_at) FROM trash WHERE state = 'trashed'").fetchone()
+    return Summary(versions, trashed, oldest)
 
 
 def section_texts(doc: Document) -> dict[str, tuple[str, str]]:
@@ -194,22 +216,20 @@ def settle(conn: sqlite3.Connection, job_id: str, at: int) -> list[int]:
     staged = conn.execute(
         "SELECT target, section_key, title, text, kind, author, decision, client, session_id, model, at "
         "FROM section_changes_pending WHERE job_id = ? ORDER BY seq", (job_id,)).fetchall()
-    heads: dict[str, dict[str, Version]] = {}
+    heads: dict[str, tuple[int, int] | None] = {}  # section key -> (id, number) of its newest version
     ids = []
     for target, key, title, text, kind, author, decision, client, session_id, model, staged_at in staged:
-        chain = heads.setdefault(target, latest(conn, target))
-        parent = chain.get(key)
+        parent = heads[key] if key in heads else _head(conn, key)
         receipt_id = None if kind in USER_KINDS else job_id
-        number = parent.version + 1 if parent else 1
+        number = parent[1] + 1 if parent else 1
         cursor = conn.execute(
             "INSERT INTO section_versions(target, section_key, version, parent_id, title, text, kind, author, "
             "decision, receipt_id, client, session_id, model, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (target, key, number, parent.id if parent else None, title, text, kind, author, decision, receipt_id,
+            (target, key, number, parent[0] if parent else None, title, text, kind, author, decision, receipt_id,
              client, session_id, model, staged_at))
         assert cursor.lastrowid is not None
         version_id = cursor.lastrowid
-        chain[key] = Version(version_id, target, key, number, parent.id if parent else None, title, text, kind,
-                             author, decision, receipt_id, client, session_id, model, staged_at, None)
+        heads[key] = (version_id, number)
         if kind == "remove":
             trash_put(conn, version_id, target, key, at)
         elif text is not None and kind in RESTORING_KINDS:
@@ -217,6 +237,15 @@ def settle(conn: sqlite3.Connection, job_id: str, at: int) -> list[int]:
         ids.append(version_id)
     conn.execute("DELETE FROM section_changes_pending WHERE job_id = ?", (job_id,))
     return ids
+
+
+def _head(conn: sqlite3.Connection, key: str) -> tuple[int, int] | None:
+    """``(id, number)`` of one section's newest version: one lookup in the ``(section_key,
+    version)`` index, because settle runs inside the repository lock and must not slow down as
+    the document's history grows."""
+    row = conn.execute("SELECT id, version FROM section_versions WHERE section_key = ? ORDER BY version DESC LIMIT 1",
+                       (key,)).fetchone()
+    return (row[0], row[1]) if row else None
 
 
 def targets(conn: sqlite3.Connection) -> list[str]:

@@ -5,6 +5,10 @@ if it exists, and never writes. Counts are of durable rows: inbox rows, observat
 state, isolated sessions; the drain is "alive" only if the lease holder's identity still matches a
 running process. Secrets are reported as present/absent, never shown.
 
+History and the trash are summarized through their owner (``history.summary``): the recorded
+versions, the sections in the trash and when the oldest of them expires; ``None`` for a store
+that predates history.
+
 Everything stuck explains itself (``problems``): quarantined observations and dead jobs grouped by
 code, each group with its reason and remedy from ``cmrunner.core.reasons``; isolated sessions likewise;
 the unfinished jobs with their 12-character ids, state and next attempt time; and the last
@@ -27,6 +31,7 @@ from cmrunner.core import (
     drainfailures,
     drainlease,
     envfile,
+    history,
     jobstore,
     migrations,
     reasons,
@@ -115,6 +120,7 @@ def gather(home: str) -> dict:
     report["problems"] = {"quarantined": [], "dead": []}
     report["jobList"] = {"jobs": [], "total": 0}
     report["lastDrainFailure"] = None
+    report["history"] = None
     report["spend"] = usage.read(None, cfg, brief=True)
     report["drain"] = {"alive": False}
     conn = store.open_existing(paths)
@@ -137,12 +143,24 @@ def gather(home: str) -> dict:
         report["problems"] = problems(conn)
         report["jobList"] = job_list(conn)
         report["lastDrainFailure"] = drainfailures.latest(conn)
+        if history.recorded(version):
+            report["history"] = history_report(history.summary(conn), cfg.trash_retention_ms)
         report["spend"] = usage.read(conn, cfg, brief=True)
         holder = drainlease.live_holder(conn)
         report["drain"] = {"alive": holder is not None, "pid": holder.pid if holder else None}
     finally:
         conn.close()
     return report
+
+
+def history_report(found: history.Summary, retention_ms: int) -> dict:
+    """Recorded versions and the trash; times as ``cm trash`` gives them (``history.iso``). The oldest
+    trash entry is purged at the first drain start after ``oldestExpiresAt``."""
+    oldest = found.oldest_removed_at
+    return {"versions": found.versions, "trashed": found.trashed,
+            "oldestTrashedAt": None if oldest is None else history.iso(oldest),
+            "oldestExpiresAt": None if oldest is None else history.iso(oldest + retention_ms),
+            "trashRetentionDays": retention_ms // 86_400_000}
 
 
 # -- text rendering (cm status and the Processing Status screen) -----------------------------
@@ -177,6 +195,18 @@ def job_line(job: dict, now: int) -> str:
     elif job["state"] == "quarantined":
         text += f", {reasons.remedy(job['issue'], 'quarantined', [job['id']])}"
     return text + f", {job['attempts']} attempt(s)"
+
+
+def history_line(kept: dict) -> str:
+    """History and the trash in one line."""
+    text = f"{kept['versions']} section version(s) recorded (`cm history`); "
+    if not kept["trashed"]:
+        return text + "trash empty"
+    expires = kept["oldestExpiresAt"]
+    # One fixed ISO format in UTC: comparing the strings compares the times.
+    when = (f"kept until {expires[:10]}" if expires > history.iso(int(time.time() * 1000))
+            else "past its retention, purged when the next drain starts")
+    return text + f"trash: {kept['trashed']} section(s), the oldest {when} (`cm trash`)"
 
 
 def failure_line(failure: dict) -> str:
