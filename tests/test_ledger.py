@@ -179,12 +179,16 @@ def test_totals_group_by_day_model_outcome_and_grant(tmp_path):
     ledger.append(conn, _entry(6 * day, scopes=("global", "project:a"), provenance=("user_explicit",
                                                                                     "conversation_context"),
                                token_source="bytes/4", model="m2"))
-    assert [k for k, _ in ledger.grouped(conn, "day")] == ["1970-01-06", "1970-01-07"]
-    assert dict(ledger.grouped(conn, "outcome"))["RATE_LIMITED"]["requests"] == 1
-    assert dict(ledger.grouped(conn, "model"))["h m (responses)"]["requests"] == 2
-    grants = {(s, p): t["requests"] for s, p, t in ledger.by_grant(conn)}
+    found = ledger.breakdown(conn)
+    assert [k for k, _ in found["byDay"]] == ["1970-01-06", "1970-01-07"]
+    assert [k for k, _ in found["byMonth"]] == ["1970-01"] and found["byMonth"][0][1]["requests"] == 3
+    assert dict(found["byOutcome"])["RATE_LIMITED"]["requests"] == 1
+    assert [k for k, _ in found["byModel"]] == ["h m (responses)", "h m2 (responses)"]  # most requests first
+    grants = {(s, p): t["requests"] for s, p, t in found["byGrant"]}
     assert grants == {("global", "user_explicit"): 3, ("global", "conversation_context"): 1,
                       ("project:a", "user_explicit"): 1, ("project:a", "conversation_context"): 1}
+    assert found["total"] == ledger.totals(conn) and found["total"]["requests"] == 3
+    assert ledger.breakdown(conn, 6 * day)["total"]["requests"] == 1
     assert ledger.totals(conn, 6 * day)["estimatedRequests"] == 1
     assert ledger.totals(conn)["failed"] == 1
     assert ledger.prune(conn, 6 * day) == 2 and ledger.totals(conn)["requests"] == 1

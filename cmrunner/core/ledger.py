@@ -35,13 +35,6 @@ _COUNTS = ("request_bytes", "response_bytes", "input_tokens", "cached_tokens", "
 _SUMS = ", ".join(f"SUM(CASE WHEN typeof({c}) = 'integer' AND {c} >= 0 THEN {c} ELSE 0 END)" for c in _COUNTS)
 _TOTALS = (f"COUNT(*), SUM(outcome IS NOT 'ok'), "
            f"SUM(token_source NOT IN ('provider', 'none')), {_SUMS}")
-_GROUPS = {
-    "day": "strftime('%Y-%m-%d', at / 1000, 'unixepoch')",
-    "month": "strftime('%Y-%m', at / 1000, 'unixepoch')",
-    "model": "host || ' ' || model || ' (' || api || ')'",
-    "outcome": "outcome",
-}
-
 
 @dataclass(frozen=True, slots=True)
 class Entry:
@@ -115,35 +108,54 @@ def totals(conn: sqlite3.Connection, since_ms: int | None = None, until_ms: int 
     return _totals(conn.execute(f"SELECT {_TOTALS} FROM ledger{where}", args).fetchone())
 
 
-def grouped(conn: sqlite3.Connection, by: str, since_ms: int | None = None) -> list[tuple[str, dict]]:
-    """``totals`` per day, month (UTC), provider/model or outcome, oldest or largest first."""
-    key = _GROUPS[by]
+def breakdown(conn: sqlite3.Connection, since_ms: int | None = None) -> dict:
+    """One pass over the rows since ``since_ms``: ``total`` and the totals ``byDay`` and
+    ``byMonth`` (UTC, oldest first), ``byModel`` (host, model and protocol) and ``byOutcome``
+    (most requests first), and ``byGrant``: what left this machine per (scope, provenance class),
+    where a request counts under every scope and class of its grant (it could carry text of each),
+    so those rows may overlap; an empty grant (``cm network-test``'s probe) is ``("-", "-")``.
+    Each list holds ``(key, totals)`` pairs, ``byGrant`` ``(scope, provenance, totals)``."""
     where, args = _window(since_ms, None)
-    order = "1" if by in ("day", "month") else "2 DESC, 1"
-    rows = conn.execute(f"SELECT {key}, {_TOTALS} FROM ledger{where} GROUP BY 1 ORDER BY {order}", args).fetchall()
-    return [(str(row[0]), _totals(row[1:])) for row in rows]
+    rows = conn.execute(
+        "SELECT strftime('%Y-%m-%d', at / 1000, 'unixepoch'), host || ' ' || model || ' (' || api || ')', outcome,"
+        f" scopes, provenance, {_TOTALS} FROM ledger{where} GROUP BY 1, 2, 3, 4, 5", args).fetchall()
+    groups: dict[str, dict] = {name: {} for name in ("total", "byDay", "byMonth", "byModel", "byOutcome", "byGrant")}
+
+    def add(name: str, key: object, counts: list[int]) -> None:
+        into = groups[name].setdefault(key, [0] * len(counts))
+        for i, value in enumerate(counts):
+            into[i] += value
+
+    for day, model, outcome, scopes, provenance, *raw in rows:
+        counts = [int(v or 0) for v in raw]
+        add("total", "", counts)
+        add("byDay", str(day), counts)
+        add("byMonth", str(day)[:7], counts)
+        add("byModel", str(model), counts)
+        add("byOutcome", str(outcome), counts)
+        for scope in str(scopes or "").split(","):
+            for prov in str(provenance or "").split(","):
+                add("byGrant", (scope or "-", prov or "-"), counts)
+
+    def listed(name: str, by_time: bool) -> list:
+        pairs = [(key, _totals(tuple(counts))) for key, counts in groups[name].items()]
+        return sorted(pairs, key=(lambda p: p[0]) if by_time else (lambda p: (-p[1]["requests"], p[0])))
+
+    return {"total": _totals(tuple(groups["total"].get("", [0] * 10))),
+            "byDay": listed("byDay", True), "byMonth": listed("byMonth", True),
+            "byModel": listed("byModel", False), "byOutcome": listed("byOutcome", False),
+            "byGrant": [(scope, prov, totals) for (scope, prov), totals in listed("byGrant", True)]}
 
 
-def by_grant(conn: sqlite3.Connection, since_ms: int | None = None) -> list[tuple[str, str, dict]]:
-    """What left this machine per (scope, provenance class): a request is counted under every
-    scope and class of its grant (it could carry text of each), so the rows may overlap; an empty
-    grant (``cm network-test``'s probe) is ``("-", "-")``."""
-    where, args = _window(since_ms, None)
-    rows = conn.execute(f"SELECT scopes, provenance, {_TOTALS} FROM ledger{where} GROUP BY 1, 2", args).fetchall()
-    merged: dict[tuple[str, str], list[int]] = {}
-    for scopes, provenance, *counts in rows:
-        for scope in str(scopes or "").split(",") or [""]:
-            for prov in str(provenance or "").split(",") or [""]:
-                into = merged.setdefault((scope or "-", prov or "-"), [0] * len(counts))
-                for i, value in enumerate(counts):
-                    into[i] += int(value or 0)
-    return [(scope, prov, _totals(tuple(counts))) for (scope, prov), counts in sorted(merged.items())]
-
-
-def used(conn: sqlite3.Connection, since_ms: int) -> tuple[int, int]:
-    """(tokens, requests) recorded at or after ``since_ms``: what a spend cap's window has used."""
-    found = totals(conn, since_ms)
-    return found["tokens"], found["requests"]
+def used(conn: sqlite3.Connection, starts: list[int]) -> list[tuple[int, int]]:
+    """(tokens, requests) recorded at or after each of ``starts``, in one indexed pass: what the
+    spend caps' windows have used."""
+    tokens = ("(CASE WHEN typeof(input_tokens) = 'integer' AND input_tokens >= 0 THEN input_tokens ELSE 0 END"
+              " + CASE WHEN typeof(output_tokens) = 'integer' AND output_tokens >= 0 THEN output_tokens ELSE 0 END)")
+    columns = ", ".join(f"SUM(CASE WHEN at >= ? THEN {tokens} ELSE 0 END), SUM(at >= ?)" for _ in starts)
+    row = conn.execute(f"SELECT {columns} FROM ledger WHERE at >= ?",
+                       [value for start in starts for value in (start, start)] + [min(starts)]).fetchone()
+    return [(int(row[2 * i] or 0), int(row[2 * i + 1] or 0)) for i in range(len(starts))]
 
 
 def prune(conn: sqlite3.Connection, before_ms: int) -> int:

@@ -102,26 +102,22 @@ class Block:
                 "message": self.message}
 
 
-def blocked(conn: sqlite3.Connection, caps: Caps, now: int) -> Block | None:
-    """The first cap reached at ``now`` (see module contract), or ``None``."""
-    for name, counts, period in _CAPS:
-        limit = caps.limit(name)
-        if limit is None:
-            continue
-        start, end = window(period, now)
-        tokens, requests = ledger.used(conn, start)
-        used = requests if counts == "requests" else tokens
-        if used >= limit:
-            return Block(name, limit, used, end)
-    return None
-
-
 def standing(conn: sqlite3.Connection, caps: Caps, now: int) -> list[dict]:
-    """Every cap with its window's use, for ``cm usage`` and ``cm status``."""
+    """Every cap, in checking order, with its window's use and bounds (one pass over the ledger)."""
+    windows = [window(period, now) for _name, _counts, period in _CAPS]
     found = []
-    for name, counts, period in _CAPS:
-        start, end = window(period, now)
-        tokens, requests = ledger.used(conn, start)
+    for (name, counts, _period), (start, end), (tokens, requests) in zip(
+            _CAPS, windows, ledger.used(conn, [start for start, _end in windows])):
         found.append({"cap": name, "limit": caps.limit(name), "used": requests if counts == "requests" else tokens,
                       "windowStart": start, "windowEnd": end})
     return found
+
+
+def blocked(conn: sqlite3.Connection, caps: Caps, now: int) -> Block | None:
+    """The first cap reached at ``now`` (see module contract), or ``None``."""
+    if all(caps.limit(name) is None for name, _counts, _period in _CAPS):
+        return None
+    for cap in standing(conn, caps, now):
+        if cap["limit"] is not None and cap["used"] >= cap["limit"]:
+            return Block(cap["cap"], cap["limit"], cap["used"], cap["windowEnd"])
+    return None

@@ -65,15 +65,16 @@ def _summary(conn: sqlite3.Connection, caps: spend.Caps, now: int) -> dict:
 
 
 def _read(conn: sqlite3.Connection, caps: spend.Caps, since_ms: int | None, now: int) -> dict:
+    found = ledger.breakdown(conn, since_ms)
     return {
         **_summary(conn, caps, now),
-        "total": ledger.totals(conn, since_ms),
-        "byDay": [{"day": k, **v} for k, v in ledger.grouped(conn, "day", since_ms)],
-        "byMonth": [{"month": k, **v} for k, v in ledger.grouped(conn, "month", since_ms)],
-        "byModel": [{"model": k, **v} for k, v in ledger.grouped(conn, "model", since_ms)],
-        "byOutcome": [{"outcome": k, **v} for k, v in ledger.grouped(conn, "outcome", since_ms)],
-        "byGrant": [{"scope": s, "provenance": p, **v} for s, p, v in ledger.by_grant(conn, since_ms)],
-        "daily": _daily(ledger.grouped(conn, "day", now - CHART_DAYS * DAY_MS), now),
+        "total": found["total"],
+        "byDay": [{"day": k, **v} for k, v in found["byDay"]],
+        "byMonth": [{"month": k, **v} for k, v in found["byMonth"]],
+        "byModel": [{"model": k, **v} for k, v in found["byModel"]],
+        "byOutcome": [{"outcome": k, **v} for k, v in found["byOutcome"]],
+        "byGrant": [{"scope": s, "provenance": p, **v} for s, p, v in found["byGrant"]],
+        "daily": _daily(ledger.breakdown(conn, now - CHART_DAYS * DAY_MS)["byDay"], now),
     }
 
 
