@@ -126,7 +126,7 @@ def measure() -> tuple[list[str], list[str]]:
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
             _row("21-turn Codex session, one call per response", session),
             _row("21-turn Codex session, parallel calls", parallel),
-            _row("`cm demo`'s two turns, one call per response", demo)]
+            _row("the first `cm demo`'s two turns, one call per response", demo)]
     per_turn, requests = TARGETS["session"]
     verdict = [f"Targets: 21-turn session ≤ {per_turn:,} bytes per user turn "
                f"({'met' if session['per_turn_bytes'] <= per_turn else 'NOT met'}: {session['per_turn_bytes']:,.0f}) "
