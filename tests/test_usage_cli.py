@@ -75,7 +75,7 @@ def test_bad_since_and_bad_caps_get_a_code_and_change_nothing(home):
         assert proc.returncode == 1 and proc.stderr.decode().startswith("cm: INVALID_SINCE: "), since
     before = open(f"{home}/config.json", "rb").read()
     proc = run_cm(["usage", "caps", "--tokens-per-day", "lots"], env=env)
-    assert proc.returncode == 2 and b"Traceback" not in proc.stderr
+    assert proc.returncode == 1 and proc.stderr.decode().startswith("cm: INVALID_CAP: tokensPerDay takes a whole")
     assert open(f"{home}/config.json", "rb").read() == before
     shown = run_cm(["usage", "caps"], env=env).stdout.decode()
     assert "tokensPerDay: 5,000,000" in shown and "requestsPerHour: 600" in shown

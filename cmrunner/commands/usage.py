@@ -27,14 +27,6 @@ def usage(ctx: click.Context, since: str | None, as_json: bool) -> None:
         echo(line)
 
 
-def _cap(value: str) -> int | None:
-    if value in ("off", "none"):
-        return None
-    if not value.isdigit():
-        raise click.BadParameter("a whole number (0 turns the Memory Agent off) or 'off' (no cap)")
-    return int(value)
-
-
 @usage.command("caps")
 @click.option("--tokens-per-day", default=None, help="Input + output tokens per UTC day; 'off' for no cap.")
 @click.option("--tokens-per-month", default=None, help="Input + output tokens per UTC month; 'off' for no cap.")
@@ -43,13 +35,13 @@ def _cap(value: str) -> int | None:
 def caps(ctx: click.Context, tokens_per_day: str | None, tokens_per_month: str | None,
          requests_per_hour: str | None) -> None:
     """Show the spend caps, or change them (waiting work resumes at once when a cap is raised)."""
-    from cmrunner.core import config as config_mod
+    from cmrunner.core import config as config_mod, spend
     from cmrunner.manage import spendcaps
 
     given = {"tokensPerDay": tokens_per_day, "tokensPerMonth": tokens_per_month,
              "requestsPerHour": requests_per_hour}
-    changes = {name: _cap(value) for name, value in given.items() if value is not None}
+    changes = {name: spend.parse_cap(name, value) for name, value in given.items() if value is not None}
     now = spendcaps.set_caps(_home(ctx), changes) if changes else config_mod.load(_home(ctx)).spend
-    for name in ("tokensPerDay", "tokensPerMonth", "requestsPerHour"):
+    for name in spend.NAMES:
         value = now[name]
         echo(f"{name}: {'no cap' if value is None else f'{value:,}'}{' (the Memory Agent is off)' if value == 0 else ''}")

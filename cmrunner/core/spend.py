@@ -7,6 +7,7 @@ Contract:
 - Windows are calendar periods in UTC (the clock hour, the day, the month), as providers bill;
   a cap is reached when what the ledger holds for its window is at or above it. A request is only
   ever refused before it is sent, so a cap can be passed by the request in flight, never by more.
+- ``parse_cap`` is the one grammar of a cap as typed (CLI and terminal UI): ``INVALID_CAP`` else.
 - ``blocked(conn, caps, now)`` returns the first reached cap as a ``Block`` (which cap, its limit,
   what was used, when its window ends) or ``None``. Work never dies of a cap: the Writer claims
   nothing while blocked and gives a job whose attempt met the cap back to wait (``SPEND_CAP_REACHED``),
@@ -21,7 +22,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from cmrunner.core import ledger
-from cmrunner.core.errors import CmError
+from cmrunner.core.errors import CmError, InputError
 
 CODE = "SPEND_CAP_REACHED"
 # The caps in the order they are checked, with what they count and the window they reset on.
@@ -30,6 +31,21 @@ _CAPS = (("requestsPerHour", "requests", "hour"), ("tokensPerDay", "tokens", "da
 _FLAGS = {"requestsPerHour": "--requests-per-hour", "tokensPerDay": "--tokens-per-day",
           "tokensPerMonth": "--tokens-per-month"}
 _WORDS = {"requestsPerHour": "requests per hour", "tokensPerDay": "tokens per day", "tokensPerMonth": "tokens per month"}
+
+
+NAMES = tuple(name for name, _counts, _period in _CAPS)
+
+
+def parse_cap(name: str, text: str) -> int | None:
+    """A cap as a user types it (``cm usage caps``, the terminal UI): a whole number (thousands
+    separators allowed; 0 turns the Memory Agent off), or empty / ``off`` / ``none`` for no cap."""
+    value = text.strip().replace(",", "").replace("_", "")
+    if value.lower() in ("", "off", "none"):
+        return None
+    if not value.isdigit():
+        raise InputError("INVALID_CAP", f"{name} takes a whole number (0 turns the Memory Agent off) or off "
+                                        "(no cap)")
+    return int(value)
 
 
 @dataclass(frozen=True, slots=True)

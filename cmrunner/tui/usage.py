@@ -3,9 +3,9 @@
 Contract:
 - The report is ``cmrunner.views.usage`` (the same words as ``cm usage``: read-only, counts only),
   with the last ``CHART_DAYS`` days as text bars of tokens.
-- The three caps are edited in place and saved through ``spendcaps.set_caps`` (the same path as
-  ``cm usage caps``): a whole number, 0 (the Memory Agent off) or empty (no cap); anything else is
-  shown in place with nothing written. Saving starts a drain, so work a raised cap releases goes on.
+- The three caps are edited in place, parsed by ``spend.parse_cap`` and saved through
+  ``spendcaps.set_caps`` (the same path as ``cm usage caps``): a whole number, 0 (the Memory Agent
+  off) or empty (no cap); anything else is shown in place with nothing written. Saving starts a drain, so work a raised cap releases goes on.
 """
 
 from __future__ import annotations
@@ -14,25 +14,14 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Input
 
-from cmrunner.core import config as config_mod
-from cmrunner.core.errors import CmError, InputError
+from cmrunner.core import config as config_mod, spend
+from cmrunner.core.errors import CmError
 from cmrunner.manage import spendcaps
 from cmrunner.tui.widgets import CmScreen, Text, error_text
 from cmrunner.views import usage
 
 FIELDS = (("tokensPerDay", "Tokens per day (UTC)"), ("tokensPerMonth", "Tokens per month (UTC)"),
           ("requestsPerHour", "Requests per hour"))
-
-
-def parse_cap(name: str, text: str) -> int | None:
-    """A cap as typed: empty is no cap, a whole number is the cap (0 turns the Memory Agent off)."""
-    value = text.strip().replace(",", "").replace("_", "")
-    if not value:
-        return None
-    if not value.isdigit():
-        raise InputError("INVALID_CAP", f"{name} takes a whole number (0 turns the Memory Agent off) or nothing "
-                                        "(no cap)")
-    return int(value)
 
 
 class UsageScreen(CmScreen):
@@ -84,7 +73,7 @@ class UsageScreen(CmScreen):
     def on_input_submitted(self, _event: Input.Submitted) -> None:
         home = self.app.home  # type: ignore[attr-defined]
         try:
-            changes = {key: parse_cap(key, self.query_one(f"#{key}", Input).value) for key, _label in FIELDS}
+            changes = {key: spend.parse_cap(key, self.query_one(f"#{key}", Input).value) for key, _label in FIELDS}
             spendcaps.set_caps(home, changes)
         except CmError as exc:
             self.notice.show(error_text(exc, "nothing was saved"))

@@ -82,7 +82,7 @@ def _empty(caps: spend.Caps, now: int) -> dict:
     return {"today": dict(_EMPTY), "month": dict(_EMPTY), "total": dict(_EMPTY), "byDay": [], "byMonth": [],
             "byModel": [], "byOutcome": [], "byGrant": [], "daily": _daily([], now),
             "caps": [{"cap": name, "limit": caps.limit(name), "used": 0, "windowStart": None, "windowEnd": None}
-                     for name in ("requestsPerHour", "tokensPerDay", "tokensPerMonth")],
+                     for name in spend.NAMES],
             "blocked": None}
 
 
