@@ -34,6 +34,7 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable
 from importlib import resources
 
 from cmrunner.core import config as config_mod, envfile, safety, spend
@@ -69,6 +70,23 @@ def system_prompt() -> str:
 
 def serialize(body: dict) -> bytes:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def send(client: ModelClient, conv: wire.Conversation, body: bytes, deadline: float, meter: Meter, turn: int,
+         budget: ByteBudget | None = None, tally: Callable[[dict[str, int]], None] = lambda _tokens: None) -> wire.Turn:
+    """Send one serialized request and decode its answer; whatever happens, ``meter`` records it
+    (one ledger row) and ``tally`` receives the tokens recorded. Failures propagate unchanged."""
+    exchange = Exchange()
+    started = meter.start()
+    try:
+        with client.stream(conv.path, body, deadline, budget, exchange) as events:
+            answer = conv.decode(events)
+    except BaseException as exc:
+        tally(meter.record(turn, started, body, exchange, None, b"", exc.code if isinstance(exc, CmError)
+                           else INTERNAL_OUTCOME))
+        raise
+    tally(meter.record(turn, started, body, exchange, answer.usage, answer.output_bytes(), "ok"))
+    return answer
 
 
 class _Attempt:
@@ -154,7 +172,7 @@ class NetworkAgent:
             if meter.blocked() is not None:
                 raise errors_map.failure(spend.CODE, "request", "spend_cap_reached", True)
             attempt.turns += 1
-            turn = self._request(conv, body, deadline, budget, meter, attempt)
+            turn = send(self.client, conv, body, deadline, meter, attempt.turns, budget, attempt.add_usage)
             if not turn.calls:
                 if turn.refused:
                     raise errors_map.failure("MODEL_REFUSAL", "model_output", "refusal", False)
@@ -181,21 +199,6 @@ class NetworkAgent:
                 code = attempt.last_rejection or "INVALID_RESPONSE"
                 reason = "tool_call" if code in ("UNKNOWN_TOOL", "TOOL_ARGUMENTS_INVALID") else "core_rejected"
                 raise errors_map.failure(code, "core_validation", reason, True)
-
-    def _request(self, conv: wire.Conversation, body: bytes, deadline: float, budget: ByteBudget, meter: Meter,
-                 attempt: _Attempt) -> wire.Turn:
-        """Send one request and decode its answer; the meter records it whatever happens."""
-        exchange = Exchange()
-        started = meter.start()
-        try:
-            with self.client.stream(conv.path, body, deadline, budget, exchange) as events:
-                turn = conv.decode(events)
-        except BaseException as exc:
-            outcome = exc.code if isinstance(exc, CmError) else INTERNAL_OUTCOME
-            attempt.add_usage(meter.record(attempt.turns, started, body, exchange, None, b"", outcome))
-            raise
-        attempt.add_usage(meter.record(attempt.turns, started, body, exchange, turn.usage, turn.output_bytes(), "ok"))
-        return turn
 
     @staticmethod
     def _run_tool(box: tools_mod.Toolbox, call: wire.ToolCall) -> tools_mod.ToolOutcome:

@@ -38,15 +38,22 @@ def recovery_due(paths: DataPaths) -> bool:
     return os.path.isdir(paths.transactions) and bool(os.listdir(paths.transactions))
 
 
-def at_drain_start(paths: DataPaths, conn: sqlite3.Connection, cfg: config_mod.Config, now: Callable[[], int]) -> int:
-    replayed = 0
-    if recovery_due(paths):
-        from cmrunner.writer_proc import commit  # only then: a capture-only drain stays light
+def finish_interrupted(paths: DataPaths, conn: sqlite3.Connection, now: Callable[[], int]) -> int:
+    """``commit.recover`` under the repository lock when ``recovery_due`` (at drain start and
+    before every Writer attempt); returns the number of replayed commits."""
+    if not recovery_due(paths):
+        return 0
+    from cmrunner.writer_proc import commit  # only then: a capture-only drain stays light
 
-        with commit.repository_lock(paths):
-            replayed = commit.recover(paths, conn, now)
-        if replayed:
-            log.info("recovered %d interrupted commit(s)", replayed)
+    with commit.repository_lock(paths):
+        replayed = commit.recover(paths, conn, now)
+    if replayed:
+        log.info("recovered %d interrupted commit(s)", replayed)
+    return replayed
+
+
+def at_drain_start(paths: DataPaths, conn: sqlite3.Connection, cfg: config_mod.Config, now: Callable[[], int]) -> int:
+    replayed = finish_interrupted(paths, conn, now)
     with store.immediate(conn):
         at = now()
         observations.prune_processed(conn, at - observations.PRUNE_AFTER_MS)

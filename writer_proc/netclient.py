@@ -56,6 +56,10 @@ RESERVED_PROXY_URL = "COMMON_MEMORY_PROXY_URL"
 RESERVED_CA_FILE = "COMMON_MEMORY_CA_FILE"
 PROXY_GROUPS = ("https_proxy", "http_proxy", "all_proxy", "no_proxy")
 USER_AGENT = "cm-memory-agent/0.1"
+# What the route may read from the private .env (besides the key): the proxy variables, either case,
+# and the reserved proxy URL and CA file names.
+PRIVATE_ROUTE_NAMES = frozenset({n for g in PROXY_GROUPS for n in (g, g.upper())} | {RESERVED_PROXY_URL,
+                                                                                        RESERVED_CA_FILE})
 
 
 def _config_error(reason: str) -> AgentError:
@@ -81,7 +85,7 @@ class NetworkInputs:
                 process_env: Mapping[str, str]) -> NetworkInputs:
         proxy = dict(remote.get("proxy") or {})
         mode = proxy.get("mode", "legacy")
-        wanted = {n for g in PROXY_GROUPS for n in (g, g.upper())}
+        wanted = set(PRIVATE_ROUTE_NAMES)
         for name in (proxy.get("urlEnv"), remote.get("caFileEnv")):
             if name:
                 wanted.add(name)

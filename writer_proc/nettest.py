@@ -24,9 +24,9 @@ from cmrunner.core import config as config_mod, envfile, ledger, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.writer_proc import wire
-from cmrunner.writer_proc.agent import serialize
-from cmrunner.writer_proc.meter import INTERNAL_OUTCOME, Grant, Meter
-from cmrunner.writer_proc.netclient import Exchange, ModelClient, NetworkInputs
+from cmrunner.writer_proc.agent import send, serialize
+from cmrunner.writer_proc.meter import Grant, Meter
+from cmrunner.writer_proc.netclient import ModelClient, NetworkInputs
 from cmrunner.writer_proc.port import AgentError
 
 PROBE_SYSTEM = "This is a connectivity test from cm. Answer with one word."
@@ -52,22 +52,15 @@ def run(cfg: config_mod.Config, **timeouts: float) -> dict:
                     "baseUrl": remote["baseUrl"], "route": None}
     conn = store.open_store(DataPaths(cfg.data_root))
     meter = Meter.unmetered(conn, ledger.NETWORK_TEST, remote, PROBE_GRANT)
-    body = serialize(conv.body())
-    exchange = Exchange()
-    started = meter.start()
-    turn: wire.Turn | None = None
+    started = time.monotonic()
     try:
         report["route"] = client.route.describe()
-        with client.stream(conv.path, body, started[1] + PROBE_DEADLINE_SECONDS, exchange=exchange) as events:
-            turn = conv.decode(events)
-        report["outcome"] = {"ok": True, "elapsedMs": int((time.monotonic() - started[1]) * 1000), "usage": turn.usage}
+        # The ledger keeps the probe like every model request, answered or not (agent.send).
+        turn = send(client, conv, serialize(conv.body()), started + PROBE_DEADLINE_SECONDS, meter, 1)
+        report["outcome"] = {"ok": True, "elapsedMs": int((time.monotonic() - started) * 1000), "usage": turn.usage}
     except AgentError as exc:
         report["outcome"] = {"ok": False, "code": exc.code, **exc.diagnostic}
     finally:
         client.close()
-        if report["route"] is not None:  # a request was attempted: the ledger keeps it, answered or not
-            outcome = report.get("outcome") or {"code": INTERNAL_OUTCOME}
-            meter.record(1, started, body, exchange, turn.usage if turn else None, turn.output_bytes() if turn else b"",
-                         "ok" if outcome.get("ok") else outcome["code"])
         conn.close()
     return report

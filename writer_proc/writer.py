@@ -108,9 +108,7 @@ class Writer:
 
     # -- the loop ---------------------------------------------------------------------------
     def run_once(self) -> Outcome | None:
-        if housekeeping.recovery_due(self.paths):
-            with commit.repository_lock(self.paths):
-                commit.recover(self.paths, self.conn, self.now)
+        housekeeping.finish_interrupted(self.paths, self.conn, self.now)
         if self.gate() is not None:
             return None  # work waits for the cap's next window or a raised cap (module contract)
         with store.immediate(self.conn):

@@ -22,12 +22,10 @@ from typing import NamedTuple
 
 from cmrunner.core import config as config_mod, configdefs, envfile
 from cmrunner.core.errors import CmError
+from cmrunner.writer_proc.netclient import PRIVATE_ROUTE_NAMES
 
 KEY_NAME = "COMMON_MEMORY_API_KEY"
 SYNTHETIC_KEY = "synthetic-eval-key-not-a-secret"
-# What writer_proc/netclient.py reads from the private .env besides the key.
-_ROUTE_NAMES = ("https_proxy", "http_proxy", "all_proxy", "no_proxy", "HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY",
-                "NO_PROXY", "COMMON_MEMORY_PROXY_URL", "COMMON_MEMORY_CA_FILE")
 
 
 class Choice(NamedTuple):
@@ -64,7 +62,7 @@ def _private(home: str, remote: dict) -> dict[str, str]:
     if key is None:
         raise CmError("API_KEY_MISSING", f"{remote['apiKeyEnv']} is not set in the private .env of {home}; "
                                          "add it with `cm config init … --api-key-stdin` or name another with --api-key-env")
-    carried = {name: values[name] for name in _ROUTE_NAMES if name in values}
+    carried = {name: values[name] for name in sorted(PRIVATE_ROUTE_NAMES) if name in values}
     carried[KEY_NAME] = key
     return carried
 
