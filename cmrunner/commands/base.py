@@ -8,7 +8,8 @@ stderr and exit code 1 (2 stays click's usage error).
 group itself (``cm status --home X``, ``cm config init --home X``): ``CmGroup.add_command`` gives
 each registered command the same option, and ``_take_home`` records every occurrence in the root
 context's ``obj``; two different values are ``HOME_CONFLICT``. Commands read the result only
-through ``_home(ctx)``. Host-entry stubs (``hook``, ``capture``, …) pass their arguments through
+through ``_home(ctx)``; a ``--home`` that is not a directory is ``HOME_NOT_FOUND`` except for the
+commands that create a home (``_home(ctx, creates=True)``). Host-entry stubs (``hook``, ``capture``, …) pass their arguments through
 unparsed to their own stdlib parser, which reads ``--home`` itself; ``forward_home`` hands them a
 ``--home`` given before the subcommand.
 
@@ -70,6 +71,18 @@ def echo(text: str = "", *, err: bool = False, nl: bool = True, lead: str = "") 
     click.echo(lead + text, err=err, nl=nl, color=True)
 
 
+def confirm(question: str, consequence: str) -> None:
+    """Ask ``question`` before a destructive or paid step; ``--yes`` callers skip this.
+
+    With no terminal to ask on (stdin or stderr not a TTY) it is ``CONFIRMATION_REQUIRED``, naming
+    ``consequence`` and ``--yes``, never click's bare ``Aborted!``; a "no" is ``NOT_CONFIRMED``."""
+    if not (sys.stdin is not None and sys.stdin.isatty() and is_terminal(err=True)):
+        raise CmError("CONFIRMATION_REQUIRED", f"{consequence} and there is no terminal to ask on; pass --yes to go "
+                                               "ahead")
+    if not click.confirm(question, err=True):
+        raise CmError("NOT_CONFIRMED", "you answered no; nothing was done")
+
+
 def echo_outcome(outcome: Outcome) -> None:
     """One line per processed job, for the commands that follow the queue (``flush``, ``import``)."""
     code = f" ({outcome.code})" if outcome.code else ""
@@ -96,8 +109,17 @@ class CmGroup(click.Group):
             ctx.exit(1)
 
 
-def _home(ctx: click.Context) -> str:
-    home = resolve_home(ctx.find_root().obj.get("home"))
+def _home(ctx: click.Context, creates: bool = False) -> str:
+    """The home this command works on. A ``--home`` the user typed must exist (``HOME_NOT_FOUND``)
+    unless the command is one that creates a home (``creates``): a typo would otherwise read as an
+    empty memory. The default and ``$COMMON_MEMORY_HOME`` name the user's own home, which a fresh
+    installation has not created yet, so they are not held to it."""
+    explicit = ctx.find_root().obj.get("home")
+    home = resolve_home(explicit)
+    if explicit is not None and not creates and not os.path.isdir(home):
+        state = "is not a directory" if os.path.lexists(home) else "does not exist"
+        raise CmError("HOME_NOT_FOUND", f"--home {home} {state}; check the path, or create a home there with "
+                                        "`cm config init --home …`")
     # Every command that works on a home scans with the deep rules and that home's allow-list.
     safety.configure(home, deep=True)
     return home
