@@ -9,7 +9,8 @@ group itself (``cm status --home X``, ``cm config init --home X``): ``CmGroup.ad
 each registered command the same option, and ``_take_home`` records every occurrence in the root
 context's ``obj``; two different values are ``HOME_CONFLICT``. Commands read the result only
 through ``_home(ctx)``; a ``--home`` that is not a directory is ``HOME_NOT_FOUND`` except for the
-commands that create a home (``_home(ctx, creates=True)``). Host-entry stubs (``hook``, ``capture``, …) pass their arguments through
+commands that create a home and the MCP server hosts run (``_home(ctx, may_be_new=True)``).
+Host-entry stubs (``hook``, ``capture``, …) pass their arguments through
 unparsed to their own stdlib parser, which reads ``--home`` itself; ``forward_home`` hands them a
 ``--home`` given before the subcommand.
 
@@ -89,6 +90,11 @@ def echo_outcome(outcome: Outcome) -> None:
     echo(f"job {outcome.job_id[:12]}: {outcome.state}{code}")
 
 
+class HostCommand(click.Command):
+    """A command hosts run (hooks, the Pi bridge, the drain, the MCP server): listed apart in
+    ``cm --help``, under "Used by hosts", so the user's own commands stand alone."""
+
+
 class CmGroup(click.Group):
     group_class = type  # subgroups (`cm config`, `cm project`) are CmGroups too, so their commands get --home
     # What the group does when invoked with no subcommand; the module that owns that behaviour
@@ -101,6 +107,18 @@ class CmGroup(click.Group):
                                            help=HOME_HELP))
         super().add_command(cmd, name)
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The user's commands, then the host entries in their own section."""
+        listed = [(name, cmd) for name in self.list_commands(ctx)
+                  if (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden]
+        width = formatter.width - 6 - max((len(name) for name, _ in listed), default=0)
+        for title, for_hosts in (("Commands", False), ("Used by hosts (not typed by hand)", True)):
+            rows = [(name, cmd.get_short_help_str(width)) for name, cmd in listed
+                    if isinstance(cmd, HostCommand) == for_hosts]
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
@@ -109,14 +127,14 @@ class CmGroup(click.Group):
             ctx.exit(1)
 
 
-def _home(ctx: click.Context, creates: bool = False) -> str:
+def _home(ctx: click.Context, may_be_new: bool = False) -> str:
     """The home this command works on. A ``--home`` the user typed must exist (``HOME_NOT_FOUND``)
-    unless the command is one that creates a home (``creates``): a typo would otherwise read as an
-    empty memory. The default and ``$COMMON_MEMORY_HOME`` name the user's own home, which a fresh
+    unless the command creates a home or is run by a host (``may_be_new``): a typo would otherwise
+    read as an empty memory. The default and ``$COMMON_MEMORY_HOME`` name the user's own home, which a fresh
     installation has not created yet, so they are not held to it."""
     explicit = ctx.find_root().obj.get("home")
     home = resolve_home(explicit)
-    if explicit is not None and not creates and not os.path.isdir(home):
+    if explicit is not None and not may_be_new and not os.path.isdir(home):
         state = "is not a directory" if os.path.lexists(home) else "does not exist"
         raise CmError("HOME_NOT_FOUND", f"--home {home} {state}; check the path, or create a home there with "
                                         "`cm config init --home …`")

@@ -41,7 +41,7 @@ def _run(ctx: click.Context, start: str) -> None:
     from cmrunner.tui import app
 
     # the setup wizard (`cm` alone, `cm config`) creates the home it is given
-    app.run(_home(ctx, creates=start != "uninstall"), start)
+    app.run(_home(ctx, may_be_new=start != "uninstall"), start)
 
 
 def home_screen(ctx: click.Context) -> None:

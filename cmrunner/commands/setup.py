@@ -119,7 +119,7 @@ def config_init(ctx: click.Context, data_root: str | None, base_url: str | None,
                 allow_scope: tuple[str, ...], allow_provenance: tuple[str, ...], writable_scope: tuple[str, ...],
                 force: bool) -> None:
     """Write a valid config.json (and optionally the private key) non-interactively."""
-    home = _home(ctx, creates=True)
+    home = _home(ctx, may_be_new=True)
     unreadable = configinit.replaceable(home, force)
     data = configinit.fresh(home, data_root=data_root, base_url=base_url, model=model, api=api, preset=preset,
                             api_key_env=api_key_env, proxy_mode=proxy_mode, allowed_scopes=allow_scope,
