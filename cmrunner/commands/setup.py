@@ -19,11 +19,19 @@ from cmrunner.views import status as status_mod
 @click.option("--json", "as_json", is_flag=True, help="One JSON object for scripts.")
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
-    """Configuration, storage paths, queue counts and the drain (creates nothing)."""
+    """Configuration, storage paths, queue counts and the drain (creates nothing).
+
+    Exits 1 when the configuration is invalid or the data root is unsafe."""
     report = status_mod.gather(_home(ctx))
     if as_json:
         echo(json.dumps(report, indent=2))
-        return
+    else:
+        _print_status(report)
+    if not status_mod.healthy(report):
+        ctx.exit(1)
+
+
+def _print_status(report: dict) -> None:
     cfg = report["config"]
     echo(f"config:      {cfg['path']} ({'present' if cfg['exists'] else 'absent: defaults in use'})")
     if "error" in cfg:
@@ -37,6 +45,9 @@ def status(ctx: click.Context, as_json: bool) -> None:
         echo(f"model:       {model['model']} at {model['baseUrl']} ({model['api']}, {key}, proxy {model['proxy']})")
     for name, path in report["paths"].items():
         echo(f"{name + ':':<13}{path}")
+    if report["dataRootProblem"]:
+        problem = report["dataRootProblem"]
+        echo(f"             problem: {problem['code']}: {problem['message']}")
     st = report["store"]
     schema = f"schema v{st['schemaVersion']}" if st["exists"] else "not created yet"
     echo(f"store:       {schema}")
@@ -108,7 +119,7 @@ def config_init(ctx: click.Context, data_root: str | None, base_url: str | None,
                 allow_scope: tuple[str, ...], allow_provenance: tuple[str, ...], writable_scope: tuple[str, ...],
                 force: bool) -> None:
     """Write a valid config.json (and optionally the private key) non-interactively."""
-    home = _home(ctx)
+    home = _home(ctx, may_be_new=True)
     unreadable = configinit.replaceable(home, force)
     data = configinit.fresh(home, data_root=data_root, base_url=base_url, model=model, api=api, preset=preset,
                             api_key_env=api_key_env, proxy_mode=proxy_mode, allowed_scopes=allow_scope,

@@ -26,6 +26,11 @@ class ShowReport:
         self.text = text
         self.empty = empty
 
+    def as_json(self) -> dict:
+        """``cm show --json``: the same fields; ``text`` is byte for byte what consumers receive."""
+        return {"memoryDirectory": self.memory_dir, "contexts": self.contexts, "notes": self.notes,
+                "empty": self.empty, "text": self.text}
+
 
 def gather(home: str, workspace_path: str | None) -> ShowReport:
     cfg = config_mod.load(home)
