@@ -17,6 +17,7 @@ from cmrunner.core import config as config_mod
 # Every command that reads a home, with arguments that get it past click's own parsing.
 READERS = {
     "status": [], "show": [], "history": [], "trash": [], "usage": [], "usage caps": [], "config show": [],
+    "config get": ["dataRoot"], "config set": ["spend.tokensPerDay", "5"],
     "project list": [], "project register": ["/tmp", "x"], "project remove": ["x"], "secrets list": [], "secrets allow": ["ab"], "secrets disallow": ["ab"], "secrets purge-quarantine": [],
     "doctor": [], "flush": [], "network-test": [], "why": ["profile"], "codex-config": [], "mcp-config": [],
     "work-config": ["--mode", "posix", "--output", "/tmp/nc-x"], "undo": ["v1"], "purge": ["profile", "X", "--yes"],

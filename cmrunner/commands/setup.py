@@ -93,7 +93,7 @@ def _print_secrets(secrets: dict | None) -> None:
 @click.option("--network", is_flag=True, help="Open the model's network settings instead of the model wizard.")
 @click.pass_context
 def config(ctx: click.Context, network: bool) -> None:
-    """Model setup wizard (alone, in a terminal); `config init` / `config show` for scripts."""
+    """Model setup wizard (alone, in a terminal); `config init|show|get|set` for scripts."""
     if ctx.invoked_subcommand is None:
         from cmrunner.commands import manage
 
@@ -147,6 +147,37 @@ def config_show(ctx: click.Context) -> None:
         echo("(config.json does not exist; these are the defaults)", err=True)
 
 
+@config.command("get")
+@click.argument("key")
+@click.pass_context
+def config_get(ctx: click.Context, key: str) -> None:
+    """Print one setting: KEY is its dotted path in config.json, e.g. disclosure.allowedProvenance."""
+    from cmrunner.manage import configedit
+
+    value = configedit.get_value(_home(ctx), key)
+    if value is configedit.ABSENT:
+        echo(f"{key} is not set in config.json", err=True)
+        return
+    echo(configedit.shown(value))
+
+
+@config.command("set", context_settings={"ignore_unknown_options": True})
+@click.argument("key")
+@click.argument("value")
+@click.pass_context
+def config_set(ctx: click.Context, key: str, value: str) -> None:
+    """Change one setting, validated like the whole file (nothing is written if it is invalid).
+
+    VALUE is JSON (5, true, null, ["global"]) or plain text; for a list, +ITEM adds and -ITEM
+    removes one item, e.g. `cm config set disclosure.allowedProvenance +document_import`."""
+    from cmrunner.manage import configedit
+
+    change = configedit.set_value(_home(ctx), key, value)
+    before = "(not set)" if change.before is configedit.ABSENT else configedit.shown(change.before)
+    after = "(not set)" if change.after is configedit.ABSENT else configedit.shown(change.after)
+    echo(f"{key}: {before} -> {after}" if change.changed else f"{key} is already {after}; nothing changed")
+
+
 @cli.group()
 def project() -> None:
     """Register projects so captures get a project scope."""
@@ -164,7 +195,8 @@ def project_register(ctx: click.Context, path: str, name: str) -> None:
     """Register PATH (absolute) as a project called NAME."""
     found = projects.register(_paths(ctx), path, name)
     echo(f"registered {found.id} -> {found.path}")
-    echo(f"it grants nothing yet: add project:{found.id} to disclosure.allowedScopes and writableScopes to use it")
+    echo(f"it grants nothing yet: to use it, `cm config set disclosure.allowedScopes +project:{found.id}` and "
+         f"`cm config set writableScopes +project:{found.id}`")
 
 
 @project.command("list")

@@ -89,7 +89,7 @@ def data_root_problem(root: str) -> tuple[str | None, str]:
         existing = os.path.dirname(existing)
     if os.path.realpath(existing) != existing:
         return "UNSAFE_PATH", (f"{root} passes through a symbolic link at or above {existing}; "
-                               "set dataRoot to the real path (`cm config init --force --data-root …`)")
+                               "set dataRoot to the real path (`cm config set dataRoot …`)")
     if existing != root:
         if not os.path.isdir(existing):
             return "DATA_ROOT_UNWRITABLE", (f"{root} cannot be created: {existing} is not a directory; "
