@@ -136,9 +136,8 @@ def discover(env: Mapping[str, str] | None = None, platform: str | None = None,
     found = ", ".join(x for x in (f"claude at {binary}" if binary else "",
                                   f"config in {root}" if os.path.isdir(root) else "") if x)
     hosts["claude-code"] = Host("claude-code", TITLES["claude-code"], bool(binary) or os.path.isdir(root), root,
-                                found or "neither the claude command nor a Claude Code configuration folder was found",
-                                "new sessions load the hooks (a running one may need /hooks to review them); "
-                                "`claude --bare` skips hooks, so nothing is captured there", binary,
+                                found or "no claude command and no Claude Code configuration folder",
+                                "new sessions load the hooks; `claude --bare` skips them", binary,
                                 claude_mcp_file(env))
 
     root = gemini_root(env)
@@ -146,7 +145,7 @@ def discover(env: Mapping[str, str] | None = None, platform: str | None = None,
     found = ", ".join(x for x in (f"gemini at {binary}" if binary else "",
                                   f"settings in {root}" if os.path.isdir(root) else "") if x)
     hosts["gemini"] = Host("gemini", TITLES["gemini"], bool(binary) or os.path.isdir(root), root,
-                           found or "neither the gemini command nor a ~/.gemini folder was found",
-                           "new sessions load the hooks; Gemini CLI does not wait for SessionEnd, so the last "
-                           "turns are sealed later by cm", binary)
+                           found or "no gemini command and no ~/.gemini folder",
+                           "new sessions load the hooks; an exit without SessionEnd is sealed later by cm",
+                           binary)
     return {h: hosts[h] for h in HOST_IDS}
