@@ -1,4 +1,4 @@
-"""The session cache: turns, messages and sealed batches of Codex, Work and Pi sessions.
+"""The session cache: turns, messages and sealed batches of Codex, Work, Pi, Claude Code and Gemini CLI sessions.
 
 Contract (the specification's session rules; every function runs inside the caller's
 ``BEGIN IMMEDIATE`` transaction):
@@ -250,6 +250,12 @@ def register(conn: sqlite3.Connection, session_id: str, client: str, host_instan
         "INSERT OR IGNORE INTO sessions(id, client, host_instance, thread, closing, created_at) VALUES (?, ?, ?, ?, 0, ?)",
         (session_id, client, host_instance, thread, created_at),
     )
+
+
+def live_sessions(conn: sqlite3.Connection, clients: tuple[str, ...]) -> list[tuple[str, str]]:
+    """Sessions of ``clients`` not ended yet, as ``(session key, host instance)``."""
+    return conn.execute("SELECT id, host_instance FROM sessions WHERE closing = 0 AND client IN"
+                        " (SELECT value FROM json_each(?))", (jsonfast.dumps(list(clients)),)).fetchall()
 
 
 def latest_open_turn(conn: sqlite3.Connection, session_id: str) -> str | None:
