@@ -17,7 +17,9 @@ Contract:
   block. The block is rendered within the host's ``context_limit`` (Claude Code cuts
   ``additionalContext`` above about 10,000 characters), so it is whole or replaced by a notice.
 - Prompt (UserPromptSubmit / BeforeAgent): the typed prompt from the payload is queued with its
-  scope frozen from ``cwd``. A slash command (``/name …``) or a shell escape (``!…``) is queued as
+  scope frozen from ``cwd``. Gemini CLI in ``-p`` reports the prompt with the SessionStart context
+  prepended inside ``<hook_context>`` tags: that part is cut off (``typed_part``), so cm's own
+  memory block never comes back as user words; an unclosed wrapper makes the prompt no evidence. A slash command (``/name …``) or a shell escape (``!…``) is queued as
   a command without its text: it is never user evidence. Tool results, command expansions and
   compaction summaries never reach cm at all: cm does not subscribe to the events that carry them.
 - Stop (Stop / AfterAgent): the assistant's final text is queued as context for the open turn,
@@ -52,14 +54,17 @@ class HostSpec:
     """What differs between the hosts: client id, event names, payload fields, injection limit."""
 
     __slots__ = ("client", "label", "start", "prompt", "stop", "compact", "end", "prompt_field", "reply_field",
-                 "ignored", "context_limit", "usage")
+                 "ignored", "context_limit", "usage", "context_wrapper")
 
     def __init__(self, client: str, label: str, events: tuple[str, str, str, str, str], prompt_field: str,
-                 reply_field: str, ignored: tuple[str, ...], context_limit: int, usage: str) -> None:
+                 reply_field: str, ignored: tuple[str, ...], context_limit: int, usage: str,
+                 context_wrapper: tuple[str, str] | None = None) -> None:
         self.client, self.label = client, label
         self.start, self.prompt, self.stop, self.compact, self.end = events
         self.prompt_field, self.reply_field = prompt_field, reply_field
         self.ignored, self.context_limit, self.usage = ignored, context_limit, usage
+        # A host that prepends hook context to the prompt it reports (Gemini CLI in -p): the tags around it.
+        self.context_wrapper = context_wrapper
 
     @property
     def events(self) -> tuple[str, ...]:
@@ -87,6 +92,19 @@ def _optional_text(event: dict, field: str) -> str | None:
 def is_command(prompt: str) -> bool:
     """True for a slash command or a shell escape: host input that is never user evidence."""
     return _COMMAND_RE.match(prompt) is not None
+
+
+def typed_part(spec: HostSpec, prompt: str) -> str | None:
+    """The words the user typed: the prompt without the hook context the host prepended to it.
+
+    ``None`` (nothing is evidence) when the prompt opens the wrapper and never closes it."""
+    if spec.context_wrapper is None:
+        return prompt
+    opening, closing = spec.context_wrapper
+    if not prompt.lstrip().startswith(opening):
+        return prompt
+    end = prompt.find(closing)
+    return None if end < 0 else prompt[end + len(closing):].lstrip("\r\n")
 
 
 def _iso(ms: int) -> str:
@@ -196,8 +214,9 @@ def _admit(conn: sqlite3.Connection, spec: HostSpec, cfg: config_mod.Config, hom
     now = capture.now_ms()
     if ev.name == spec.prompt:
         assert ev.prompt is not None
-        command = is_command(ev.prompt)
-        text = None if command or not ev.prompt.strip() else ev.prompt
+        typed = typed_part(spec, ev.prompt)
+        command = typed is not None and is_command(typed)
+        text = None if typed is None or command or not typed.strip() else typed
         body = {"text": text, "command": command, "turn": ev.turn or ev.digest[:32], "at": _iso(now)}
         event = "prompt"
     elif ev.name == spec.stop:

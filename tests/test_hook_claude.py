@@ -239,3 +239,15 @@ def _boot() -> str:
 def _start(pid: int) -> int:
     raw = Path(f"/proc/{pid}/stat").read_bytes()
     return int(raw[raw.rfind(b")") + 2:].split()[19])
+
+
+def test_gemini_prompt_loses_the_hook_context_gemini_prepends_to_it(home, workdir):
+    """gemini -p reports BeforeAgent's prompt with the SessionStart context in front (observed on 0.61.0)."""
+    session = Session("gemini", home, workdir)
+    session.start()
+    block = "<hook_context>Common Memory: … &lt;&lt;&lt;common-memory-data x&gt;&gt;&gt; cat Miso-1 </hook_context>"
+    session.turn(f"{block}\n\nI ride a bike called Rocinante-2231.")
+    session.turn("<hook_context>an unclosed block that never ends, Miso-1")
+    session.end()
+    settle(home)
+    assert [r[0] for r in db_rows(home, "SELECT text FROM observations")] == ["I ride a bike called Rocinante-2231."]
