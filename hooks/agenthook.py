@@ -18,8 +18,10 @@ Contract:
   ``additionalContext`` above about 10,000 characters), so it is whole or replaced by a notice.
 - Prompt (UserPromptSubmit / BeforeAgent): the typed prompt from the payload is queued with its
   scope frozen from ``cwd``. Gemini CLI in ``-p`` reports the prompt with the SessionStart context
-  prepended inside ``<hook_context>`` tags: that part is cut off (``typed_part``), so cm's own
-  memory block never comes back as user words; an unclosed wrapper makes the prompt no evidence. A slash command (``/name …``) or a shell escape (``!…``) is queued as
+  prepended inside ``<hook_context>`` tags: that part is cut off (``gemini_chat.typed_part``), so
+  cm's own memory block never comes back as user words; an unclosed wrapper makes it no evidence.
+  Gemini also reports a custom command as its expansion: its AfterAgent row carries the transcript
+  path and the digest of the typed prompt, and the drain checks the chat record (``gemini_chat``). A slash command (``/name …``) or a shell escape (``!…``) is queued as
   a command without its text: it is never user evidence. Tool results, command expansions and
   compaction summaries never reach cm at all: cm does not subscribe to the events that carry them.
 - Stop (Stop / AfterAgent): the assistant's final text is queued as context for the open turn,
@@ -39,7 +41,15 @@ import re
 import sqlite3
 import time
 
-from cmrunner.capture import activations, admission as capture, capacity, hook_inbox, hook_rejections, sessions
+from cmrunner.capture import (
+    activations,
+    admission as capture,
+    capacity,
+    gemini_chat,
+    hook_inbox,
+    hook_rejections,
+    sessions,
+)
 from cmrunner.core import config as config_mod, drainlease, identity, projects, reader, store
 from cmrunner.core.errors import CmError, InputError
 from cmrunner.core.home import DataPaths
@@ -54,17 +64,18 @@ class HostSpec:
     """What differs between the hosts: client id, event names, payload fields, injection limit."""
 
     __slots__ = ("client", "label", "start", "prompt", "stop", "compact", "end", "prompt_field", "reply_field",
-                 "ignored", "context_limit", "usage", "context_wrapper")
+                 "ignored", "context_limit", "usage", "chat_record")
 
     def __init__(self, client: str, label: str, events: tuple[str, str, str, str, str], prompt_field: str,
                  reply_field: str, ignored: tuple[str, ...], context_limit: int, usage: str,
-                 context_wrapper: tuple[str, str] | None = None) -> None:
+                 chat_record: bool = False) -> None:
         self.client, self.label = client, label
         self.start, self.prompt, self.stop, self.compact, self.end = events
         self.prompt_field, self.reply_field = prompt_field, reply_field
         self.ignored, self.context_limit, self.usage = ignored, context_limit, usage
-        # A host that prepends hook context to the prompt it reports (Gemini CLI in -p): the tags around it.
-        self.context_wrapper = context_wrapper
+        # Gemini CLI: the prompt may carry prepended hook context or be a command's expansion, which
+        # only its chat record shows (cmrunner.capture.gemini_chat).
+        self.chat_record = chat_record
 
     @property
     def events(self) -> tuple[str, ...]:
@@ -94,19 +105,6 @@ def is_command(prompt: str) -> bool:
     return _COMMAND_RE.match(prompt) is not None
 
 
-def typed_part(spec: HostSpec, prompt: str) -> str | None:
-    """The words the user typed: the prompt without the hook context the host prepended to it.
-
-    ``None`` (nothing is evidence) when the prompt opens the wrapper and never closes it."""
-    if spec.context_wrapper is None:
-        return prompt
-    opening, closing = spec.context_wrapper
-    if not prompt.lstrip().startswith(opening):
-        return prompt
-    end = prompt.find(closing)
-    return None if end < 0 else prompt[end + len(closing):].lstrip("\r\n")
-
-
 def _iso(ms: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
 
@@ -114,7 +112,7 @@ def _iso(ms: int) -> str:
 class Event:
     """The validated fields cm uses from one hook event."""
 
-    __slots__ = ("name", "session", "cwd", "source", "prompt", "reply", "turn", "digest")
+    __slots__ = ("name", "session", "cwd", "source", "prompt", "reply", "turn", "digest", "transcript")
 
     def __init__(self, spec: HostSpec, event: dict) -> None:
         name = event.get("hook_event_name")
@@ -123,7 +121,7 @@ class Event:
         if name not in spec.events and name not in spec.ignored:
             raise InputError(UNKNOWN, f"{spec.label} event {name[:64]!r} is not one cm knows; it was ignored")
         self.name = name
-        self.source = self.prompt = self.reply = self.turn = None
+        self.source = self.prompt = self.reply = self.turn = self.transcript = None
         if name in spec.ignored or name == spec.compact:
             return
         self.session = _text(event, "session_id")
@@ -142,6 +140,10 @@ class Event:
             self.turn = turn[:200] if turn else None
         elif name == spec.stop:
             self.reply = _optional_text(event, spec.reply_field)
+            if spec.chat_record:
+                self.prompt = _optional_text(event, spec.prompt_field)
+                path = event.get("transcript_path")
+                self.transcript = path if isinstance(path, str) and os.path.isabs(path) and len(path) <= 4096 else None
         self.digest = capture.event_digest(event)
 
     def passive(self, spec: HostSpec) -> bool:
@@ -214,13 +216,16 @@ def _admit(conn: sqlite3.Connection, spec: HostSpec, cfg: config_mod.Config, hom
     now = capture.now_ms()
     if ev.name == spec.prompt:
         assert ev.prompt is not None
-        typed = typed_part(spec, ev.prompt)
+        typed = gemini_chat.typed_part(ev.prompt) if spec.chat_record else ev.prompt
         command = typed is not None and is_command(typed)
         text = None if typed is None or command or not typed.strip() else typed
         body = {"text": text, "command": command, "turn": ev.turn or ev.digest[:32], "at": _iso(now)}
         event = "prompt"
     elif ev.name == spec.stop:
         body = {"text": ev.reply if ev.reply and ev.reply.strip() else None, "at": _iso(now)}
+        if spec.chat_record:  # what the drain checks the turn's prompt against (never the prompt's text)
+            typed = gemini_chat.typed_part(ev.prompt) if ev.prompt is not None else None
+            body.update({"transcript": ev.transcript, "typed": gemini_chat.digest(typed) if typed else None})
         event = "stop"
     else:
         body, event = {"at": _iso(now)}, "end"

@@ -14,8 +14,7 @@ from cmrunner.hooks import agenthook
 EVENTS = ("SessionStart", "BeforeAgent", "AfterAgent", "PreCompress", "SessionEnd")
 IGNORED = ("BeforeModel", "AfterModel", "BeforeToolSelection", "BeforeTool", "AfterTool", "Notification")
 SPEC = agenthook.HostSpec("gemini", "Gemini CLI", EVENTS, "prompt", "prompt_response", IGNORED,
-                          reader.INJECTION_LIMIT, "cm hook gemini --home <absolute path>",
-                          ("<hook_context>", "</hook_context>"))
+                          reader.INJECTION_LIMIT, "cm hook gemini --home <absolute path>", chat_record=True)
 
 
 def main(argv: list[str]) -> int:

@@ -27,9 +27,11 @@ class Session:
         self.host, self.spec, self.home, self.cwd, self.session = host, HOSTS[host], home, cwd, session
         self.env = env or hook_env()
         self.n = 0
+        self.chat = os.path.join(os.path.dirname(cwd), f"chat-{session}.jsonl")  # Gemini's chat record
+        self.last = ""
 
     def send(self, name: str, **fields: object) -> dict:
-        payload = {"session_id": self.session, "transcript_path": "/nowhere/t.jsonl", "cwd": self.cwd,
+        payload = {"session_id": self.session, "transcript_path": self.chat, "cwd": self.cwd,
                    "hook_event_name": name, **fields}
         proc = run_cm(["hook", self.host, "--home", self.home], json.dumps(payload).encode(), self.env)
         assert proc.returncode == 0, proc.stderr
@@ -38,15 +40,24 @@ class Session:
     def start(self, source: str = "startup") -> dict:
         return self.send(self.spec.start, source=source)
 
-    def prompt(self, text: str) -> dict:
+    def prompt(self, text: str, shown: str | None = None) -> dict:
+        """A prompt as the host reports it; ``shown``: what the user typed when it is a command's expansion."""
         self.n += 1
-        return self.send(self.spec.prompt, **{self.spec.prompt_field: text, "prompt_id": f"p{self.n}"})
+        self.last = text
+        out = self.send(self.spec.prompt, **{self.spec.prompt_field: text, "prompt_id": f"p{self.n}"})
+        record: dict = {"id": f"u{self.n}", "type": "user", "content": [{"text": text}]}
+        if shown is not None:
+            record["displayContent"] = [{"text": shown}]
+        with open(self.chat, "a") as handle:  # Gemini writes the user record after BeforeAgent
+            handle.write(json.dumps(record) + "\n")
+        return out
 
     def stop(self, reply: str = "Done.") -> dict:
-        return self.send(self.spec.stop, **{self.spec.reply_field: reply, "prompt_id": f"p{self.n}"})
+        return self.send(self.spec.stop, **{self.spec.reply_field: reply, "prompt_id": f"p{self.n}",
+                                            "prompt": self.last})
 
-    def turn(self, text: str) -> None:
-        assert self.prompt(text) == {}
+    def turn(self, text: str, shown: str | None = None) -> None:
+        assert self.prompt(text, shown) == {}
         assert self.stop() == {}
 
     def end(self) -> dict:
@@ -202,11 +213,13 @@ def test_a_host_that_exits_without_session_end_has_its_tail_sealed_by_the_next_d
     script.write_text(
         "import json, subprocess, sys\n"
         "cm, home, cwd = sys.argv[1:4]\n"
+        "chat = cwd + '.chat.jsonl'\n"
         "def send(name, **f):\n"
-        "    p = dict(session_id='g-1', cwd=cwd, hook_event_name=name, **f)\n"
+        "    p = dict(session_id='g-1', cwd=cwd, transcript_path=chat, hook_event_name=name, **f)\n"
         "    r = subprocess.run(['/bin/sh', '-c', f'{cm} hook gemini --home {home}'], input=json.dumps(p).encode(),"
         " capture_output=True)\n"
         "    assert r.returncode == 0 and r.stderr == b'', r.stderr\n"
+        "open(chat, 'w').write(json.dumps({'type': 'user', 'content': [{'text': 'My shell is elvish-4471.'}]}) + '\\n')\n"
         "send('SessionStart', source='startup')\n"
         "send('BeforeAgent', prompt='My shell is elvish-4471.')\n"
         "send('AfterAgent', prompt='My shell is elvish-4471.', prompt_response='ok')\n"
@@ -251,3 +264,19 @@ def test_gemini_prompt_loses_the_hook_context_gemini_prepends_to_it(home, workdi
     session.end()
     settle(home)
     assert [r[0] for r in db_rows(home, "SELECT text FROM observations")] == ["I ride a bike called Rocinante-2231."]
+
+
+def test_a_gemini_command_expansion_is_quarantined_and_an_unconfirmed_prompt_too(home, workdir):
+    """gemini reports `/note x` to BeforeAgent as the command's expansion; only its chat record shows `/note x`."""
+    session = Session("gemini", home, workdir)
+    session.start()
+    session.turn("Answer with one word. Topic: command-arg-7712", shown="/note command-arg-7712")
+    session.turn("I keep my notes in org-mode-3321.")
+    session.send("BeforeAgent", prompt="A prompt the chat record never shows-9901.")
+    session.send("AfterAgent", prompt="A prompt the chat record never shows-9901.", prompt_response="ok")
+    session.end()
+    settle(home)
+    rows = db_rows(home, "SELECT text, state, issue FROM observations ORDER BY id")
+    assert rows == [("Answer with one word. Topic: command-arg-7712", "quarantined", "COMMAND_EXPANSION"),
+                    ("I keep my notes in org-mode-3321.", "pending", None),
+                    ("A prompt the chat record never shows-9901.", "quarantined", "UNCONFIRMED_PROMPT")]

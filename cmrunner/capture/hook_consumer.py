@@ -7,7 +7,10 @@ Contract (one transaction per row, oldest first; rows come from ``cmrunner.captu
   ``gemini_user_prompt``); a command (slash command, shell escape) opens the turn with no user
   message, so it never counts.
 - ``stop`` keeps the assistant's final text as context of the open turn and settles it; the tenth
-  counted turn seals a batch (``cmrunner.capture.sessions``).
+  counted turn seals a batch (``cmrunner.capture.sessions``). A Gemini stop first asks Gemini's
+  chat record whether the turn's prompt was typed (``cmrunner.capture.gemini_chat.verdict``); a
+  command's expansion (``COMMAND_EXPANSION``) or a prompt the record does not show
+  (``UNCONFIRMED_PROMPT``) is quarantined, so it never counts.
 - ``end`` is a real session end: open turns become incomplete and the tail is sealed.
 - Exit detection: a session of these hosts that is not ended, has nothing queued, and whose host
   process (``identity.parse_key`` of its instance) is gone, is ended the same way. Gemini CLI does
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from cmrunner.capture import activations, failures, hook_inbox, sessions
+from cmrunner.capture import activations, failures, gemini_chat, hook_inbox, sessions
 from cmrunner.core import identity, jsonfast, store
 from cmrunner.core.config import Config
 
@@ -87,6 +90,10 @@ class HookInbox:
         elif event == "stop":
             current = sessions.latest_open_turn(conn, session_id)
             if current is not None:
+                if "typed" in value:  # Gemini: was the prompt typed, or a command's expansion?
+                    issue = gemini_chat.verdict(value.get("transcript"), value["typed"] or "")
+                    if issue is not None:
+                        sessions.quarantine_turn(conn, session_id, current, issue)
                 if text:
                     sessions.capture_context(conn, session_id, current, message_id, "assistant", text, scope, at,
                                              self.limit)

@@ -158,6 +158,13 @@ def _quarantine_turn(conn: sqlite3.Connection, turn_row: int, issue: str) -> Non
     observations.quarantine_buffered(conn, _user_observations(conn, turn_row), issue)
 
 
+def quarantine_turn(conn: sqlite3.Connection, session_id: str, turn_id: str, issue: str) -> None:
+    """Quarantine the user observations of a turn with ``issue`` (its words were not the user's own)."""
+    found = _turn(conn, session_id, turn_id)
+    if found is not None:
+        _quarantine_turn(conn, found[0], issue)
+
+
 def settle(conn: sqlite3.Connection, session_id: str, turn_id: str, outcome: str) -> str | None:
     """End a turn as ``settled`` or ``interrupted``; returns the id of a batch it sealed, if any."""
     from cmrunner.capture import observations  # drain-only (see the module docstring)
