@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 
-from cmrunner.synthetic.fakewire import _arguments, _chunks, _usage
+from cmrunner.synthetic.fakewire import _chunks, _usage
 
 ANTHROPIC_MESSAGES = "/v1/messages"
 ANTHROPIC_COUNT = "/v1/messages/count_tokens"
