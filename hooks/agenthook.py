@@ -50,10 +50,11 @@ from cmrunner.capture import (
     hook_rejections,
     sessions,
 )
-from cmrunner.core import config as config_mod, drainlease, identity, projects, reader, store
+from cmrunner.core import config as config_mod, drainlease, identity, projects, store
 from cmrunner.core.errors import CmError, InputError
 from cmrunner.core.home import DataPaths
 from cmrunner.hooks import runner, stdin
+from cmrunner.reading import reader
 
 UNKNOWN = "UNKNOWN_HOOK_EVENT"
 # A slash command's name (no second slash, so a typed path like /etc/hosts is not one) or a shell escape.

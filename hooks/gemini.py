@@ -8,7 +8,7 @@ session whose end never arrives is sealed by the drain's exit detection. ``EVENT
 
 from __future__ import annotations
 
-from cmrunner.core import reader
+from cmrunner.reading import reader
 from cmrunner.hooks import agenthook
 
 EVENTS = ("SessionStart", "BeforeAgent", "AfterAgent", "PreCompress", "SessionEnd")
