@@ -8,8 +8,8 @@ session whose end never arrives is sealed by the drain's exit detection. ``EVENT
 
 from __future__ import annotations
 
-from cmrunner.reading import reader
 from cmrunner.hooks import agenthook
+from cmrunner.reading import reader
 
 EVENTS = ("SessionStart", "BeforeAgent", "AfterAgent", "PreCompress", "SessionEnd")
 IGNORED = ("BeforeModel", "AfterModel", "BeforeToolSelection", "BeforeTool", "AfterTool", "Notification")
