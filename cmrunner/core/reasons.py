@@ -248,8 +248,8 @@ def cause(code: str | None, failure: str | None = None, rejection: Mapping[str, 
     if rejection and rejection.get("code") == code:
         detail = where(rejection)
         text += f" ({detail})" if detail else ""
-    if failure and failure != code:
-        text += f", then {failure}"
+        if failure and failure != code:
+            text += f", then {failure}"
     return text
 
 

@@ -1,9 +1,10 @@
 """Fake-model Memory Agent policies whose decisions the Writer rejects.
 
-``secret_then_prose``: the first submission writes a high-entropy token into the Preferences
-section "Note"; once that was rejected (``SENSITIVE_CONTENT_REJECTED``) the model only answers
-in prose, so the attempt ends without a valid submission.
+``secret_then_prose``: the first submission of an attempt writes a high-entropy token into the
+Preferences section "Note"; once that was rejected (``SENSITIVE_CONTENT_REJECTED``) the model only
+answers in prose, so the attempt ends without a valid submission.
 ``always_invalid``: every submission names the wrong ``request_id`` (``INVALID_REQUEST_REFERENCE``).
+``invalid_twice_then_remember``: two wrong ``request_id`` submissions, then a valid decision.
 Stdlib only: it runs inside the fake server process.
 """
 
@@ -23,6 +24,13 @@ def secret_then_prose(state: dict) -> object:
              "reason": "the user stated it", "admission": "remember", "lifetime": "stable",
              "operations": [{"op": "put_section", "target": "preferences", "section": None, "title": "Note",
                              "body": f"The deploy value is {TOKEN}.\n"}]}]
+
+
+def invalid_twice_then_remember(state: dict) -> object:
+    body = always_invalid(state)
+    if len(state["rejections"]) >= 2:
+        body["request_id"] = state["task"]["request_id"]
+    return body
 
 
 def always_invalid(state: dict) -> object:
