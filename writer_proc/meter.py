@@ -18,7 +18,7 @@ Contract:
   An accepted request whose answer failed (cut off, too large, malformed, past the deadline) is
   estimated by ``tokencount.rough`` (bytes / 4), never by the tokenizer: its count only guards
   the caps, and a provider that keeps failing must not make the drain load the tokenizer's
-  tables (about 65 MiB; issue 22, ``bench/flush_memory.py``).
+  tables (67 MiB; issue 22, ``bench/flush_memory.py``).
 - A ledger that cannot be written never fails the attempt or blocks a commit: the failure is
   logged (its code only) and the request goes on unrecorded.
 """

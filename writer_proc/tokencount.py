@@ -5,15 +5,17 @@ Contract:
   one OpenAI's current models use) from the Rust backend of the ``bpe-openai`` package, whose
   wheel carries the encodings, so nothing is fetched at run time, and source ``o200k_base``; if
   that backend cannot load, ``ceil(bytes / 4)`` and source ``bytes/4`` (about four bytes per token
-  for English text and JSON). Special-token text is counted as ordinary text.
+  for English text and JSON). Special-token text is counted as ordinary text. ``rough(data)``
+  is the bytes rule alone, for counts that must not load anything (``meter``: failed answers).
 - The backend is loaded once per process, on the first estimate, so a drain whose provider
   reports usage never pays for it. Never imported on a hook path.
 - Memory: only the backend's extension module is loaded (``_bindings``), never the package. The
   package's ``__init__`` decodes all three encodings it knows (o200k, cl100k, voyage3) into
   Python dictionaries at import, though the backend counts from its own copy: that import took
-  about 110 MiB and 6 s here, kept for the process's life, and was most of the 186 MiB a
-  ``cm flush`` peaked at against a provider that kept failing (issue 22; ``bench/flush_memory.py``).
-  The backend alone holds about 65 MiB (half of it the extension's mapped data) and loads in 0.4 s;
+  143 MiB and 6 s in a bare interpreter here, kept for the process's life, and was most of the
+  186 MiB a ``cm flush`` peaked at against a provider that kept failing (issue 22,
+  ``bench/flush_memory.py``).
+  The backend alone holds 67 MiB (half of it the extension's mapped data) and loads in 0.4 s;
   its counts equal the package's ``encode_ordinary`` (``tests/test_flush_memory.py``).
 Why not tiktoken: it downloads its encoding files on first use, which cm may not do.
 """
