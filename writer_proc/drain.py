@@ -32,9 +32,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from cmrunner.core import config as config_mod, drainfailures, drainlease, identity, safety, store, withhold
+from cmrunner.core import config as config_mod, drainfailures, drainlease, identity, store
 from cmrunner.core.errors import CmError, InputError
 from cmrunner.core.home import DataPaths, resolve_home
+from cmrunner.secrets import safety, withhold
 from cmrunner.writer_proc import drainlog
 
 if TYPE_CHECKING:
@@ -131,10 +132,11 @@ def consumers(paths: DataPaths, cfg: config_mod.Config, force: bool = False) -> 
     that sealed batches exist before the Writer looks for work. First, with or without a model,
     the drain-start housekeeping (interrupted commits, retention: ``housekeeping``)."""
     from cmrunner.capture.codex_consumer import CodexInbox
+    from cmrunner.capture.hook_consumer import HookInbox
     from cmrunner.capture.pi_inbox import PiInbox
     from cmrunner.writer_proc.housekeeping import at_drain_start
 
-    work: list[Consumer] = [CodexInbox(cfg), PiInbox(cfg)]  # type: ignore[list-item]
+    work: list[Consumer] = [CodexInbox(cfg), PiInbox(cfg), HookInbox(cfg)]  # type: ignore[list-item]
     conn = store.open_store(paths, store.DRAIN_BUSY_MS)
     try:
         at_drain_start(paths, conn, cfg, lambda: int(time.time() * 1000))  # model or not

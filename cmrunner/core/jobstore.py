@@ -9,7 +9,7 @@ Contract:
   wrapped before.
 - A job row is fenced by ``(id, token, generation)``: the lease-checked statements here match all
   three plus ``state = 'running'`` and an unexpired ``expires``.
-- A job's cause (m008): ``failure`` is the code its last failed attempt ended with, ``rejection``
+- A job's cause (m009): ``failure`` is the code its last failed attempt ended with, ``rejection``
   the last tool rejection the model received in that attempt (JSON of codes, rule names, a JSON
   path, a document, a section heading that passed the scanner and a finding's fingerprint: never
   text), ``model_failures`` how many attempts failed on the model's own decisions. ``issue`` is

@@ -334,7 +334,35 @@ def m007_disclosure_ledger(conn: sqlite3.Connection) -> None:
     )
 
 
-def m008_job_cause(conn: sqlite3.Connection) -> None:
+def m008_agent_hooks(conn: sqlite3.Connection) -> None:
+    """Claude Code and Gemini CLI hook events waiting for the drain (owner: ``capture.hook_inbox``), and
+    the hook events cm refused or ignored, counted per host and code for ``cm status`` (owner:
+    ``capture.hook_rejections``). A rejection holds a code and a count, never event text."""
+    _run_script(
+        conn,
+        """
+        CREATE TABLE hook_inbox (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL,
+            event TEXT NOT NULL,              -- prompt | stop | end
+            body TEXT NOT NULL,               -- canonical JSON: text, command flag, turn key, observed time
+            scope TEXT NOT NULL,              -- frozen from the payload's cwd at admission
+            received_at INTEGER NOT NULL
+        );
+        CREATE INDEX hook_inbox_session ON hook_inbox(session_id, id);
+        CREATE TABLE hook_rejections (
+            host TEXT NOT NULL,               -- claude-code | gemini
+            code TEXT NOT NULL,               -- a stable UPPER_SNAKE code
+            message TEXT NOT NULL,            -- cm's own one-line message (never payload text)
+            count INTEGER NOT NULL,
+            first_at INTEGER NOT NULL, last_at INTEGER NOT NULL,
+            PRIMARY KEY (host, code)
+        );
+        """,
+    )
+
+
+def m009_job_cause(conn: sqlite3.Connection) -> None:
     """The real cause travels with the job (owner: ``core.jobstore``): the code its last failed
     attempt ended with, the last tool rejection the model received in that attempt (code, rule,
     document, section, fingerprint: never text), and how many attempts failed on the model's own
@@ -350,7 +378,8 @@ def m008_job_cause(conn: sqlite3.Connection) -> None:
 
 
 MIGRATIONS: list[Migration] = [m001_write_path, m002_claim_and_prune_indexes, m003_codex_progress, m004_pi_inputs,
-                               m005_drain_failures, m006_section_history, m007_disclosure_ledger, m008_job_cause]
+                               m005_drain_failures, m006_section_history, m007_disclosure_ledger, m008_agent_hooks,
+                               m009_job_cause]
 LATEST = len(MIGRATIONS)
 
 

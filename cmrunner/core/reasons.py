@@ -58,6 +58,10 @@ TABLE: dict[str, Reason] = {
                                "nothing to do; say it differently or use Adjust Memory if it should be kept now", NONE),
     "INTERRUPTED_TURN": Reason("the turn was interrupted before the agent answered, so it was not taken as evidence",
                                "if it should still be remembered", RELEASE),
+    "COMMAND_EXPANSION": Reason("the prompt was a command's expansion (Gemini CLI custom command), not words the user "
+                                "typed, so it was not taken as evidence", "nothing to do; say it in your own words", NONE),
+    "UNCONFIRMED_PROMPT": Reason("Gemini CLI's chat record did not show this prompt as typed by the user, so it was "
+                                 "not taken as evidence", "if it should still be remembered", RELEASE),
     "INCOMPLETE_TURN": Reason("the session ended before this turn finished, so it was not taken as evidence",
                               "if it should still be remembered", RELEASE),
     "MIXED_SESSION_TURN": Reason("one turn mixed messages of different scopes or sources, so cm cannot tell where "
@@ -73,6 +77,9 @@ TABLE: dict[str, Reason] = {
                                       "add it to disclosure.allowedProvenance if it may be disclosed", RETRY),
     "UNREGISTERED_PROJECT": Reason("its project is no longer registered, so nothing was sent",
                                    "register the project again (`cm project register`)", RETRY),
+    "MIXED_BATCH": Reason("the job held observations of different scopes or kinds of source, so nothing was sent "
+                          "(a job holds one of each)", "release them: each scope and kind then gets a job of its own",
+                          RELEASE),
     "EMPTY_BATCH": Reason("nothing in the job could be sent: every part was set aside or its text is gone",
                           "nothing to do", NONE),
     # -- the drain itself ------------------------------------------------------------------------

@@ -26,12 +26,13 @@ import os
 import sqlite3
 import time
 
-from cmrunner.capture import codex_inbox, failures, observations, pi_inbox
+from cmrunner.capture import codex_inbox, failures, hook_inbox, hook_rejections, observations, pi_inbox
 from cmrunner.core import (
     config as config_mod,
     drainfailures,
     drainlease,
     envfile,
+    fsutil,
     history,
     jobstore,
     migrations,
@@ -45,6 +46,8 @@ from cmrunner.views import usage
 
 SHORT_ID = 12
 JOB_LIST_LIMIT = 20
+# The schema version that added the Claude Code / Gemini CLI hook tables (migrations.m008_agent_hooks).
+HOOK_TABLES_VERSION = 8
 
 
 def problems(conn: sqlite3.Connection) -> dict:
@@ -110,6 +113,8 @@ def gather(home: str) -> dict:
         "dataRoot": paths.root, "memory": paths.memory, "database": paths.db,
         "runtime": paths.runtime, "projects": paths.registry, "log": paths.drain_log,
     }
+    code, detail = fsutil.data_root_problem(paths.root)
+    report["dataRootProblem"] = None if code is None else {"code": code, "message": detail}
     try:  # sections the read path withholds because they look like secrets (never a value)
         from cmrunner.views import secretreport
 
@@ -121,6 +126,7 @@ def gather(home: str) -> dict:
     report["observations"] = {}
     report["jobs"] = {}
     report["isolatedSessions"] = []
+    report["hookRejections"] = []
     report["problems"] = {"quarantined": [], "dead": []}
     report["jobList"] = {"jobs": [], "total": 0}
     report["lastDrainFailure"] = None
@@ -137,6 +143,12 @@ def gather(home: str) -> dict:
             return report
         codex_rows, candidates = codex_inbox.waiting(conn)
         report["inbox"] = {"codex": codex_rows, "pi": pi_inbox.waiting(conn), "candidates": candidates}
+        if version >= HOOK_TABLES_VERSION:
+            report["inbox"]["hooks"] = hook_inbox.waiting(conn)
+            report["hookRejections"] = [
+                {"host": host, "code": code, "message": message, "count": count, "lastAt": last_at}
+                for host, code, message, count, last_at in hook_rejections.listed(conn)
+            ]
         report["observations"] = observations.count_by_state(conn)
         report["jobs"] = jobstore.count_by_state(conn)
         report["isolatedSessions"] = [
@@ -155,6 +167,11 @@ def gather(home: str) -> dict:
     finally:
         conn.close()
     return report
+
+
+def healthy(report: dict) -> bool:
+    """False when the configuration cannot be used or the data root is unsafe (``cm status`` exits 1)."""
+    return "error" not in report["config"] and not report.get("dataRootProblem")
 
 
 def history_report(found: history.Summary, retention_ms: int) -> dict:
@@ -240,6 +257,9 @@ def problem_lines(report: dict) -> list[str]:
     for failure in report.get("isolatedSessions", []):
         lines.append(f"isolated:    {failure['issue']}: {failure.get('reason') or ''}")
         lines.append(f"             remedy: {failure.get('remedy') or ''}")
+    for rejected in report.get("hookRejections", []):
+        lines.append(f"hook:        {rejected['count']} × {rejected['code']} from {rejected['host']}: {rejected['message']}")
+        lines.append("             remedy: the host was not blocked; check its hook settings (`cm agents`) if this keeps growing")
     listing = report.get("jobList", {"jobs": [], "total": 0})
     for index, job in enumerate(listing["jobs"]):
         lines.append(f"{'job ids:' if index == 0 else '':<13}{job_line(job, now)}")
