@@ -121,7 +121,9 @@ def run_one(label: str, size: int, caps_off: bool, bound: float) -> dict:
             requests = model.model_requests()
             largest = max((r.get("bytes") or 0 for r in requests), default=0)
             result = _ledger(home)
-        result.update({"size": os.path.getsize(path), "largest": largest, "seconds": seconds, "timed_out": timed_out,
+        planned = next((line for line in done.stdout.splitlines() if line.startswith("plan: ")), "")
+        estimate = planned.split("about ", 1)[1].split(" tokens", 1)[0] if "about " in planned else "-"
+        result.update({"estimate": estimate, "size": os.path.getsize(path), "largest": largest, "seconds": seconds, "timed_out": timed_out,
                        "import_exit": done.returncode, "import_out": done.stdout.strip().splitlines()[:6],
                        "fake_requests": len(requests)})
         return result
@@ -134,7 +136,7 @@ def _row(label: str, r: dict) -> str:
     jobs = ", ".join(f"{k} {v}" for k, v in sorted(r["jobs"].items()))
     parts = ", ".join(f"{k} {v}" for k, v in sorted(r["parts"].items()))
     return (f"| {label} ({r['size']:,} B) | {r['requests']} | {r['bytes']:,} | {r['bytes'] / r['size']:.1f}× | "
-            f"{r['tokens']:,} | {r['largest']:,} | {r['seconds']:.0f} s, {end} | {parts} | {jobs} |")
+            f"{r['tokens']:,} | {r['estimate']} | {r['largest']:,} | {r['seconds']:.0f} s, {end} | {parts} | {jobs} |")
 
 
 def main() -> None:
@@ -145,8 +147,8 @@ def main() -> None:
     parser.add_argument("--write", action="store_true")
     parser.add_argument("--label", choices=("before", "after"), default="after")
     args = parser.parse_args()
-    rows = ["| file | requests | bytes sent | sent / file | tokens (ledger) | largest request (bytes) | time | "
-            "parts (observations) | jobs |", "|---|---:|---:|---:|---:|---:|---|---|---|"]
+    rows = ["| file | requests | bytes sent | sent / file | tokens (ledger) | plan's estimate | largest request (bytes) | "
+            "time | parts (observations) | jobs |", "|---|---:|---:|---:|---:|---:|---:|---|---|---|"]
     for label in args.sizes.split(","):
         result = run_one(label, SIZES[label], args.caps == "off", args.bound)
         print(json.dumps({label: result}), flush=True)
