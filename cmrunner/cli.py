@@ -17,6 +17,7 @@ from cmrunner.commands import (  # noqa: F401 - registration
     manage,
     secrets,
     setup,
+    synthetic,
     usage,
     work,
 )

@@ -7,6 +7,7 @@
   ``PI_CODING_AGENT_DIR`` in the test's folder, and optionally a ChatGPT.app folder on "darwin".
 - ``Tmux`` runs the real ``cm`` in a tmux pane (a real pseudo-terminal) with send-keys and
   capture-pane; every session is killed by name afterwards.
+- ``model_form(pilot, base_url)`` fills the setup wizard's provider, base URL and key steps.
 - ``EDIT_POLICY`` names ``support/edit_policy.py``, the fake model's policy for edit tasks.
 """
 
@@ -57,6 +58,20 @@ async def wait_for(pilot: object, needle: str | Callable[[str], bool], timeout: 
             return text
         if time.monotonic() > deadline:
             raise AssertionError(f"waited {timeout} s for {needle!r}; the screen shows:\n{text}")
+
+
+async def model_form(pilot: object, base_url: str, key: str = KEY) -> None:
+    """The setup wizard's first three steps: the first preset (OpenAI), ``base_url``, ``key``."""
+    await wait_for(pilot, "1/4 Provider")
+    await pilot.press("enter")  # type: ignore[attr-defined]  # OpenAI, the first preset
+    await wait_for(pilot, "2/4 Base URL")
+    assert "https://api.openai.com/v1" in screen_text(pilot.app)  # type: ignore[attr-defined]  # the preset's prefill
+    pilot.app.screen.query_one("#url").value = base_url  # type: ignore[attr-defined]
+    await pilot.press("enter")  # type: ignore[attr-defined]
+    await wait_for(pilot, "3/4 API key")
+    await pilot.press(*key)  # type: ignore[attr-defined]
+    assert key not in screen_text(pilot.app)  # type: ignore[attr-defined]  # the field is hidden
+    await pilot.press("enter")  # type: ignore[attr-defined]
 
 
 def open_action(action: str, then: Callable[[object], Awaitable[None]]) -> Callable[[object], Awaitable[None]]:
