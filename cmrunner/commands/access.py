@@ -7,9 +7,8 @@ import sys
 
 import click
 
-from cmrunner.commands.base import HostCommand, _home, cli, echo, echo_outcome, is_terminal
+from cmrunner.commands.base import HostCommand, _home, cli, confirm, echo, echo_outcome
 from cmrunner.core import config as config_mod
-from cmrunner.core.errors import CmError
 
 PARTS_LISTED = 10  # a larger import lists its dead or quarantined parts and counts the rest by state
 
@@ -85,10 +84,7 @@ def import_command(ctx: click.Context, file: str, workspace: str | None, author:
         echo("dry run: nothing was queued")
         return
     if plan.needs_confirmation and not yes:
-        if not (sys.stdin.isatty() and is_terminal(err=True)):
-            raise CmError("CONFIRMATION_REQUIRED", f"this import is estimated above {importplan.CONFIRM_TOKENS:,} "
-                                                   "tokens; pass --yes to queue it, or --dry-run to see the plan")
-        click.confirm("Queue it?", abort=True, err=True)
+        confirm("Queue it?", f"this import is estimated above {importplan.CONFIRM_TOKENS:,} tokens (see --dry-run)")
     report = importer.run(_home(ctx), planned, not no_wait, echo_outcome)
     echo(f"import {report.import_id} into {report.scope}: "
                + ("duplicate of an earlier import (its metadata is kept)" if report.duplicate else "queued"))
