@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from cmrunner.commands import (  # noqa: F401 - registration
     access,
+    agents,
     control,
     entries,
     eval as eval_command,

@@ -30,6 +30,8 @@ OWNERS = {
     "codex_failures": "cmrunner/capture/failures.py",
     "pi_inbox": "cmrunner/capture/pi_inbox.py",
     "pi_inputs": "cmrunner/capture/pi_inbox.py",
+    "hook_inbox": "cmrunner/capture/hook_inbox.py",
+    "hook_rejections": "cmrunner/capture/hook_rejections.py",
     "sessions": "cmrunner/capture/sessions.py",
     "session_batches": "cmrunner/capture/sessions.py",
     "session_messages": "cmrunner/capture/sessions.py",

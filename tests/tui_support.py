@@ -4,7 +4,8 @@
   the same text is what ``docs/screens/`` holds.
 - ``drive(app, steps)`` runs an app under textual's pilot in this process (``asyncio.run``).
 - ``temp_hosts(tmp, …)`` discovers hosts from a made-up environment: ``CODEX_HOME`` and
-  ``PI_CODING_AGENT_DIR`` in the test's folder, and optionally a ChatGPT.app folder on "darwin".
+  ``PI_CODING_AGENT_DIR`` in the test's folder, ``HOME`` there too (Claude Code, Gemini CLI), and
+  optionally a ChatGPT.app folder on "darwin".
 - ``Tmux`` runs the real ``cm`` in a tmux pane (a real pseudo-terminal) with send-keys and
   capture-pane; every session is killed by name afterwards.
 - ``model_form(pilot, base_url)`` fills the setup wizard's provider, base URL and key steps.
@@ -101,15 +102,17 @@ def drive(app: object, steps: Callable[[object], Awaitable[None]], size: tuple[i
     asyncio.run(main())
 
 
-def temp_hosts(tmp: str, pi: bool = True, codex: bool = True, chatgpt: bool = False,
-               path: str = "/usr/bin:/bin") -> Callable[[], dict[str, discovery.Host]]:
+def temp_hosts(tmp: str, pi: bool = True, codex: bool = True, chatgpt: bool = False, claude: bool = False,
+               gemini: bool = False, path: str = "/usr/bin:/bin") -> Callable[[], dict[str, discovery.Host]]:
     codex_home = os.path.join(tmp, "codexhome")
     pi_dir = os.path.join(tmp, "piagent")
     app = os.path.join(tmp, "Applications", "ChatGPT.app")
-    for wanted, folder in ((codex, codex_home), (pi, pi_dir), (chatgpt, app)):
+    user_home = os.path.join(tmp, "userhome")  # Claude Code's and Gemini CLI's folders, never the real ones
+    for wanted, folder in ((codex, codex_home), (pi, pi_dir), (chatgpt, app),
+                           (claude, os.path.join(user_home, ".claude")), (gemini, os.path.join(user_home, ".gemini"))):
         if wanted:
             os.makedirs(folder, exist_ok=True)
-    env = {"CODEX_HOME": codex_home, "PI_CODING_AGENT_DIR": pi_dir, "PATH": path}
+    env = {"CODEX_HOME": codex_home, "PI_CODING_AGENT_DIR": pi_dir, "PATH": path, "HOME": user_home}
     return lambda: discovery.discover(env, "darwin" if chatgpt else "linux", (app,))
 
 

@@ -35,6 +35,8 @@ PROVENANCE = {
     "rpc": "user_explicit",
     "mcp_user_submission": "user_explicit",
     "codex_user_delivery": "user_explicit",
+    "claude_user_prompt": "user_explicit",
+    "gemini_user_prompt": "user_explicit",
     "agent_import": "agent_observation",
     "document_import": "document_import",
 }

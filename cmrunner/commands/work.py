@@ -83,10 +83,14 @@ def release(ctx: click.Context, observation_id: int | None, code: str | None) ->
 
 
 @cli.command()
-@click.option("--keep", is_flag=True, help="Keep the temporary home and print its path.")
-def demo(keep: bool) -> None:
-    """A capture round trip on a fresh temporary home: print what was captured."""
+@click.option("--keep", is_flag=True, help="Keep the temporary home and print the commands to explore it.")
+@click.pass_context
+def demo(ctx: click.Context, keep: bool) -> None:
+    """The whole loop against cm's synthetic model, on a fresh home: a temporary one, removed at the end
+    unless --keep, or --home DIR, a new or empty folder (refused otherwise), which is kept."""
+    from cmrunner.core.home import resolve_home
     from cmrunner.views import demo as demo_mod
 
-    for line in demo_mod.run(keep=keep):
+    typed = ctx.find_root().obj.get("home")  # never $COMMON_MEMORY_HOME or the default: the demo never uses yours
+    for line in demo_mod.run(keep=keep, demo_home=None if typed is None else resolve_home(typed)):
         echo(line)

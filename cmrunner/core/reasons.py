@@ -43,6 +43,10 @@ TABLE: dict[str, Reason] = {
                                "nothing to do; say it differently or use Adjust Memory if it should be kept now", NONE),
     "INTERRUPTED_TURN": Reason("the turn was interrupted before the agent answered, so it was not taken as evidence",
                                "if it should still be remembered", RELEASE),
+    "COMMAND_EXPANSION": Reason("the prompt was a command's expansion (Gemini CLI custom command), not words the user "
+                                "typed, so it was not taken as evidence", "nothing to do; say it in your own words", NONE),
+    "UNCONFIRMED_PROMPT": Reason("Gemini CLI's chat record did not show this prompt as typed by the user, so it was "
+                                 "not taken as evidence", "if it should still be remembered", RELEASE),
     "INCOMPLETE_TURN": Reason("the session ended before this turn finished, so it was not taken as evidence",
                               "if it should still be remembered", RELEASE),
     "MIXED_SESSION_TURN": Reason("one turn mixed messages of different scopes or sources, so cm cannot tell where "
