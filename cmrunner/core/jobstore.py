@@ -9,7 +9,7 @@ Contract:
   wrapped before.
 - A job row is fenced by ``(id, token, generation)``: the lease-checked statements here match all
   three plus ``state = 'running'`` and an unexpired ``expires``.
-- A job's cause (m009): ``failure`` is the code its last failed attempt ended with, ``rejection``
+- A job's cause (m010): ``failure`` is the code its last failed attempt ended with, ``rejection``
   the last tool rejection the model received in that attempt (JSON of codes, rule names, a JSON
   path, a document, a section heading that passed the scanner and a finding's fingerprint: never
   text), ``model_failures`` how many attempts failed on the model's own decisions. ``issue`` is
@@ -164,6 +164,18 @@ def revive(conn: sqlite3.Connection, job_id: str, now: int) -> None:
 def state_of(conn: sqlite3.Connection, job_id: str) -> str | None:
     row = conn.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
     return None if row is None else row[0]
+
+
+def lease_of(conn: sqlite3.Connection, job_id: str) -> tuple[str, int] | None:
+    """(state, lease expiry in ms) of a job, or ``None``."""
+    row = conn.execute("SELECT state, expires FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return None if row is None else (row[0], int(row[1]))
+
+
+def cancel(conn: sqlite3.Connection, job_id: str, now: int) -> None:
+    """The job is cancelled: it never runs again (``cm cancel``)."""
+    conn.execute("UPDATE jobs SET state = 'cancelled', issue = 'CANCELLED', expires = 0, updated_at = ? WHERE id = ?",
+                 (now, job_id))
 
 
 def ids_with_prefix(conn: sqlite3.Connection, prefix: str, limit: int) -> list[str]:
