@@ -1,4 +1,4 @@
-"""Running the Writer by hand: `cm flush`, `cm retry`, `cm release` and `cm demo`."""
+"""Running the Writer by hand: `cm flush`, `cm retry`, `cm cancel`, `cm release` and `cm demo`."""
 
 from __future__ import annotations
 
@@ -47,6 +47,27 @@ def retry(ctx: click.Context, job_id: str) -> None:
 
     full = adjust.retry(_home(ctx), job_id)
     echo(f"job {full[:12]} queued for another attempt")
+
+
+@cli.command()
+@click.argument("target")
+@click.pass_context
+def cancel(ctx: click.Context, target: str) -> None:
+    """Drop queued, waiting or failed work before it is sent; its text is deleted.
+
+    TARGET is a job id (a unique prefix of at least 8 characters, as `cm status` lists), an
+    observation id, or an import id (md-…, as `cm import` printed). A job being processed now is
+    refused; processed work is forgotten with Adjust Memory instead.
+    """
+    from cmrunner.manage import adjust
+
+    done = adjust.cancel(_home(ctx), target)
+    jobs = f" and {len(done.job_ids)} job(s) ({', '.join(j[:12] for j in done.job_ids)})" if done.job_ids else ""
+    echo(f"cancelled {len(done.observation_ids)} item(s){jobs}; {done.text_bytes:,} bytes of text deleted; "
+         "nothing of it will be sent")
+    if done.skipped:
+        echo(f"{done.skipped} part(s) are being processed now and were left alone; cancel them once that ends",
+             err=True)
 
 
 @cli.command()
