@@ -9,6 +9,7 @@ import sqlite3
 from conftest import run_cm
 from drain_support import drain_env, start_drain, write_script
 from history_support import SAID, SCRIPT, ref, run_commits
+from writer_support import admit
 
 
 def _why(home: str, *args: str) -> list[dict]:
@@ -59,3 +60,19 @@ def test_bad_names_get_codes(home, tmp_path):
     assert proc.returncode == 1 and proc.stderr.decode().startswith("cm: UNKNOWN_SECTION: ")
     proc = run_cm(["why", "notes", "--home", home])
     assert proc.returncode == 1 and proc.stderr.decode().startswith("cm: INVALID_TARGET_REFERENCE: ")
+
+
+def test_a_section_written_by_hand_then_seen_by_a_commit_says_edited_by_you(home, tmp_path):
+    paths, _after = run_commits(home, tmp_path, count=1)
+    text = open(paths.document("preferences")).read()
+    with open(paths.document("preferences"), "w") as handle:
+        handle.write(text + "## Editor\nHelix.\n")
+    admit(paths, SAID[1], "e2", batch="b2")  # the next commit to the document records the hand edit in history
+    drain = start_drain(home, drain_env(write_script(str(tmp_path), SCRIPT), str(tmp_path / "calls")))
+    assert drain.wait(timeout=60) == 0, drain.stderr.read()
+    [editor] = _why(home, "preferences", "Editor")
+    assert editor["editedByYou"] is not None and [v["kind"] for v in editor["versions"]] == ["hand_edit"], editor
+    shown = run_cm(["why", "preferences", "Editor", "--home", home]).stdout.decode()
+    assert f"  edited by you on {editor['editedByYou']}\n" in shown
+    [indentation] = _why(home, "preferences", "Indentation")
+    assert indentation["editedByYou"] is None
