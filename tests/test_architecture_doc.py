@@ -83,7 +83,7 @@ def _table() -> tuple[list[str], dict[str, set[str]]]:
     order = [module for modules, _may in rows for module in modules]
     allowed: dict[str, set[str]] = {}
     for modules, may in rows:
-        rooms = re.sub(r"\([^)]*\)", "", may.split(";")[0]).strip()
+        rooms = re.sub(r"\([^)]*\)", "", may).split(";")[0].strip()
         for module in modules:
             below = order[order.index(module) + 1:]
             if rooms in ("everything below", "every room below"):

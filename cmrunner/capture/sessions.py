@@ -132,7 +132,7 @@ def capture_user(conn: sqlite3.Connection, session_id: str, turn_id: str, messag
 def capture_context(conn: sqlite3.Connection, session_id: str, turn_id: str, message_id: str, role: str, text: str,
                     scope: str, observed_at: str, limit: int) -> None:
     """Keep assistant or tool text as context only (dropped when the scanner flags it)."""
-    from cmrunner.core import safety  # drain-only (see the module docstring)
+    from cmrunner.secrets import safety  # drain-only (see the module docstring)
 
     digest = _digest([role, turn_id, text])
     if _existing_message(conn, session_id, message_id, digest):

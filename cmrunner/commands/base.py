@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from cmrunner.core import safety, textchars
+from cmrunner.core import textchars
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import resolve_home
+from cmrunner.secrets import safety
 
 if TYPE_CHECKING:
     from cmrunner.writer_proc.writer import Outcome

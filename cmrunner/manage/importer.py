@@ -35,9 +35,10 @@ import stat
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from cmrunner.core import config as config_mod, safety, workspace
+from cmrunner.core import config as config_mod, workspace
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
+from cmrunner.secrets import safety
 
 if TYPE_CHECKING:
     from cmrunner.writer_proc.writer import Outcome

@@ -12,8 +12,9 @@ styled output.
 
 from __future__ import annotations
 
-from cmrunner.core import config as config_mod, consumer, workspace
+from cmrunner.core import config as config_mod, workspace
 from cmrunner.core.home import DataPaths
+from cmrunner.reading import consumer
 
 
 class ShowReport:
