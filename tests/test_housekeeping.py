@@ -99,7 +99,7 @@ def test_the_drain_expires_the_trash_after_the_configured_retention(home, tmp_pa
     [entry] = _trash(home)
     _age(paths.db, "UPDATE trash SET removed_at = removed_at - ?", 1 * DAY)
     _modelless_drain(home)
-    assert _trash(home) == [entry], "one day old: inside a two-day retention"
+    assert [e["id"] for e in _trash(home)] == [entry["id"]], "one day old: inside a two-day retention"
     _age(paths.db, "UPDATE trash SET removed_at = removed_at - ?", 2 * DAY)
     _modelless_drain(home)
     assert _trash(home) == [] and _texts(paths.db, "SELECT state FROM trash") == ["purged"], \
