@@ -14,7 +14,7 @@ import pytest
 from conftest import hook_env, run_cm
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from support import hosts
+from support.agenthosts import claude_binary, gemini_binary
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -94,7 +94,7 @@ def test_real_claude_code_and_gemini_cli_accept_and_connect_what_is_printed(home
                    GEMINI_CLI_TRUST_WORKSPACE="true")
     for name in ("CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME"):
         env.pop(name, None)
-    claude = hosts.install_host("@anthropic-ai/claude-code", "2.1.328", "claude", "2.1.328")
+    claude = claude_binary()
     entry = printed("claude-code")[0]["mcpServers"]["common_memory"]
     added = subprocess.run([str(claude), "mcp", "add-json", "-s", "user", "common_memory", json.dumps(entry)],
                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
@@ -104,7 +104,7 @@ def test_real_claude_code_and_gemini_cli_accept_and_connect_what_is_printed(home
                             timeout=120, stdin=subprocess.DEVNULL)
     assert re.search(r"^common_memory: .*Connected", listed.stdout, re.M), listed.stdout + listed.stderr
 
-    gemini = hosts.install_host("@google/gemini-cli", "0.61.0", "gemini", "0.61.0")
+    gemini = gemini_binary()
     (user / ".gemini").mkdir()
     (user / ".gemini" / "settings.json").write_text(json.dumps(printed("gemini")[0], indent=2))
     listed = subprocess.run([str(gemini), "mcp", "list"], cwd=tmp_path, env=env, capture_output=True, text=True,
