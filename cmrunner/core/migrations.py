@@ -334,8 +334,15 @@ def m007_disclosure_ledger(conn: sqlite3.Connection) -> None:
     )
 
 
+def m008_isolation_detail(conn: sqlite3.Connection) -> None:
+    """Where an isolated session's unexpected failure surfaced (owner: ``capture.failures``):
+    the exception's class and ``file:line:function``, never its message."""
+    _run_script(conn, "ALTER TABLE codex_failures ADD COLUMN detail TEXT;")
+
+
 MIGRATIONS: list[Migration] = [m001_write_path, m002_claim_and_prune_indexes, m003_codex_progress, m004_pi_inputs,
-                               m005_drain_failures, m006_section_history, m007_disclosure_ledger]
+                               m005_drain_failures, m006_section_history, m007_disclosure_ledger,
+                               m008_isolation_detail]
 LATEST = len(MIGRATIONS)
 
 
