@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "fixtures"))
 from _util import machine, write_section  # noqa: E402
 from secrets_corpus import LOOKALIKES, SECRETS  # noqa: E402
 
-from cmrunner.core import safety  # noqa: E402
+from cmrunner.secrets import safety  # noqa: E402
 
 
 def _cm(text: str, deep: bool) -> tuple[bool, bool]:
@@ -132,7 +132,7 @@ def main() -> None:
     if import_ms is not None:
         lines.append(f"| `import detect_secrets` (python -X importtime, cumulative) | {import_ms:.0f} ms |")
     try:
-        from cmrunner.core import withhold
+        from cmrunner.secrets import withhold
     except ImportError:
         withhold = None
     if withhold is not None:

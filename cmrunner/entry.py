@@ -2,7 +2,7 @@
 
 ``cm hook …``, ``cm capture …`` and ``cm session-refresh`` run under a host's timeout, so they are routed to stdlib-only
 modules before click (or anything else heavy) is imported; ``cm session-drain`` goes straight to
-the Writer side. Every other command is the click CLI in ``cmrunner.cli``.
+the Writer side. Every other command, and ``--help`` on any of them, is the click CLI in ``cmrunner.cli``.
 
 Invariant: a hook path ends its process with ``os._exit`` once its body has returned (see
 ``_hook_exit``); nothing on those paths may rely on interpreter teardown (``atexit``, finalizers).
@@ -36,6 +36,8 @@ def _hook_exit(code: int) -> NoReturn:
 def main() -> None:
     argv = sys.argv[1:]
     command = argv[0] if argv else ""
+    if "--help" in argv or "-h" in argv:
+        command = ""  # help is click's job: it prints the entry's usage without running it
     if command == "hook":
         from cmrunner.hooks import codex
 

@@ -23,10 +23,11 @@ import os
 import sqlite3
 
 from cmrunner.capture import activations, admission as capture, capacity, codex_inbox, sessions, transcript
-from cmrunner.core import config as config_mod, drainlease, identity, projects, reader, store
+from cmrunner.core import config as config_mod, drainlease, identity, projects, store
 from cmrunner.core.errors import CmError, InputError
 from cmrunner.core.home import DataPaths
 from cmrunner.hooks import runner, stdin
+from cmrunner.reading import reader
 
 CLIENTS = {"codex": "codex", "work": "chatgpt-work"}
 USED_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "Interrupt", "SessionEnd")

@@ -27,10 +27,11 @@ import os
 import re
 
 from cmrunner.capture import admission as capture, capacity, pi_inbox
-from cmrunner.core import config as config_mod, drainlease, identity, projects, reader, store
+from cmrunner.core import config as config_mod, drainlease, identity, projects, store
 from cmrunner.core.errors import CmError, InputError
 from cmrunner.core.home import DataPaths
 from cmrunner.hooks import runner, stdin
+from cmrunner.reading import reader
 
 PI_EVENTS = ("session_start", "input", "message_end", "agent_end", "session_shutdown", "memory_flush",
              "memory_read")

@@ -19,10 +19,11 @@ from __future__ import annotations
 import os
 
 from cmrunner.capture import activations, admission as capture
-from cmrunner.core import config as config_mod, identity, projects, reader, store
+from cmrunner.core import config as config_mod, identity, projects, store
 from cmrunner.core.errors import CmError, InputError
 from cmrunner.core.home import DataPaths, resolve_home
 from cmrunner.hooks import runner
+from cmrunner.reading import reader
 
 USAGE = "cm session-refresh --home <absolute path> --client codex|chatgpt-work [--thread <id>]"
 

@@ -174,7 +174,7 @@ def test_limits_come_from_the_configuration(home):
 
 
 def test_system_prompt_and_tool_definitions_pass_the_scanner():
-    from cmrunner.core import safety
+    from cmrunner.secrets import safety
     from cmrunner.writer_proc import contract
 
     assert safety.scan_text(system_prompt()) == []

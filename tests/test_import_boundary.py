@@ -14,7 +14,7 @@ FORBIDDEN = ("cmrunner.writer_proc", "pydantic", "httpx", "httpx2", "openai", "m
              # not named by the issue, but each costs 20-50 ms (python-notes.md §1.3): keep them off too
              "psutil", "filelock", "dotenv", "orjson", "logging", "subprocess", "argparse",
              # the deep secret scan (detect-secrets and what it imports) runs off the hook path
-             "detect_secrets", "cmrunner.core.deepscan", "yaml", "requests",
+             "detect_secrets", "cmrunner.secrets._deepscan", "yaml", "requests",
              # cheap alone, but paid by every event: a codec module that a text-mode open with an
              # encoding loads (signal is off the uncontended path too, but a drain running beside
              # the hook may contend the write gate, so it cannot be forbidden here)
@@ -27,7 +27,7 @@ PER_TURN_FORBIDDEN = ("hashlib", "_hashlib",
                       "json",
                       # the drain's side of capture: the transcript parser, the Codex consumer and the
                       # sensitive-content scanner load only where the drain consumes the inbox
-                      "cmrunner.capture.rollout", "cmrunner.capture.codex_consumer", "cmrunner.core.safety")
+                      "cmrunner.capture.rollout", "cmrunner.capture.codex_consumer", "cmrunner.secrets.safety")
 
 
 def _imported(args: list[str], payload: bytes) -> set[str]:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import subprocess
 
-from conftest import Transcript, event, run_cm, run_hook
+from conftest import CM, Transcript, event, hook_env, run_cm, run_hook
 from drain_support import check_end_state
 from history_support import SAID, run_commits
 from writer_support import admit, rows
@@ -73,8 +75,33 @@ def test_purge_of_a_trash_entry(home, tmp_path):
     check_end_state(paths)
 
 
+def _answer_on_a_terminal(args: list[str], answer: bytes) -> tuple[int, str]:
+    """Run ``cm`` with stdin and stderr on a real pseudo-terminal, type ``answer``; exit code and what it showed."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([CM, *args], stdin=follower, stdout=subprocess.PIPE, stderr=follower, env=hook_env())
+    os.close(follower)
+    os.write(leader, answer)
+    code = proc.wait(timeout=60)
+    proc.stdout.close()
+    shown = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown.append(chunk)
+    os.close(leader)
+    return code, b"".join(shown).decode()
+
+
 def test_purge_asks_first(home, tmp_path):
     paths, after = run_commits(home, tmp_path, count=1)
-    proc = run_cm(["purge", "preferences", "Indentation", "--home", home], stdin=b"n\n")
-    assert proc.returncode == 1 and "cannot be undone" in proc.stderr.decode()
+    proc = run_cm(["purge", "preferences", "Indentation", "--home", home], stdin=b"y\n")
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and err.startswith("cm: CONFIRMATION_REQUIRED: ") and "pass --yes" in err
+    assert "Aborted" not in err and "cannot be undone" in err
+    code, shown = _answer_on_a_terminal(["purge", "preferences", "Indentation", "--home", home], b"n\n")
+    assert code == 1 and "cannot be undone" in shown and "cm: NOT_CONFIRMED: " in shown
     assert open(paths.document("preferences"), "rb").read() == after[0]

@@ -24,7 +24,8 @@ MULTI_WORD = re.compile(r"[A-Z][A-Z0-9]*(_[A-Z0-9]+)+")
 # transcript reader (session isolation).
 SOURCES = [
     *(f"capture/{name}" for name in ("observations.py", "sessions.py", "codex_consumer.py", "pi_inbox.py", "rollout.py")),
-    *(f"core/{name}" for name in ("sections.py", "safety.py", "fsutil.py", "db.py", "store.py", "gate.py",
+    "secrets/safety.py",
+    *(f"core/{name}" for name in ("sections.py", "fsutil.py", "db.py", "store.py", "gate.py",
                                    "migrations.py", "config.py", "configmodel.py", "envfile.py", "projects.py")),
     "capture/transcript.py",
     *(f"writer_proc/{name}" for name in (

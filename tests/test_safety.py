@@ -12,9 +12,9 @@ import time
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from cmrunner.core import safety
 from cmrunner.core.errors import CmError
-from cmrunner.core.safety import SensitiveContentError, Violation, require_clean, scan_text, scan_value
+from cmrunner.secrets import safety
+from cmrunner.secrets.safety import SensitiveContentError, Violation, require_clean, scan_text, scan_value
 
 GHP = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 SK = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
@@ -301,7 +301,7 @@ def test_fingerprints_are_stable_and_normalised_but_distinct_per_secret():
     other = scan_text("card 5500 0000 0000 0004", "/a")
     assert other[0].fingerprint != spaced[0].fingerprint
     assert scan_text("alice@corp-mail.com") == scan_text("ALICE@Corp-Mail.com")
-    run = subprocess.run([sys.executable, "-c", "from cmrunner.core.safety import scan_text; "
+    run = subprocess.run([sys.executable, "-c", "from cmrunner.secrets.safety import scan_text; "
                           "print(scan_text('password: hunter2')[0].fingerprint)"],
                          capture_output=True, text=True, check=True)
     assert run.stdout.strip() == scan_text("password: hunter2")[0].fingerprint  # same in another process
@@ -333,15 +333,15 @@ def test_long_rejections_are_summarised():
 
 
 def test_import_is_light():
-    code = ("import sys; before = set(sys.modules); import cmrunner.core.safety; "
+    code = ("import sys; before = set(sys.modules); import cmrunner.secrets.safety; "
             "print(' '.join(sorted(set(sys.modules) - before)))")
     added = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split())
-    assert "cmrunner.core.safety" in added
+    assert "cmrunner.secrets.safety" in added
     stdlib = {"hashlib", "_hashlib", "_blake2", "__future__", "re", "enum", "functools", "operator", "keyword",
               "reprlib", "copyreg", "collections", "collections.abc", "itertools", "types", "re._casefix",
               "re._compiler", "re._parser", "re._constants", "_collections", "_functools", "_operator", "_sre",
               "unicodedata", "math", "bisect", "_bisect"}
-    ours = {"cmrunner", "cmrunner.core", "cmrunner.core.errors", "cmrunner.core.safety", "cmrunner.core.secret_rules", "cmrunner.core.textnorm"}
+    ours = {"cmrunner", "cmrunner.core", "cmrunner.core.errors", "cmrunner.secrets", "cmrunner.secrets.safety", "cmrunner.secrets._rules", "cmrunner.secrets._textnorm"}
     assert added - stdlib - ours == set()
 
 

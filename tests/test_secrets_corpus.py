@@ -18,7 +18,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "fixtures"))
 from secrets_corpus import LOOKALIKES, SECRETS
 
-from cmrunner.core import allowlist, deepscan, safety
+from cmrunner.secrets import _deepscan, allowlist, safety
 
 OPENAI = "sk-" + "proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
 AWS_ID = "AK" + "IA" + "IOSFODNN7" + "EXAMPLE"
@@ -80,13 +80,13 @@ def test_the_deep_scan_adds_what_only_the_maintained_detector_knows():
     text = "artifactory password AP6" + "Lx9qZk2mW"
     assert secret_rules(text, False) == []
     assert secret_rules(text, True) == ["secret.known_format"]
-    assert deepscan.available() and deepscan.version().startswith("1.")
+    assert _deepscan.available() and _deepscan.version().startswith("1.")
 
 
 def test_a_light_scan_never_imports_the_maintained_detector():
-    code = ("import sys; from cmrunner.core import safety; safety.configure(None, deep=True); "
+    code = ("import sys; from cmrunner.secrets import safety; safety.configure(None, deep=True); "
             "safety.scan_text('x ' + 'AP6' + 'Lx9qZk2mW', deep=False); "
-            "print('detect_secrets' in sys.modules, 'cmrunner.core.deepscan' in sys.modules)")
+            "print('detect_secrets' in sys.modules, 'cmrunner.secrets._deepscan' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "False"]
 

@@ -16,7 +16,7 @@ from conftest import CM, Transcript, event, hook_env, run_cm, run_hook
 from mcp_support import configure, session, write_doc
 from writer_support import admit
 
-from cmrunner.core import secretcache, withhold
+from cmrunner.secrets import _cache, withhold
 from cmrunner.synthetic import fakemodel
 
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiLEAKBARE22"
@@ -73,7 +73,7 @@ def test_the_hook_uses_the_deep_findings_cache_and_stays_light(home, tmp_path, w
     write_doc(paths, "profile", "# Profile\n\n## Repo\nartifactory password AP6" + "Lx9qZk2mW\n\n## Name\nAda\n")
     report = withhold.refresh(paths)
     assert {t for t, _, found in report if found} == {"profile", "preferences"}
-    cache = open(secretcache.path(paths), encoding="utf-8").read()
+    cache = open(_cache.path(paths), encoding="utf-8").read()
     assert "Lx9qZk2mW" not in cache and "Repo" not in cache and AWS_SECRET not in cache
     transcript = Transcript(str(tmp_path / "t.jsonl"), "s-1")
     proc = subprocess.run([sys.executable, "-X", "importtime", CM, "hook", "codex", "--home", home],
@@ -82,9 +82,9 @@ def test_the_hook_uses_the_deep_findings_cache_and_stays_light(home, tmp_path, w
     assert proc.returncode == 0
     modules = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.decode().splitlines()
                if line.startswith("import time:") and "|" in line}
-    assert "cmrunner.core.withhold" in modules
-    assert not modules & {"detect_secrets", "yaml", "requests", "cmrunner.core.deepscan"}
-    assert "cmrunner.core.safety" not in modules  # a cache hit needs no rule at all
+    assert "cmrunner.secrets.withhold" in modules
+    assert not modules & {"detect_secrets", "yaml", "requests", "cmrunner.secrets._deepscan"}
+    assert "cmrunner.secrets.safety" not in modules  # a cache hit needs no rule at all
     block = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
     assert "Lx9qZk2mW" not in block and "[cm withheld section 'Repo' of profile.md" in block and "Ada" in block
     assert_withheld(block)

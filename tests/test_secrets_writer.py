@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from writer_support import admit, all_evidence, configure, decision, put, read, retain, rows, writer
 
-from cmrunner.core import safety
+from cmrunner.secrets import safety
 
 OPENAI = "sk-" + "proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
 AWS_ID = "AK" + "IA" + "IOSFODNN7" + "EXAMPLE"
@@ -46,7 +46,7 @@ def test_an_allowed_fingerprint_is_committed(env, home):
     body = f"deploy with {AWS_SECRET}\n"
     found = safety.scan_text(body)
     assert found
-    from cmrunner.core import allowlist
+    from cmrunner.secrets import allowlist
 
     allowlist.add(home, found[0].fingerprint, found[0].rule_id)
     safety.configure(home, deep=False)

@@ -53,7 +53,7 @@ def test_current_replies_are_required_context_and_earlier_turns_optional(home):
     _session(paths, [("old one", "reply one"), ("old two", "reply two"), ("old three", "reply three")], seal=False)
     conn = store.open_store(paths)
     with store.immediate(conn):  # the first three turns were processed in an earlier batch
-        batch = sessions.seal(conn, "s1", "test")
+        (batch,) = sessions.seal(conn, "s1", "test")
         conn.execute("UPDATE observations SET state = 'processed' WHERE batch_id = ?", (batch,))
         sessions.open_turn(conn, "s1", "t9")
         sessions.capture_user(conn, "s1", "t9", "u9", "new fact", "global", "codex_user_delivery",

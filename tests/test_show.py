@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -96,3 +97,18 @@ def test_a_pipe_still_gets_exactly_what_consumers_receive(home):
     write_doc(paths, "profile", HOSTILE_DOC)
     out = run_cm(["show"]).stdout.decode()
     assert HOSTILE_DOC.split("## Prompt\n", 1)[1] in out, "a pipe gets the bytes unchanged (click strips nothing)"
+
+
+def test_json_carries_the_same_text_and_the_notes(home, tmp_path):
+    paths = configure(home, scopes=["global"])
+    project = register(paths, str(tmp_path / "p"), "P")
+    write_doc(paths, "preferences", "# Preferences\n\n## Editor\nVim.\n")
+    plain = run_cm(["show", "--plain", "--workspace", project.path]).stdout.decode()
+    proc = run_cm(["show", "--json", "--workspace", project.path])
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["memoryDirectory"] == paths.memory and report["contexts"] == ["global"]
+    assert report["empty"] is False and "Vim." in report["text"]
+    assert report["notes"] == [f"{project.scope} (P) is not in disclosure.allowedScopes: consumers do not receive "
+                               "its document"]
+    assert _body(plain.split("\n\n", 1)[1]) == _body(report["text"])

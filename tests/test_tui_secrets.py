@@ -11,8 +11,8 @@ from conftest import hook_env, run_cm
 from tui_support import configure_model, drive, flat, open_action, screen_text, wait_for
 from writer_support import admit, all_evidence, configure, decision, rows, writer
 
-from cmrunner.core import allowlist
 from cmrunner.manage import setupstate
+from cmrunner.secrets import allowlist
 from cmrunner.tui.app import CmApp
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "fixtures"))

@@ -37,8 +37,9 @@ import time
 from collections.abc import Callable
 from importlib import resources
 
-from cmrunner.core import config as config_mod, envfile, safety, spend
+from cmrunner.core import config as config_mod, envfile, spend
 from cmrunner.core.errors import CmError
+from cmrunner.secrets import safety
 from cmrunner.writer_proc import errors_map, tools as tools_mod, wire
 from cmrunner.writer_proc.meter import INTERNAL_OUTCOME, Meter
 from cmrunner.writer_proc.netclient import (

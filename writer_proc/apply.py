@@ -21,9 +21,10 @@ from __future__ import annotations
 import datetime
 from collections.abc import Mapping
 
-from cmrunner.core import safety, sections
+from cmrunner.core import sections
 from cmrunner.core.errors import CmError
 from cmrunner.core.sections import Document
+from cmrunner.secrets import safety
 from cmrunner.writer_proc import contract
 
 

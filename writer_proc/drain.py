@@ -32,9 +32,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from cmrunner.core import config as config_mod, drainfailures, drainlease, identity, safety, store, withhold
+from cmrunner.core import config as config_mod, drainfailures, drainlease, identity, store
 from cmrunner.core.errors import CmError, InputError
 from cmrunner.core.home import DataPaths, resolve_home
+from cmrunner.secrets import safety, withhold
 from cmrunner.writer_proc import drainlog
 
 if TYPE_CHECKING:

@@ -3,8 +3,10 @@
 Contract (every function runs inside the caller's ``BEGIN IMMEDIATE`` transaction):
 - This module is the queue's policy; its SQL belongs to the tables' owners,
   ``cmrunner.core.jobstore`` (jobs, the flush flag) and ``cmrunner.capture.observations``.
-- A batch holds one scope, one provenance class and one task kind; an ``edit`` task is always
-  alone; a sealed session batch (``batch_id``) is claimed whole and never mixed with other work.
+- A job holds one scope, one provenance class and one task kind, the queue head's; an ``edit``
+  task is always alone; a sealed session batch (``batch_id``) is claimed whole and never mixed
+  with other work. A claim never crosses a scope or provenance class, not even inside a sealed
+  batch: members of another class (a batch sealed before sealing split them) wait for their own job.
 - Jobs are serialised: while any job is ``running`` with a live lease or waiting in ``retry``, no
   new job is created, so evidence is committed in admission order and global writes never race.
 - A claim issues a fresh random ``token``, ``generation + 1`` and ``expires = now + leaseMs``.
@@ -117,7 +119,7 @@ def claim(conn: sqlite3.Connection, scheduler: dict, now: int, force: bool = Fal
         return None
     head_id, scope, provenance, task_kind, batch_id = head
     if batch_id is not None:
-        ids = observations.pending_in_batch(conn, batch_id)
+        ids = observations.pending_in_batch(conn, batch_id, scope, provenance)
     elif task_kind == "edit":
         ids = [head_id]
     else:

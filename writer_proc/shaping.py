@@ -1,7 +1,7 @@
 """Request shaping: what one attempt may show the Memory Agent, decided before any network call.
 
 Contract (inside the caller's transaction, with the job's lease held):
-- Each current observation is scanned (``cmrunner.core.safety``) and measured against the disclosure
+- Each current observation is scanned (``cmrunner.secrets.safety``) and measured against the disclosure
   byte cap (the smallest of ``maxExcerptBytes``, ``maxCandidateBytes``, ``maxTotalBytes``). A hit
   isolates only that observation (``SENSITIVE_INPUT`` / ``OVERSIZED_COMPLETE_SOURCE``): it leaves
   the job, keeps its text, and is quarantined. The rest of the batch goes on.
@@ -19,8 +19,8 @@ from __future__ import annotations
 import sqlite3
 
 from cmrunner.capture import observations, sessions
-from cmrunner.core import safety
 from cmrunner.core.config import Config
+from cmrunner.secrets import safety
 from cmrunner.writer_proc import jobs
 from cmrunner.writer_proc.reads import Source
 

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import re
 
-from cmrunner.core import safety
 from cmrunner.core.errors import CmError
+from cmrunner.secrets import safety
 from cmrunner.writer_proc import boundedjson, contract, limits
 from cmrunner.writer_proc.reads import BULK_PAGE, BYTE_PAGE, ReadPort
 

@@ -4,7 +4,8 @@ Contract, per ``run_once``:
 1. Under the repository lock, recover interrupted commits (``commit.recover``) if any exist.
 2. ``BEGIN IMMEDIATE``: claim a job (``jobs.claim``) — or return ``None`` when nothing is runnable.
 3. Before any network call, with the job's lease: scope, provenance and project authorization
-   (else the whole job is quarantined), then ``shaping.shape``: per-observation scan and byte
+   of every observation the job holds, and one scope and class among them (else the whole job is
+   quarantined), then ``shaping.shape``: per-observation scan and byte
    caps (only the offending observation is isolated), context turns, and the total cap (trailing
    whole turns go back to pending). Nothing is sent for what was isolated.
 4. The snapshot is read, then the agent runs with no lock held, reading through the ``ReadPort``
@@ -168,14 +169,20 @@ class Writer:
         return [Source(*row) for row in rows if row[1] is not None]
 
     def _authorization_issue(self, job: jobs.Job) -> str | None:
-        """Whole-batch checks: may this scope and provenance be disclosed at all?"""
+        """Whole-batch checks, on every observation the job holds: may each one's scope and
+        provenance be disclosed at all, and do they all share the job's one scope and class?"""
         disclosure = self.cfg.disclosure
-        if job.scope not in disclosure.allowed_scopes:
-            return "UNAUTHORIZED_SOURCE"
-        if job.provenance not in disclosure.allowed_provenance:
-            return "UNAUTHORIZED_PROVENANCE"
-        if job.scope != "global" and job.scope not in {p.scope for p in projects.load(self.paths)}:
-            return "UNREGISTERED_PROJECT"
+        registered = {p.scope for p in projects.load(self.paths)}
+        held = observations.classes(self.conn, observations.ids_of_job(self.conn, job.id))
+        for scope, provenance in ((job.scope, job.provenance), *held):
+            if scope not in disclosure.allowed_scopes:
+                return "UNAUTHORIZED_SOURCE"
+            if provenance not in disclosure.allowed_provenance:
+                return "UNAUTHORIZED_PROVENANCE"
+            if scope != "global" and scope not in registered:
+                return "UNREGISTERED_PROJECT"
+        if any(pair != (job.scope, job.provenance) for pair in held):
+            return "MIXED_BATCH"
         return None
 
     def _snapshot(self, job: jobs.Job) -> dict[str, Document]:

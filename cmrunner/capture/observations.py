@@ -259,9 +259,11 @@ def pending(conn: sqlite3.Connection) -> sqlite3.Cursor:
     )
 
 
-def pending_in_batch(conn: sqlite3.Connection, batch_id: str) -> list[int]:
+def pending_in_batch(conn: sqlite3.Connection, batch_id: str, scope: str, provenance: str | None) -> list[int]:
+    """The pending members of a sealed batch that share ``scope`` and ``provenance``, by id."""
     return [r[0] for r in conn.execute(
-        "SELECT id FROM observations WHERE state = 'pending' AND batch_id = ? ORDER BY id", (batch_id,))]
+        "SELECT id FROM observations WHERE state = 'pending' AND batch_id = ? AND scope = ? AND provenance IS ?"
+        " ORDER BY id", (batch_id, scope, provenance))]
 
 
 def pending_unbatched(conn: sqlite3.Connection) -> tuple:
@@ -355,11 +357,10 @@ def evidence(conn: sqlite3.Connection, ids: list[int]) -> list[Evidence]:
         "FROM observations o WHERE o.id IN (SELECT value FROM json_each(?)) ORDER BY o.id", (json.dumps(ids),))]
 
 
-def mix(conn: sqlite3.Connection, ids: list[int]) -> tuple[int, int]:
-    """How many distinct scopes and provenance classes ``ids`` span."""
-    row = conn.execute("SELECT COUNT(DISTINCT scope), COUNT(DISTINCT COALESCE(provenance, '')) FROM observations"
-                       " WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),)).fetchone()
-    return int(row[0]), int(row[1])
+def classes(conn: sqlite3.Connection, ids: list[int]) -> tuple[tuple[str, str | None], ...]:
+    """The distinct ``(scope, provenance class)`` pairs that ``ids`` span, sorted."""
+    return tuple(conn.execute("SELECT DISTINCT scope, provenance FROM observations"
+                              " WHERE id IN (SELECT value FROM json_each(?)) ORDER BY 1, 2", (json.dumps(ids),)))
 
 
 def any_outside(conn: sqlite3.Connection, ids: list[int], scope: str) -> bool:

@@ -102,7 +102,7 @@ class PiInbox:
             if turn is not None:
                 outcome = "interrupted" if payload.get("aborted") else "settled"
                 sealed = sessions.settle(conn, session_id, turn, outcome)
-                if sealed is None and sessions.ended(conn, session_id):
+                if not sealed and sessions.ended(conn, session_id):
                     # The run's events reached cm after the quit (Pi's queue ran behind its
                     # shutdown): the Pi process is gone, so this turn is more of the tail.
                     sessions.seal(conn, session_id, "session_end")

@@ -11,8 +11,10 @@ Contract (the specification's session rules; every function runs inside the call
 - A turn counts once, when it settles with at least one delivered user message. An interrupted
   turn is not evidence: its user observations are quarantined (``INTERRUPTED_TURN``). A turn whose
   user messages mix scope or provenance class is quarantined (``MIXED_SESSION_TURN``).
-- The tenth counted turn seals a batch at once: its turns get the batch id and their observations
-  move ``buffered → pending``. A real session end marks open turns ``incomplete`` and seals the
+- The tenth counted turn seals at once: the counted turns get a batch id and their observations
+  move ``buffered → pending``. A batch holds one scope and one provenance class: when the turns
+  carry several (a project registered mid-session changes the scope of later turns), each class
+  gets its own batch, so each is authorised on its own. A real session end marks open turns ``incomplete`` and seals the
   tail (so 21 turns make 10 + 10 + 1). Nothing else seals: not reload, resume, compact, fork,
   ``/new`` or a flush (Pi's consumer seals a turn that settles after the end itself: ``cmrunner.capture.pi_inbox``).
 - ``sessionCache.maxSessionBytes`` bounds a session's cached bodies; exceeding it raises
@@ -130,7 +132,7 @@ def capture_user(conn: sqlite3.Connection, session_id: str, turn_id: str, messag
 def capture_context(conn: sqlite3.Connection, session_id: str, turn_id: str, message_id: str, role: str, text: str,
                     scope: str, observed_at: str, limit: int) -> None:
     """Keep assistant or tool text as context only (dropped when the scanner flags it)."""
-    from cmrunner.core import safety  # drain-only (see the module docstring)
+    from cmrunner.secrets import safety  # drain-only (see the module docstring)
 
     digest = _digest([role, turn_id, text])
     if _existing_message(conn, session_id, message_id, digest):
@@ -158,27 +160,26 @@ def _quarantine_turn(conn: sqlite3.Connection, turn_row: int, issue: str) -> Non
     observations.quarantine_buffered(conn, _user_observations(conn, turn_row), issue)
 
 
-def settle(conn: sqlite3.Connection, session_id: str, turn_id: str, outcome: str) -> str | None:
-    """End a turn as ``settled`` or ``interrupted``; returns the id of a batch it sealed, if any."""
+def settle(conn: sqlite3.Connection, session_id: str, turn_id: str, outcome: str) -> list[str]:
+    """End a turn as ``settled`` or ``interrupted``; returns the ids of the batches it sealed."""
     from cmrunner.capture import observations  # drain-only (see the module docstring)
 
     turn_row = open_turn(conn, session_id, turn_id)
     state = conn.execute("SELECT state FROM session_turns WHERE id = ?", (turn_row,)).fetchone()[0]
     if state != "open":
         if state == outcome:
-            return None
+            return []
         raise CmError("SESSION_SETTLE_CONFLICT", "a turn ended twice with different outcomes; the session is isolated")
     conn.execute("UPDATE session_turns SET state = ?, settled_at = ? WHERE id = ?", (outcome, _now(), turn_row))
     if outcome != "settled":
         _quarantine_turn(conn, turn_row, "INTERRUPTED_TURN")
-        return None
-    mixed = observations.mix(conn, _user_observations(conn, turn_row))
-    if mixed[0] > 1 or mixed[1] > 1:
+        return []
+    if len(observations.classes(conn, _user_observations(conn, turn_row))) > 1:
         _quarantine_turn(conn, turn_row, "MIXED_SESSION_TURN")
-        return None
+        return []
     if len(_countable(conn, session_id)) >= BATCH_TURNS:
         return seal(conn, session_id, "ten_interactions")
-    return None
+    return []
 
 
 def _countable(conn: sqlite3.Connection, session_id: str) -> list[int]:
@@ -193,23 +194,27 @@ def _countable(conn: sqlite3.Connection, session_id: str) -> list[int]:
     return sorted({turn for turn, observation_id in rows if observation_id in buffered})
 
 
-def seal(conn: sqlite3.Connection, session_id: str, reason: str) -> str | None:
-    """Seal every counted, unsealed turn of the session into one batch (None when there is none)."""
+def seal(conn: sqlite3.Connection, session_id: str, reason: str) -> list[str]:
+    """Seal every counted, unsealed turn of the session: one batch per scope and provenance class,
+    in the order of each class's first turn; returns the new batch ids (none when nothing counts)."""
     from cmrunner.capture import observations  # drain-only (see the module docstring)
 
-    turns = _countable(conn, session_id)
-    if not turns:
-        return None
-    batch_id = "batch-" + os.urandom(12).hex()
-    conn.execute("INSERT INTO session_batches(id, session_id, sealed_at, reason) VALUES (?, ?, ?, ?)",
-                 (batch_id, session_id, _now(), reason))
-    for turn_row in turns:
-        conn.execute("UPDATE session_turns SET batch_id = ? WHERE id = ?", (batch_id, turn_row))
-        observations.seal_buffered(conn, _user_observations(conn, turn_row), batch_id)
-    return batch_id
+    classes: dict[tuple[tuple[str, str | None], ...], list[int]] = {}
+    for turn_row in _countable(conn, session_id):
+        classes.setdefault(observations.classes(conn, _user_observations(conn, turn_row)), []).append(turn_row)
+    sealed = []
+    for turns in classes.values():
+        batch_id = "batch-" + os.urandom(12).hex()
+        conn.execute("INSERT INTO session_batches(id, session_id, sealed_at, reason) VALUES (?, ?, ?, ?)",
+                     (batch_id, session_id, _now(), reason))
+        for turn_row in turns:
+            conn.execute("UPDATE session_turns SET batch_id = ? WHERE id = ?", (batch_id, turn_row))
+            observations.seal_buffered(conn, _user_observations(conn, turn_row), batch_id)
+        sealed.append(batch_id)
+    return sealed
 
 
-def end(conn: sqlite3.Connection, session_id: str) -> str | None:
+def end(conn: sqlite3.Connection, session_id: str) -> list[str]:
     """A real session end: open turns become incomplete, the tail is sealed, the session closes."""
     for (turn_row,) in conn.execute("SELECT id FROM session_turns WHERE session_id = ? AND state = 'open'",
                                     (session_id,)).fetchall():

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from cmrunner.commands.base import _home, cli, echo, echo_outcome
+from cmrunner.commands.base import HostCommand, _home, cli, echo, echo_outcome
 from cmrunner.core import config as config_mod
 
 
@@ -37,7 +37,7 @@ def network_test(ctx: click.Context, as_json: bool) -> None:
         ctx.exit(1)
 
 
-@cli.command("mcp")
+@cli.command("mcp", cls=HostCommand)
 @click.option("--client-id", default=None, help="Stable id of this integration (required for relay and init).")
 @click.option("--capability", "capabilities", multiple=True, type=click.Choice(["relay", "init", "read"]),
               help="relay (default), init or read; repeatable. Fixed for the life of the process.")
@@ -52,7 +52,8 @@ def mcp_command(ctx: click.Context, client_id: str | None, capabilities: tuple[s
     from cmrunner.mcpserver import access as mcp_access, server as mcp_server
 
     launch = mcp_access.Launch(capabilities, client_id, allow_global, workspaces, accept)
-    mcp_server.serve(mcp_access.Binding(_home(ctx), launch))
+    # a host runs it with the home it was configured with; a home not created yet serves empty memory
+    mcp_server.serve(mcp_access.Binding(_home(ctx, may_be_new=True), launch))
 
 
 @cli.command("import")
@@ -86,12 +87,16 @@ def import_command(ctx: click.Context, file: str, workspace: str | None, author:
 @cli.command("show")
 @click.option("--plain", is_flag=True, help="Plain output even in a terminal.")
 @click.option("--workspace", default=None, help="Also show this registered project's memory.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object for scripts (the text as consumers get it).")
 @click.pass_context
-def show_command(ctx: click.Context, plain: bool, workspace: str | None) -> None:
+def show_command(ctx: click.Context, plain: bool, workspace: str | None, as_json: bool) -> None:
     """Print the memory directory and exactly what consumers receive (opens no database)."""
     from cmrunner.views import show as show_mod
 
     report = show_mod.gather(_home(ctx), workspace)
+    if as_json:
+        echo(json.dumps(report.as_json(), indent=2, ensure_ascii=False))
+        return
     styled = not plain and workspace is None and sys.stdout.isatty()
 
     def label(text: str) -> str:

@@ -8,7 +8,9 @@ stderr and exit code 1 (2 stays click's usage error).
 group itself (``cm status --home X``, ``cm config init --home X``): ``CmGroup.add_command`` gives
 each registered command the same option, and ``_take_home`` records every occurrence in the root
 context's ``obj``; two different values are ``HOME_CONFLICT``. Commands read the result only
-through ``_home(ctx)``. Host-entry stubs (``hook``, ``capture``, …) pass their arguments through
+through ``_home(ctx)``; a ``--home`` that is not a directory is ``HOME_NOT_FOUND`` except for the
+commands that create a home and the MCP server hosts run (``_home(ctx, may_be_new=True)``).
+Host-entry stubs (``hook``, ``capture``, …) pass their arguments through
 unparsed to their own stdlib parser, which reads ``--home`` itself; ``forward_home`` hands them a
 ``--home`` given before the subcommand.
 
@@ -28,9 +30,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from cmrunner.core import safety, textchars
+from cmrunner.core import textchars
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import resolve_home
+from cmrunner.secrets import safety
 
 if TYPE_CHECKING:
     from cmrunner.writer_proc.writer import Outcome
@@ -70,10 +73,27 @@ def echo(text: str = "", *, err: bool = False, nl: bool = True, lead: str = "") 
     click.echo(lead + text, err=err, nl=nl, color=True)
 
 
+def confirm(question: str, consequence: str) -> None:
+    """Ask ``question`` before a destructive or paid step; ``--yes`` callers skip this.
+
+    With no terminal to ask on (stdin or stderr not a TTY) it is ``CONFIRMATION_REQUIRED``, naming
+    ``consequence`` and ``--yes``, never click's bare ``Aborted!``; a "no" is ``NOT_CONFIRMED``."""
+    if not (sys.stdin is not None and sys.stdin.isatty() and is_terminal(err=True)):
+        raise CmError("CONFIRMATION_REQUIRED", f"{consequence} and there is no terminal to ask on; pass --yes to go "
+                                               "ahead")
+    if not click.confirm(question, err=True):
+        raise CmError("NOT_CONFIRMED", "you answered no; nothing was done")
+
+
 def echo_outcome(outcome: Outcome) -> None:
     """One line per processed job, for the commands that follow the queue (``flush``, ``import``)."""
     code = f" ({outcome.code})" if outcome.code else ""
     echo(f"job {outcome.job_id[:12]}: {outcome.state}{code}")
+
+
+class HostCommand(click.Command):
+    """A command hosts run (hooks, the Pi bridge, the drain, the MCP server): listed apart in
+    ``cm --help``, under "Used by hosts", so the user's own commands stand alone."""
 
 
 class CmGroup(click.Group):
@@ -88,6 +108,18 @@ class CmGroup(click.Group):
                                            help=HOME_HELP))
         super().add_command(cmd, name)
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The user's commands, then the host entries in their own section."""
+        listed = [(name, cmd) for name in self.list_commands(ctx)
+                  if (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden]
+        width = formatter.width - 6 - max((len(name) for name, _ in listed), default=0)
+        for title, for_hosts in (("Commands", False), ("Used by hosts (not typed by hand)", True)):
+            rows = [(name, cmd.get_short_help_str(width)) for name, cmd in listed
+                    if isinstance(cmd, HostCommand) == for_hosts]
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
@@ -96,8 +128,17 @@ class CmGroup(click.Group):
             ctx.exit(1)
 
 
-def _home(ctx: click.Context) -> str:
-    home = resolve_home(ctx.find_root().obj.get("home"))
+def _home(ctx: click.Context, may_be_new: bool = False) -> str:
+    """The home this command works on. A ``--home`` the user typed must exist (``HOME_NOT_FOUND``)
+    unless the command creates a home or is run by a host (``may_be_new``): a typo would otherwise
+    read as an empty memory. The default and ``$COMMON_MEMORY_HOME`` name the user's own home, which a fresh
+    installation has not created yet, so they are not held to it."""
+    explicit = ctx.find_root().obj.get("home")
+    home = resolve_home(explicit)
+    if explicit is not None and not may_be_new and not os.path.isdir(home):
+        state = "is not a directory" if os.path.lexists(home) else "does not exist"
+        raise CmError("HOME_NOT_FOUND", f"--home {home} {state}; check the path, or create a home there with "
+                                        "`cm config init --home …`")
     # Every command that works on a home scans with the deep rules and that home's allow-list.
     safety.configure(home, deep=True)
     return home

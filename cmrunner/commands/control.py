@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import click
 
-from cmrunner.commands.base import _home, cli, echo
+from cmrunner.commands.base import _home, cli, confirm, echo
 from cmrunner.core.errors import CmError
 from cmrunner.views import history as history_view
 
@@ -111,7 +111,8 @@ def purge_command(ctx: click.Context, name: str, section: str | None, all_histor
 
     what = name if section is None else f"{name} / {section}"
     if not yes:
-        click.confirm(f"Destroy the text of {what} for good? This cannot be undone", abort=True, err=True)
+        confirm(f"Destroy the text of {what} for good? This cannot be undone",
+                f"this destroys the text of {what} for good (it cannot be undone)")
     home = _home(ctx)
     done = purge.run(history_view.data_paths(home), home, name, section, all_history)
     echo(f"purged {what}: {done.versions} version(s) and {done.observations} observation(s) lost their text"

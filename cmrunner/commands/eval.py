@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
 import click
 
-from cmrunner.commands.base import _home, cli, echo, is_terminal
-from cmrunner.core.errors import CmError
+from cmrunner.commands.base import _home, cli, confirm, echo, is_terminal
 
 BAR = 30
 
@@ -75,9 +73,7 @@ def eval_command(ctx: click.Context, synthetic: str | None, model: str | None, b
         echo(f"judge: {judge.label} receives each judged world's resulting memory (synthetic) and one question.",
              err=True)
     if (not tested.synthetic or judge is not None) and not yes:
-        if not (sys.stdin.isatty() and is_terminal(err=True)):
-            raise CmError("CONFIRMATION_REQUIRED", "this sends requests to a paid provider; pass --yes to go ahead")
-        click.confirm("Go ahead?", abort=True, err=True)
+        confirm("Go ahead?", "this sends requests to a paid provider")
     if keep is not None:
         runner.make_keep(keep)
     progress = (lambda p: _bar(p.done, p.total, p.world, p.status)) if is_terminal(err=True) else (lambda _p: None)

@@ -40,7 +40,8 @@ def interactive() -> bool:
 def _run(ctx: click.Context, start: str) -> None:
     from cmrunner.tui import app
 
-    app.run(_home(ctx), start)
+    # the setup wizard (`cm` alone, `cm config`) creates the home it is given
+    app.run(_home(ctx, may_be_new=start != "uninstall"), start)
 
 
 def home_screen(ctx: click.Context) -> None:

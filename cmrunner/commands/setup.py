@@ -19,11 +19,19 @@ from cmrunner.views import status as status_mod
 @click.option("--json", "as_json", is_flag=True, help="One JSON object for scripts.")
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
-    """Configuration, storage paths, queue counts and the drain (creates nothing)."""
+    """Configuration, storage paths, queue counts and the drain (creates nothing).
+
+    Exits 1 when the configuration is invalid or the data root is unsafe."""
     report = status_mod.gather(_home(ctx))
     if as_json:
         echo(json.dumps(report, indent=2))
-        return
+    else:
+        _print_status(report)
+    if not status_mod.healthy(report):
+        ctx.exit(1)
+
+
+def _print_status(report: dict) -> None:
     cfg = report["config"]
     echo(f"config:      {cfg['path']} ({'present' if cfg['exists'] else 'absent: defaults in use'})")
     if "error" in cfg:
@@ -37,6 +45,9 @@ def status(ctx: click.Context, as_json: bool) -> None:
         echo(f"model:       {model['model']} at {model['baseUrl']} ({model['api']}, {key}, proxy {model['proxy']})")
     for name, path in report["paths"].items():
         echo(f"{name + ':':<13}{path}")
+    if report["dataRootProblem"]:
+        problem = report["dataRootProblem"]
+        echo(f"             problem: {problem['code']}: {problem['message']}")
     st = report["store"]
     schema = f"schema v{st['schemaVersion']}" if st["exists"] else "not created yet"
     echo(f"store:       {schema}")
@@ -82,7 +93,7 @@ def _print_secrets(secrets: dict | None) -> None:
 @click.option("--network", is_flag=True, help="Open the model's network settings instead of the model wizard.")
 @click.pass_context
 def config(ctx: click.Context, network: bool) -> None:
-    """Model setup wizard (alone, in a terminal); `config init` / `config show` for scripts."""
+    """Model setup wizard (alone, in a terminal); `config init|show|get|set` for scripts."""
     if ctx.invoked_subcommand is None:
         from cmrunner.commands import manage
 
@@ -108,7 +119,7 @@ def config_init(ctx: click.Context, data_root: str | None, base_url: str | None,
                 allow_scope: tuple[str, ...], allow_provenance: tuple[str, ...], writable_scope: tuple[str, ...],
                 force: bool) -> None:
     """Write a valid config.json (and optionally the private key) non-interactively."""
-    home = _home(ctx)
+    home = _home(ctx, may_be_new=True)
     unreadable = configinit.replaceable(home, force)
     data = configinit.fresh(home, data_root=data_root, base_url=base_url, model=model, api=api, preset=preset,
                             api_key_env=api_key_env, proxy_mode=proxy_mode, allowed_scopes=allow_scope,
@@ -136,6 +147,37 @@ def config_show(ctx: click.Context) -> None:
         echo("(config.json does not exist; these are the defaults)", err=True)
 
 
+@config.command("get")
+@click.argument("key")
+@click.pass_context
+def config_get(ctx: click.Context, key: str) -> None:
+    """Print one setting: KEY is its dotted path in config.json, e.g. disclosure.allowedProvenance."""
+    from cmrunner.manage import configedit
+
+    value = configedit.get_value(_home(ctx), key)
+    if value is configedit.ABSENT:
+        echo(f"{key} is not set in config.json", err=True)
+        return
+    echo(configedit.shown(value))
+
+
+@config.command("set", context_settings={"ignore_unknown_options": True})
+@click.argument("key")
+@click.argument("value")
+@click.pass_context
+def config_set(ctx: click.Context, key: str, value: str) -> None:
+    """Change one setting, validated like the whole file (nothing is written if it is invalid).
+
+    VALUE is JSON (5, true, null, ["global"]) or plain text; for a list, +ITEM adds and -ITEM
+    removes one item, e.g. `cm config set disclosure.allowedProvenance +document_import`."""
+    from cmrunner.manage import configedit
+
+    change = configedit.set_value(_home(ctx), key, value)
+    before = "(not set)" if change.before is configedit.ABSENT else configedit.shown(change.before)
+    after = "(not set)" if change.after is configedit.ABSENT else configedit.shown(change.after)
+    echo(f"{key}: {before} -> {after}" if change.changed else f"{key} is already {after}; nothing changed")
+
+
 @cli.group()
 def project() -> None:
     """Register projects so captures get a project scope."""
@@ -153,7 +195,8 @@ def project_register(ctx: click.Context, path: str, name: str) -> None:
     """Register PATH (absolute) as a project called NAME."""
     found = projects.register(_paths(ctx), path, name)
     echo(f"registered {found.id} -> {found.path}")
-    echo(f"it grants nothing yet: add project:{found.id} to disclosure.allowedScopes and writableScopes to use it")
+    echo(f"it grants nothing yet: to use it, `cm config set disclosure.allowedScopes +project:{found.id}` and "
+         f"`cm config set writableScopes +project:{found.id}`")
 
 
 @project.command("list")

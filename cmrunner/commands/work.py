@@ -18,7 +18,7 @@ def flush(ctx: click.Context) -> None:
     cfg = config_mod.load(_home(ctx))
 
     report = flush_mod.flush(DataPaths(cfg.data_root), cfg, echo_outcome)
-    from cmrunner.core import withhold
+    from cmrunner.secrets import withhold
 
     withhold.refresh(DataPaths(cfg.data_root))  # the read path's findings for what was just committed
     if report.followed:

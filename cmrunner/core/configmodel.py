@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, ClassVar, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -376,6 +376,27 @@ def _locate(error: Mapping[str, Any], data: object) -> tuple[tuple[tuple[int, in
         if ctx.get("sub"):
             parts.append(str(ctx["sub"]))
     return tuple(rank), ".".join(parts), expected
+
+
+def field_kind(key: str) -> str:
+    """What the dotted camelCase ``key`` of config.json names (``cm config get|set``): ``"section"``,
+    ``"list"`` or ``"value"``; a key the model does not have is ``CONFIG_KEY_UNKNOWN`` naming the
+    fields accepted where it went wrong."""
+    models: list[type[_Section]] = [ConfigFile]
+    kind = "section"
+    walked: list[str] = []
+    for part in key.split("."):
+        fields = {info.alias: info for model in models for info in model.model_fields.values()}
+        if part not in fields:
+            where = f"'{'.'.join(walked)}'" if walked else "config.json"
+            accepted = list(dict.fromkeys(a for model in models for a in model.ACCEPTED))
+            raise ConfigError("CONFIG_KEY_UNKNOWN", f"{where} has no field '{part}'"
+                              + (f"; its fields: {', '.join(accepted)}" if accepted else " (it is a value)"))
+        walked.append(part)
+        annotation = fields[part].annotation
+        models = _models(annotation)
+        kind = "section" if models else "list" if get_origin(annotation) is list else "value"
+    return kind
 
 
 def validate(data: object) -> dict:

@@ -13,6 +13,7 @@ Stdlib only (hook path).
 from __future__ import annotations
 
 import os
+import stat
 import sys
 
 from cmrunner.core.errors import CmError
@@ -75,6 +76,39 @@ def ensure_private_dir(path: str, what: str) -> None:
     require_real_path(path, what)
     if missing:
         fsync_dir(os.path.dirname(missing[-1]))
+
+
+def data_root_problem(root: str) -> tuple[str | None, str]:
+    """Whether ``root`` is (or can become) a safe data root: ``(None, what it is)`` or ``(CODE, fix)``.
+
+    Safe: a real directory (no symlinked component) of mode 0700 that this user can write, or a
+    path whose nearest existing ancestor is a writable real directory (cm creates it 0700).
+    Only looks; creates nothing (``cm status`` and ``cm doctor`` share it)."""
+    existing = root
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if os.path.realpath(existing) != existing:
+        return "UNSAFE_PATH", (f"{root} passes through a symbolic link at or above {existing}; "
+                               "set dataRoot to the real path (`cm config set dataRoot …`)")
+    if existing != root:
+        if not os.path.isdir(existing):
+            return "DATA_ROOT_UNWRITABLE", (f"{root} cannot be created: {existing} is not a directory; "
+                                            "set dataRoot to a creatable path")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            return "DATA_ROOT_UNWRITABLE", (f"{root} cannot be created: {existing} is not writable by this user; "
+                                            "fix its permissions or set dataRoot elsewhere")
+        return None, f"{root} (not created yet; cm creates it with mode 0700)"
+    info = os.stat(root)
+    if not stat.S_ISDIR(info.st_mode):
+        return "UNSAFE_PATH", f"{root} is not a directory; remove it or set dataRoot elsewhere"
+    mode = stat.S_IMODE(info.st_mode)
+    if mode != 0o700:
+        # group/other access exposes the memory; missing owner bits stop cm writing it
+        code = "DATA_ROOT_NOT_PRIVATE" if mode & 0o077 else "DATA_ROOT_UNWRITABLE"
+        return code, f"{root} has mode {mode:04o}, not 0700; run `chmod 700 {root}`"
+    if not os.access(root, os.W_OK | os.X_OK):
+        return "DATA_ROOT_UNWRITABLE", f"{root} is not writable by this user; fix its owner or permissions"
+    return None, f"{root} (0700, writable)"
 
 
 def write_atomic(path: str, data: bytes, mode: int = 0o600) -> None:

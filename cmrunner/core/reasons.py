@@ -58,6 +58,9 @@ TABLE: dict[str, Reason] = {
                                       "add it to disclosure.allowedProvenance if it may be disclosed", RETRY),
     "UNREGISTERED_PROJECT": Reason("its project is no longer registered, so nothing was sent",
                                    "register the project again (`cm project register`)", RETRY),
+    "MIXED_BATCH": Reason("the job held observations of different scopes or kinds of source, so nothing was sent "
+                          "(a job holds one of each)", "release them: each scope and kind then gets a job of its own",
+                          RELEASE),
     "EMPTY_BATCH": Reason("nothing in the job could be sent: every part was set aside or its text is gone",
                           "nothing to do", NONE),
     # -- the drain itself ------------------------------------------------------------------------

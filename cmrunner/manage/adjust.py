@@ -28,10 +28,11 @@ import time
 from dataclasses import dataclass
 
 from cmrunner.capture import observations
-from cmrunner.core import config as config_mod, drainfailures, drainlease, jobstore, projects, safety, store
+from cmrunner.core import config as config_mod, drainfailures, drainlease, jobstore, projects, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.mcpserver import items as mcp_items
+from cmrunner.secrets import safety
 from cmrunner.views import status, usage
 
 NAMESPACE = "interactive:cm"

@@ -26,10 +26,9 @@ import json
 import os
 import re
 import shlex
-import stat
 import tomllib
 
-from cmrunner.core import config as config_mod, envfile
+from cmrunner.core import config as config_mod, envfile, fsutil
 from cmrunner.core.errors import CmError
 from cmrunner.manage import hostconfig
 
@@ -164,33 +163,8 @@ def _check_model(cfg: config_mod.Config) -> Check:
 
 
 def _check_data_root(root: str) -> Check:
-    name = "data root"
-    existing = root
-    while not os.path.lexists(existing):
-        existing = os.path.dirname(existing)
-    if os.path.realpath(existing) != existing:
-        return _failed(name, "UNSAFE_PATH", f"{root} passes through a symbolic link at or above {existing}; "
-                       "set dataRoot to the real path (`cm config init --force --data-root …`)")
-    if existing != root:
-        if not os.path.isdir(existing):
-            return _failed(name, "DATA_ROOT_UNWRITABLE", f"{root} cannot be created: {existing} is not a directory; "
-                           "set dataRoot to a creatable path")
-        if not os.access(existing, os.W_OK | os.X_OK):
-            return _failed(name, "DATA_ROOT_UNWRITABLE", f"{root} cannot be created: {existing} is not writable "
-                           "by this user; fix its permissions or set dataRoot elsewhere")
-        return Check(name, "ok", f"{root} (not created yet; cm creates it with mode 0700)")
-    info = os.stat(root)
-    if not stat.S_ISDIR(info.st_mode):
-        return _failed(name, "UNSAFE_PATH", f"{root} is not a directory; remove it or set dataRoot elsewhere")
-    mode = stat.S_IMODE(info.st_mode)
-    if mode != 0o700:
-        # group/other access exposes the memory; missing owner bits stop cm writing it
-        code = "DATA_ROOT_NOT_PRIVATE" if mode & 0o077 else "DATA_ROOT_UNWRITABLE"
-        return _failed(name, code, f"{root} has mode {mode:04o}, not 0700; run `chmod 700 {root}`")
-    if not os.access(root, os.W_OK | os.X_OK):
-        return _failed(name, "DATA_ROOT_UNWRITABLE", f"{root} is not writable by this user; fix its owner or "
-                       "permissions")
-    return Check(name, "ok", f"{root} (0700, writable)")
+    code, detail = fsutil.data_root_problem(root)
+    return Check("data root", "ok", detail) if code is None else _failed("data root", code, detail)
 
 
 def _check_secrets(home: str) -> list[Check]:

@@ -35,9 +35,10 @@ import stat
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from cmrunner.core import config as config_mod, safety, workspace
+from cmrunner.core import config as config_mod, workspace
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
+from cmrunner.secrets import safety
 
 if TYPE_CHECKING:
     from cmrunner.writer_proc.writer import Outcome
@@ -147,7 +148,8 @@ def import_scope(cfg: config_mod.Config, paths: DataPaths, workspace_path: str |
     scope = workspace.resolve(paths, workspace_path).scope if workspace_path is not None else "global"
     if scope not in cfg.allowed_scopes:
         raise CmError("UNAUTHORIZED_SCOPE",
-                      f"{scope} is not in disclosure.allowedScopes; add it to config.json to import into it")
+                      f"{scope} is not in disclosure.allowedScopes; to import into it, "
+                      f"`cm config set disclosure.allowedScopes +{scope}`")
     return scope
 
 
@@ -157,7 +159,8 @@ def prepare(cfg: config_mod.Config, paths: DataPaths, path: str, workspace_path:
     author = check_author(author)
     if "document_import" not in cfg.disclosure.allowed_provenance:
         raise CmError("IMPORT_DISABLED",
-                      "imports are disabled: add document_import to disclosure.allowedProvenance in config.json")
+                      "imports are disabled; allow them with "
+                      "`cm config set disclosure.allowedProvenance +document_import`")
     scope = import_scope(cfg, paths, workspace_path)
     text, file_name = read_markdown(path)
     label = check_label(label, file_name)

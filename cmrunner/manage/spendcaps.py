@@ -20,7 +20,13 @@ def set_caps(home: str, changes: dict[str, int | None]) -> dict:
     data = copy.deepcopy(cfg.data)
     data.setdefault("spend", {}).update(changes)
     config_mod.save(home, data)
-    paths = DataPaths(cfg.data_root)
+    release_waiting(home)
+    return config_mod.load(home).spend
+
+
+def release_waiting(home: str) -> None:
+    """Reserve a drain when the store exists, so work a raised cap releases goes now (also `cm config set spend.*`)."""
+    paths = DataPaths(config_mod.load(home).data_root)
     if os.path.isfile(paths.db):
         conn = store.open_store(paths)
         try:
@@ -28,4 +34,3 @@ def set_caps(home: str, changes: dict[str, int | None]) -> dict:
                 drainlease.ensure_drain(conn, home)
         finally:
             conn.close()
-    return config_mod.load(home).spend

@@ -25,7 +25,7 @@ import sqlite3
 import time
 
 from cmrunner.capture import observations
-from cmrunner.core import drainlease, jobstore, records, safety, store
+from cmrunner.core import drainlease, jobstore, records, store
 from cmrunner.core.errors import CmError
 from cmrunner.mcpserver.access import (
     Access,
@@ -43,6 +43,7 @@ from cmrunner.mcpserver.access import (
     text,
     unavailable,
 )
+from cmrunner.secrets import safety
 
 FINAL_STATES = ("processed", "quarantined", "dead")
 _STATE_NAMES = {"buffered": "pending", "paused": "dead"}

@@ -45,10 +45,11 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetad
 from mcp.types import CallToolResult, Completion, Resource as MCPResource, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
-from cmrunner.core import consumer, scopes, strictjson
+from cmrunner.core import scopes, strictjson
 from cmrunner.core.errors import CmError
 from cmrunner.mcpserver import access as mcp_access
 from cmrunner.mcpserver.access import Access, Binding, ToolFailure
+from cmrunner.reading import consumer
 
 URI_PREFIX = "common-memory://memory/"
 URI_TEMPLATE = URI_PREFIX + "{contextId}"

@@ -62,7 +62,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -176,10 +176,11 @@ class Script:
 
 
 class RequestLog:
-    """Append-only JSONL of every request; each line flushed before the reply is sent."""
+    """Append-only JSONL of every request; each line flushed before the reply is sent. Without a
+    path it only numbers the requests (``cm synthetic-model serve`` keeps no copy of what it is sent)."""
 
-    def __init__(self, path: str) -> None:
-        self._handle = open(path, "a", encoding="utf-8")
+    def __init__(self, path: str | None) -> None:
+        self._handle = open(path, "a", encoding="utf-8") if path is not None else None
         self._lock = threading.Lock()
         self._seq = 0
 
@@ -191,8 +192,9 @@ class RequestLog:
             line = {"seq": self._seq, "time": time.time(), "method": method, "path": path,
                     "headers": headers, "authorized": authorized, "auth_sha256": auth_sha256, "body": body,
                     "bytes": size, "reply": reply, "cue": cue, "usage": usage}
-            self._handle.write(json.dumps(line, ensure_ascii=False) + "\n")
-            self._handle.flush()
+            if self._handle is not None:
+                self._handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+                self._handle.flush()
             return self._seq
 
 
@@ -205,6 +207,7 @@ class FakeModelHandler(BaseHTTPRequestHandler):
     script: Script
     log: RequestLog
     driver: fakepolicy.Driver
+    models: tuple[str, ...] = ("fake-model",)
 
     def log_message(self, format: str, *args: object) -> None:
         pass  # the JSONL request log is the record; stderr stays quiet
@@ -302,7 +305,7 @@ class FakeModelHandler(BaseHTTPRequestHandler):
         self.log.record("GET", self.path, headers, authorized, None, None)
         if path in ("/v1/models", "/models"):
             self._send_json(200, {"object": "list", "data": [
-                {"id": "fake-model", "object": "model", "created": 0, "owned_by": "cm-tests"}]})
+                {"id": name, "object": "model", "created": 0, "owned_by": "cm-tests"} for name in self.models]})
         else:
             self._send_json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
 
@@ -373,10 +376,18 @@ def serve(port_file: str, log_path: str, script_path: str | None, lifetime: floa
     if script_path:
         with open(script_path, encoding="utf-8") as handle:
             raw = json.load(handle)
+    return run_server(raw, lifetime, lambda port: _write_port(port_file, port), log_path=log_path, tls=tls)
+
+
+def run_server(raw: object, lifetime: float, on_ready: Callable[[int], None], *, log_path: str | None = None,
+               tls: tuple[str, str] | None = None, port: int = 0, models: tuple[str, ...] = ("fake-model",)) -> int:
+    """Serve the script ``raw`` on 127.0.0.1:``port`` (0: any free one); ``on_ready`` hears the port
+    once it accepts connections; ``GET /v1/models`` lists ``models``. Ends after ``lifetime``
+    seconds or at SIGTERM/SIGINT."""
     replies, default, policy = load_full_script(raw)
     handler = type("Handler", (FakeModelHandler,), {"script": Script(replies, default), "log": RequestLog(log_path),
-                                                    "driver": fakepolicy.Driver(policy)})
-    server = ThreadingHTTPServer((HOST, 0), handler)
+                                                    "driver": fakepolicy.Driver(policy), "models": models})
+    server = ThreadingHTTPServer((HOST, port), handler)
     server.daemon_threads = True
     if tls is not None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -389,7 +400,7 @@ def serve(port_file: str, log_path: str, script_path: str | None, lifetime: floa
         signal.signal(signum, lambda *_: stop.set())
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
-    _write_port(port_file, server.server_address[1])
+    on_ready(server.server_address[1])
     stop.wait(lifetime)
     server.shutdown()
     server.server_close()

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cmrunner.core import config as config_mod, consumer, projects
+from cmrunner.core import config as config_mod, projects
 from cmrunner.core.home import DataPaths
+from cmrunner.reading import consumer
 
 PAGE_LINES = 18
 MAX_HITS = 200

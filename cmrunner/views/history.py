@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import sqlite3
 
-from cmrunner.core import allowlist, config as config_mod, history, safety, sections
+from cmrunner.core import config as config_mod, history, sections
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
+from cmrunner.secrets import allowlist, safety
 
 
 def data_paths(home: str) -> DataPaths:

@@ -21,8 +21,9 @@ import os
 import sqlite3
 from typing import NamedTuple
 
-from cmrunner.core import allowlist, config as config_mod, withhold
+from cmrunner.core import config as config_mod
 from cmrunner.core.home import DataPaths
+from cmrunner.secrets import allowlist, safety, withhold
 
 
 class Row(NamedTuple):
@@ -73,13 +74,11 @@ def gather(home: str, write: bool = True) -> Report:
 
 def summary(home: str) -> dict:
     """For ``cm status --json`` and ``cm doctor``: withheld sections (no value), allow-list, scanner."""
-    from cmrunner.core import deepscan
-
     report = gather(home, write=False)
     return {"withheld": [{"target": r.target, "section": r.where, "rule": r.rule, "fingerprint": r.fingerprint}
                          for r in report.withheld],
             "allowed": len([r for r in report.rows if r.allowed]), "quarantinedSecrets": report.quarantined,
-            "allowListProblem": allowlist.problem(home), "deepScanner": deepscan.version()}
+            "allowListProblem": allowlist.problem(home), "deepScanner": safety.deep_scanner_version()}
 
 
 def line(row: Row) -> str:

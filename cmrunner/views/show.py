@@ -12,8 +12,9 @@ styled output.
 
 from __future__ import annotations
 
-from cmrunner.core import config as config_mod, consumer, workspace
+from cmrunner.core import config as config_mod, workspace
 from cmrunner.core.home import DataPaths
+from cmrunner.reading import consumer
 
 
 class ShowReport:
@@ -25,6 +26,11 @@ class ShowReport:
         self.notes = notes
         self.text = text
         self.empty = empty
+
+    def as_json(self) -> dict:
+        """``cm show --json``: the same fields; ``text`` is byte for byte what consumers receive."""
+        return {"memoryDirectory": self.memory_dir, "contexts": self.contexts, "notes": self.notes,
+                "empty": self.empty, "text": self.text}
 
 
 def gather(home: str, workspace_path: str | None) -> ShowReport:

@@ -31,6 +31,7 @@ from cmrunner.core import (
     drainfailures,
     drainlease,
     envfile,
+    fsutil,
     history,
     jobstore,
     migrations,
@@ -106,6 +107,8 @@ def gather(home: str) -> dict:
         "dataRoot": paths.root, "memory": paths.memory, "database": paths.db,
         "runtime": paths.runtime, "projects": paths.registry, "log": paths.drain_log,
     }
+    code, detail = fsutil.data_root_problem(paths.root)
+    report["dataRootProblem"] = None if code is None else {"code": code, "message": detail}
     try:  # sections the read path withholds because they look like secrets (never a value)
         from cmrunner.views import secretreport
 
@@ -168,6 +171,11 @@ def isolated_groups(rows: list[tuple[str, str, int, str | None]]) -> list[dict]:
                        "reason": reasons.explain(issue).reason,
                        "remedy": reasons.remedy(issue, "isolated", [m[0] for m in members])})
     return groups
+
+
+def healthy(report: dict) -> bool:
+    """False when the configuration cannot be used or the data root is unsafe (``cm status`` exits 1)."""
+    return "error" not in report["config"] and not report.get("dataRootProblem")
 
 
 def history_report(found: history.Summary, retention_ms: int) -> dict:

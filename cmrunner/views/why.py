@@ -17,8 +17,9 @@ Contract:
 from __future__ import annotations
 
 from cmrunner.capture import observations
-from cmrunner.core import allowlist, history, records, sections
+from cmrunner.core import history, records, sections
 from cmrunner.core.errors import CmError
+from cmrunner.secrets import allowlist
 from cmrunner.views import history as history_view
 from cmrunner.writer_proc import commit
 

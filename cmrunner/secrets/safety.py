@@ -89,19 +89,19 @@ Rules (ids from the reference) and the decisions taken where the reference is si
 - ``address.full``: labelled (home/street/mailing/postal/residential/shipping/billing address,
   家庭地址, 家庭住址, 完整住址, 居住地址, 收货地址, 通讯地址, 通信地址, 住址), a separator and a
   non-empty value that is not exactly a redaction placeholder.
-- ``secret.token_prefix`` also covers the provider formats of ``secret_rules.provider_findings``
+- ``secret.token_prefix`` also covers the provider formats of ``_rules.provider_findings``
   (Slack, Stripe, GitLab, Google, Twilio, SendGrid, npm, PyPI, Hugging Face, ...);
   ``secret.high_entropy`` is a bare random-looking token (base64 alphabet, or hex after a credential
   word) and ``secret.credential`` also covers passwords in prose ("my password is X"): both in
-  ``secret_rules``, which states their thresholds. ``secret.known_format`` is a hit of the
-  maintained detector (detect-secrets' provider plugins, ``deepscan``), only in a deep scan.
+  ``_rules``, which states their thresholds. ``secret.known_format`` is a hit of the
+  maintained detector (detect-secrets' provider plugins, ``_deepscan``), only in a deep scan.
 - ``content.private_conversation``: Appendix B names the rule without a definition; an earlier
   public version of the reference's rules.ts defines it as the markers 完整私聊, 完整私人对话 and
   "full private chat/conversation", which is what is implemented.
-- Before any rule, text is folded (``textnorm.fold``): zero-width and other invisible characters
+- Before any rule, text is folded (``_textnorm.fold``): zero-width and other invisible characters
   removed, NFKC, dashes and Latin look-alike letters folded, so ``sk-<ZWSP>…`` is a key. Token rules
   (prefixes, provider formats, entropy) also read the markup-insensitive line-joined view
-  (``textnorm.joined``), so a key split at a line break, or at a section boundary of a rendered
+  (``_textnorm.joined``), so a key split at a line break, or at a section boundary of a rendered
   document, or broken up by ``**``/backticks, is still one key.
 - Object members pair up: for ``{"password": "hunter2"}`` the labelled rules also run over
   ``key + ": " + start of value``, reported at the value's path (the hit must start in the key).
@@ -116,8 +116,8 @@ import re
 from collections import namedtuple
 from collections.abc import Callable
 
-from cmrunner.core import secret_rules, textnorm
 from cmrunner.core.errors import CmError
+from cmrunner.secrets import _rules, _textnorm
 
 RULE_IDS: tuple[str, ...] = (
     "secret.private_key", "secret.credential", "secret.authorization_header", "secret.credential_url",
@@ -258,11 +258,18 @@ def configure(home: str | None, deep: bool = True) -> None:
     _Settings.deep, _Settings.home, _Settings.allowed, _Settings.stamp = deep, home, frozenset(), None
 
 
+def deep_scanner_version() -> str | None:
+    """The installed maintained detector's version (detect-secrets), or None when it is unavailable."""
+    from cmrunner.secrets import _deepscan
+
+    return _deepscan.version()
+
+
 def allowed() -> frozenset[str]:
     """The configured home's allowed fingerprints, re-read when the file changes."""
     if _Settings.home is None:
         return frozenset()
-    from cmrunner.core import allowlist
+    from cmrunner.secrets import allowlist
 
     try:
         info = os.stat(allowlist.path(_Settings.home))
@@ -361,10 +368,10 @@ def _violations(found: list[Finding], field_path: str) -> list[Violation]:
 
 def findings(text: str, deep: bool = False) -> list[Finding]:
     """Every ``(offset, rule id, core)`` in ``text``: folded, then every rule (see the contract)."""
-    text = textnorm.fold(text)
+    text = _textnorm.fold(text)
     found = _rule_findings(text)
-    found += secret_rules.provider_findings(text) + secret_rules.prose_findings(text)
-    found += secret_rules.entropy_findings(text)
+    found += _rules.provider_findings(text) + _rules.prose_findings(text)
+    found += _rules.entropy_findings(text)
     if "\n" in text or "*" in text or "`" in text or "<!--" in text or "~~" in text:
         # A joined token that contains a token the same rule already found is that token glued to
         # the next line's first word (a key at the end of a section, then the next heading).
@@ -372,9 +379,9 @@ def findings(text: str, deep: bool = False) -> list[Finding]:
         found += [hit for hit in _joined_findings(text) if not any(rule == hit[1] and core in hit[2]
                                                                    for rule, core in plain)]
     if deep:
-        from cmrunner.core import deepscan
+        from cmrunner.secrets import _deepscan
 
-        found += deepscan.findings(text)
+        found += _deepscan.findings(text)
     return _without_overlaps(found)
 
 
@@ -386,8 +393,8 @@ def _joined_findings(text: str) -> list[Finding]:
     joined token may have a word of the neighbouring line glued to either end, so every run of two
     or three whole lines inside it is tried as well (a key in up to ``_JOIN_SPAN`` pieces).
     """
-    lines = textnorm.split_lines(text)
-    view = textnorm.joined(lines)
+    lines = _textnorm.split_lines(text)
+    view = _textnorm.joined(lines)
     offsets = [0]
     for line in lines:
         offsets.append(offsets[-1] + len(line))
@@ -414,7 +421,7 @@ def _joined_findings(text: str) -> list[Finding]:
     for at, piece in pieces:
         found = [(m.start(), "secret.token_prefix", m.group()) for m in _TOKEN_PREFIX.finditer(piece)
                  if _plausible_token(m)]
-        found += secret_rules.provider_findings(piece) + secret_rules.entropy_findings(piece)
+        found += _rules.provider_findings(piece) + _rules.entropy_findings(piece)
         hits += [(offsets[view.line_of(at + offset)], rule, core) for offset, rule, core in found]
     return hits
 
@@ -548,7 +555,7 @@ def _pair_findings(key: str, value: object) -> list[Finding]:
     text = _scalar_text(value) if isinstance(value, (str, int)) else ""
     if not text:
         return []
-    line = textnorm.fold(f"{key}: {text[:_PAIR_VALUE_CHARS]}")
+    line = _textnorm.fold(f"{key}: {text[:_PAIR_VALUE_CHARS]}")
     return [finding for finding in _labelled_findings(line) if finding[0] < len(key)]
 
 

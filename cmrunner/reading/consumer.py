@@ -19,9 +19,9 @@ Stdlib only.
 
 from __future__ import annotations
 
-from cmrunner.core import reader
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
+from cmrunner.reading import reader
 
 # Documents are kept at most 16 KiB each by the Writer; this only bounds a hand-edited outlier so
 # that the rendered text still fits one 1 MiB stdio message.

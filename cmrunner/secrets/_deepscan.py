@@ -7,14 +7,14 @@ Contract
   have no boundaries, so ``AKIA…`` inside a longer word would count); the offset is its first
   standalone occurrence (for ordering).
   Its entropy and keyword plugins are not used (ours are stricter about prose; see
-  ``secret_rules``), nor its public-IP and basic-auth plugins (an IP address is not a secret; our
+  ``_rules``), nor its public-IP and basic-auth plugins (an IP address is not a secret; our
   ``secret.credential_url`` tolerates placeholders such as ``${PGPASSWORD}``). Nothing is ever
   verified over the network: only ``analyze_string`` is called, never ``verify``.
 - ``available()`` is False when detect-secrets cannot be imported; then ``findings`` returns ``[]``
   and ``cm doctor`` says so. The light rules keep scanning either way.
 - Heavy (detect-secrets imports requests and yaml, about 130 ms): never imported on the hook or
-  capture path. ``cmrunner.core.safety`` imports this module only for a deep scan, and the read path
-  never asks for one (it reads the findings cache instead, see ``secretcache``).
+  capture path. ``cmrunner.secrets.safety`` imports this module only for a deep scan, and the read path
+  never asks for one (it reads the findings cache instead, see ``_cache``).
 """
 
 from __future__ import annotations

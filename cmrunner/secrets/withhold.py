@@ -13,7 +13,7 @@ Contract
   heading line takes part in the finding: then the placeholder does not repeat the heading.
   Personal-data rules (e-mail, phone, ...) are the Writer's concern and are not withheld here.
 - ``document(markdown, target, home, paths, deep)`` is what a reader delivers: the findings come
-  from the findings cache (``secretcache``, keyed by the document's sha256) when it has them,
+  from the findings cache (``_cache``, keyed by the document's sha256) when it has them,
   else from a light scan (``deep`` adds the maintained detector; the hook path never asks for
   it); fingerprints on the home's allow-list are dropped; every unit with a finding left is
   replaced by a placeholder naming the document, the section (its heading, or its position when the
@@ -29,8 +29,9 @@ import hashlib
 import re
 from typing import NamedTuple
 
-from cmrunner.core import allowlist, scopes, secretcache
+from cmrunner.core import scopes
 from cmrunner.core.home import DataPaths
+from cmrunner.secrets import _cache, allowlist
 
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _H2 = re.compile(r"## ")
@@ -76,7 +77,7 @@ def units(markdown: str) -> list[str]:
 
 
 def _secret_marks(text: str, deep: bool) -> set[tuple[str, str]]:
-    from cmrunner.core import safety
+    from cmrunner.secrets import safety
 
     return {(rule, safety.fingerprint(rule, core)) for _, rule, core in safety.findings(text, deep)
             if rule in safety.SECRET_RULES}
@@ -154,7 +155,7 @@ def apply(markdown: str, target: str, found: list[UnitFinding],
 def findings_for(markdown: str, paths: DataPaths | None, deep: bool = False) -> list[UnitFinding]:
     """The cached findings of this exact document, else a fresh scan (nothing is written)."""
     digest = hashlib.sha256(markdown.encode("utf-8")).hexdigest()
-    cached = secretcache.lookup(paths, digest) if paths is not None else None
+    cached = _cache.lookup(paths, digest) if paths is not None else None
     if cached is not None:
         return [UnitFinding(*entry) for entry in cached]
     return scan_units(markdown, deep)
@@ -177,16 +178,16 @@ def refresh(paths: DataPaths, write: bool = True) -> list[tuple[str, str, list[U
     Heavy (the deep scan): called off the hot path, by the drain (at start and end), ``cm flush``
     and ``cm secrets list``; ``cm status`` and ``cm doctor`` pass ``write=False`` because they
     promise to create nothing. Concurrent refreshes are harmless: entries are deterministic."""
-    known = secretcache.load(paths)
+    known = _cache.load(paths)
     fresh: dict[str, list] = {}
     report = []
-    for target, markdown in secretcache.current_documents(paths):
+    for target, markdown in _cache.current_documents(paths):
         digest = hashlib.sha256(markdown.encode("utf-8")).hexdigest()
-        entry = secretcache.entry(known, digest)
+        entry = _cache.entry(known, digest)
         if entry is None:
             entry = [(f.unit, f.rule, f.fingerprint, f.title_shown) for f in scan_units(markdown, deep=True)]
         fresh[digest] = [list(item) for item in entry]
         report.append((target, markdown, [UnitFinding(*item) for item in entry]))
     if write and fresh != known:
-        secretcache.save(paths, fresh)
+        _cache.save(paths, fresh)
     return report

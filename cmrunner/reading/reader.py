@@ -54,7 +54,7 @@ def authorized_contexts(allowed_scopes: list[str], project_scope: str | None) ->
 def read_memory(paths: DataPaths, contexts: list[str], home: str | None = None, deep: bool = False) -> MemoryView:
     documents: list[tuple[str, str]] = []
     errors: list[str] = []
-    from cmrunner.core import withhold  # only reads pay for it: UserPromptSubmit's import set is unchanged
+    from cmrunner.secrets import withhold  # only reads pay for it: UserPromptSubmit's import set is unchanged
 
     withheld: list[withhold.Withheld] = []
     targets: list[str] = []
