@@ -114,8 +114,8 @@ def run(cm: str, seed: int, hooks: int, captures: int, mcp: int, imports: int) -
 
 def _row(label: str, r: dict) -> str:
     health = r["health"]
-    healthy = "yes" if health["committed"] and health["flushExit"] == 0 else \
-        f"no (flush exit {health['flushExit']}{', committed' if health['committed'] else ', not committed'})"
+    healthy = f"{'yes' if health['committed'] else 'no'} (flush exit {health['flushExit']}" + (
+        f": {health['flushLine'][0][:60]})" if health["flushLine"] else ")")
     return (f"| {label} | {r['total']} ({', '.join(f'{k} {v}' for k, v in r['cases'].items())}) | {r['tracebacks']} | "
             f"{r['internal']} | {r['admittedBad']} / {r['markersInStore']} | {len(r['unexpectedIsolations'])} | "
             f"{r['drainExit']} | {healthy} | {r['seconds']} s |")
@@ -131,16 +131,18 @@ def main() -> None:
     parser.add_argument("--imports", type=int, default=120)
     parser.add_argument("--label", default="after")
     parser.add_argument("--write", action="store_true")
+    parser.add_argument("--table-only", action="store_true", help="rewrite the table from the saved runs")
     args = parser.parse_args()
-    result = run(args.cm, args.seed, args.hooks, args.captures, args.mcp, args.imports)
-    print(json.dumps(result, indent=2))
     runs = {}
     if os.path.exists(RESULTS):
         with open(RESULTS, encoding="utf-8") as handle:
             runs = json.load(handle)
-    runs[args.label] = result
-    with open(RESULTS, "w", encoding="utf-8") as handle:
-        json.dump(runs, handle, indent=2)
+    if not args.table_only:
+        result = run(args.cm, args.seed, args.hooks, args.captures, args.mcp, args.imports)
+        print(json.dumps(result, indent=2))
+        runs[args.label] = result
+        with open(RESULTS, "w", encoding="utf-8") as handle:
+            json.dump(runs, handle, indent=2)
     if args.write:
         lines = ["| code | inputs tried | tracebacks | INTERNAL_ERROR | refused input admitted / its marker in the store "
                  "| sessions set aside as UNEXPECTED_FAILURE | final drain exit | valid session committed by the next "
