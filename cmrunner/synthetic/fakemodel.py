@@ -20,6 +20,11 @@ Contract:
   ``delay_seconds`` (pause after the first event, so a client can be interrupted mid-stream).
 - Streams both wire protocols: Responses SSE (``response.created`` … ``response.completed``) and Chat
   Completions SSE (``chat.completion.chunk`` … ``data: [DONE]``); ``"stream": false`` gets one JSON body.
+- Speaks the hosts' own providers from the same script (``fakehostwire``): Anthropic Messages
+  (``POST /v1/messages``, SSE or JSON; ``/v1/messages/count_tokens`` consumes nothing) for Claude
+  Code, and Gemini (``POST /v1beta/models/<m>:generateContent`` / ``:streamGenerateContent?alt=sse``;
+  ``:countTokens`` consumes nothing) for Gemini CLI. Their root is ``FakeModel.root_url``. Policy
+  mode answers only the OpenAI protocols (the Memory Agent's).
 - **Policy mode** ("a diligent model", ``fakepolicy``): a script with ``"policy"`` (a built-in name,
   ``file.py:function`` or ``module:function``) answers every request after the scripted replies
   (and any reply with ``"policy": true``) by reading the conversation so far and calling the next
@@ -66,7 +71,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from cmrunner.synthetic import fakepolicy
+from cmrunner.synthetic import fakehostwire, fakepolicy
 from cmrunner.synthetic.fakewire import chat_chunks, chat_completion, error_body, reported_usage, responses_events
 
 HOST = "127.0.0.1"
@@ -313,13 +318,17 @@ class FakeModelHandler(BaseHTTPRequestHandler):
         headers, authorized = self._headers_for_log()
         body, size = self._read_body()
         path = self.path.split("?", 1)[0]
-        if path not in ("/v1/responses", "/v1/chat/completions"):
+        host_api = fakehostwire.route(path)
+        if path not in ("/v1/responses", "/v1/chat/completions") and host_api in (None, "anthropic-count", "gemini-count"):
             self.log.record("POST", self.path, headers, authorized, body, None, size=size)
-            self._send_json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+            if host_api is None:
+                self._send_json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+            else:
+                self._send_json(200, fakehostwire.count(host_api, body))
             return
         reply, index = self.script.take()
         cue = None
-        if reply.get("policy"):
+        if reply.get("policy") and host_api is None:
             try:
                 reply, cue = self.driver.answer(path, body, reply)
             except Exception:
@@ -342,7 +351,12 @@ class FakeModelHandler(BaseHTTPRequestHandler):
         named = request.get("model")
         model = named if isinstance(named, str) else "fake-model"
         streaming = request.get("stream") is True
-        if path == "/v1/responses":
+        if host_api is not None:
+            whole, frames = fakehostwire.answer(host_api, reply, seq, path, body)
+            if whole is not None:
+                self._send_json(200, whole)
+                return
+        elif path == "/v1/responses":
             events = responses_events(reply, seq, model, body)
             if not streaming:
                 self._send_json(200, events[-1]["response"])
@@ -420,6 +434,7 @@ class FakeModel:
         self.port = port
         self.log_path = log_path
         self.base_url = f"{scheme}://{HOST}:{port}/v1"
+        self.root_url = f"{scheme}://{HOST}:{port}"  # ANTHROPIC_BASE_URL / GOOGLE_GEMINI_BASE_URL
 
     def requests(self) -> list[dict]:
         """Every request recorded so far, in arrival order."""

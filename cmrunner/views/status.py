@@ -25,7 +25,7 @@ import os
 import sqlite3
 import time
 
-from cmrunner.capture import codex_inbox, failures, observations, pi_inbox
+from cmrunner.capture import codex_inbox, failures, hook_inbox, hook_rejections, observations, pi_inbox
 from cmrunner.core import (
     config as config_mod,
     drainfailures,
@@ -45,6 +45,8 @@ from cmrunner.views import usage
 
 SHORT_ID = 12
 JOB_LIST_LIMIT = 20
+# The schema version that added the Claude Code / Gemini CLI hook tables (migrations.m008_agent_hooks).
+HOOK_TABLES_VERSION = 8
 
 
 def problems(conn: sqlite3.Connection) -> dict:
@@ -76,6 +78,9 @@ def job_list(conn: sqlite3.Connection) -> dict:
         job["id"] = job["id"][:SHORT_ID]
         job["reason"] = reasons.explain(job["issue"]).reason if job["issue"] else None
     return {"jobs": listed, "total": total}
+
+
+CANCELLATIONS_SCHEMA = migrations.MIGRATIONS.index(migrations.m009_cancellations) + 1
 
 
 def gather(home: str) -> dict:
@@ -121,6 +126,7 @@ def gather(home: str) -> dict:
     report["jobs"] = {}
     report["isolatedSessions"] = []
     report["isolatedGroups"] = []
+    report["hookRejections"] = []
     report["problems"] = {"quarantined": [], "dead": []}
     report["jobList"] = {"jobs": [], "total": 0}
     report["lastDrainFailure"] = None
@@ -137,9 +143,18 @@ def gather(home: str) -> dict:
             return report
         codex_rows, candidates = codex_inbox.waiting(conn)
         report["inbox"] = {"codex": codex_rows, "pi": pi_inbox.waiting(conn), "candidates": candidates}
+        if version >= HOOK_TABLES_VERSION:
+            report["inbox"]["hooks"] = hook_inbox.waiting(conn)
+            report["hookRejections"] = [
+                {"host": host, "code": code, "message": message, "count": count, "lastAt": last_at}
+                for host, code, message, count, last_at in hook_rejections.listed(conn)
+            ]
         report["observations"] = observations.count_by_state(conn)
         report["jobs"] = jobstore.count_by_state(conn)
         isolated = failures.listed(conn)
+        if version >= CANCELLATIONS_SCHEMA:
+            cancels, cancelled = observations.cancellations(conn)
+            report["cancelled"] = {"cancels": cancels, "observations": cancelled}
         report["isolatedSessions"] = [
             {"recoveryId": row[0], "issue": row[1], "failedAt": row[2], "detail": row[3],
              "reason": reasons.explain(row[1]).reason, "remedy": reasons.remedy(row[1], "isolated", [row[0]])}
@@ -262,6 +277,9 @@ def problem_lines(report: dict) -> list[str]:
         where = f" ({group['detail']})" if group.get("detail") else ""
         lines.append(f"isolated:    {group['count']} session(s) × {group['issue']}{where}: {group['reason']}")
         lines.append(f"             remedy: {group['remedy']}")
+    for rejected in report.get("hookRejections", []):
+        lines.append(f"hook:        {rejected['count']} × {rejected['code']} from {rejected['host']}: {rejected['message']}")
+        lines.append("             remedy: the host was not blocked; check its hook settings (`cm agents`) if this keeps growing")
     listing = report.get("jobList", {"jobs": [], "total": 0})
     for index, job in enumerate(listing["jobs"]):
         lines.append(f"{'job ids:' if index == 0 else '':<13}{job_line(job, now)}")
