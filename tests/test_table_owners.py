@@ -41,6 +41,7 @@ OWNERS = {
     # observations and what forgetting leaves behind
     "observations": "cmrunner/capture/observations.py",
     "forgotten_sources": "cmrunner/capture/observations.py",
+    "cancellations": "cmrunner/capture/observations.py",
     # the job queue, its flags, and the drain's lease and failure records
     "jobs": "cmrunner/core/jobstore.py",
     "settings": "cmrunner/core/jobstore.py",

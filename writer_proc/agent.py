@@ -11,7 +11,10 @@ Contract (``MemoryAgentPort``):
   after its own checks, and ``meter.record`` writes its ledger row when it ends, answered or
   failed; the usage summed for the receipt is what the meter recorded (the provider's counts, or
   an estimate when those are missing or impossible).
-- Limits: ``remote.maxAgentTurns`` model requests (default 64, ``AGENT_TURN_LIMIT``); the
+- Limits: ``remote.maxAgentTurns`` model requests (default 64, ``AGENT_TURN_LIMIT``); per request
+  ``remote.maxRequestBytes`` serialized bytes (``REQUEST_TOO_LARGE``) and per attempt
+  ``budget.attempt_bytes`` of them (``ATTEMPT_BUDGET_EXHAUSTED``), both checked before sending and
+  not retryable (the same job would cost the same again; the Writer sized it to fit); the
   whole-attempt deadline ``remote.deadlineMs`` (default 60 s, ``TIMEOUT``/``timeout``); per request
   the client's 30 s header and 120 s no-progress timeouts; at most ``MAX_REJECTIONS`` rejected
   tool calls per attempt (then the attempt fails, retryably, with the last rejection's code);
@@ -38,9 +41,10 @@ from collections.abc import Callable
 from importlib import resources
 
 from cmrunner.core import config as config_mod, envfile, spend
+from cmrunner.core.configdefs import DEFAULT_MAX_REQUEST_BYTES
 from cmrunner.core.errors import CmError
 from cmrunner.secrets import safety
-from cmrunner.writer_proc import errors_map, tools as tools_mod, wire
+from cmrunner.writer_proc import budget as budget_mod, errors_map, tools as tools_mod, wire
 from cmrunner.writer_proc.meter import INTERNAL_OUTCOME, Meter
 from cmrunner.writer_proc.netclient import (
     HEADER_TIMEOUT,
@@ -103,6 +107,7 @@ class _Attempt:
         self.last_rejection: str | None = None
         self.static_clean = False
         self.scanned = 0
+        self.sent = 0  # request bytes of this attempt so far (budget.attempt_bytes)
 
     def add_usage(self, usage: dict[str, int]) -> None:
         for key, value in usage.items():
@@ -122,6 +127,7 @@ class NetworkAgent:
         self.prompt_digest = hashlib.sha256(self.prompt.encode("utf-8")).hexdigest()
         self.max_turns = int(remote.get("maxAgentTurns") or DEFAULT_MAX_TURNS)
         self.deadline_ms = int(remote.get("deadlineMs") or DEFAULT_DEADLINE_MS)
+        self.max_request_bytes = int(remote.get("maxRequestBytes") or DEFAULT_MAX_REQUEST_BYTES)
 
     @classmethod
     def from_config(cls, cfg: config_mod.Config, **timeouts: float) -> NetworkAgent | None:
@@ -218,6 +224,10 @@ class NetworkAgent:
         cap = self.disclosure.get("maxTotalBytes")
         if cap is not None and len(data) > cap:
             raise errors_map.failure("SENSITIVE_CONTENT_REJECTED", "request", "body_too_large", False)
+        if len(data) > self.max_request_bytes:
+            raise errors_map.failure("REQUEST_TOO_LARGE", "request", "request_budget", False)
+        if attempt.sent + len(data) > budget_mod.attempt_bytes(self.max_request_bytes):
+            raise errors_map.failure("ATTEMPT_BUDGET_EXHAUSTED", "request", "attempt_budget", False)
         history = conv.history()
         if not attempt.static_clean:
             static = {k: v for k, v in body.items() if k not in ("input", "messages")}
@@ -227,4 +237,5 @@ class NetworkAgent:
         if safety.scan_value(history[attempt.scanned:]):
             raise errors_map.failure("SENSITIVE_CONTENT_REJECTED", "request", "sensitive_content", False)
         attempt.scanned = len(history)
+        attempt.sent += len(data)
         return data

@@ -6,9 +6,10 @@ Contract, per ``run_once``:
 3. Before any network call, with the job's lease: scope, provenance and project authorization
    of every observation the job holds, and one scope and class among them (else the whole job is
    quarantined), then ``shaping.shape``: per-observation scan and byte
-   caps (only the offending observation is isolated), context turns, and the total cap (trailing
-   whole turns go back to pending). Nothing is sent for what was isolated.
-4. The snapshot is read, then the agent runs with no lock held, reading through the ``ReadPort``
+   caps (only the offending observation is isolated), context turns, and the total cap and the
+   request budget beside the snapshot's documents (trailing whole turns go back to pending; what
+   fits no request is ``SOURCE_TOO_LARGE``). Nothing is sent for what was isolated.
+4. With the snapshot read before shaping, the agent runs with no lock held, reading through the ``ReadPort``
    tools; a background thread renews the lease every ``leaseMs / 3`` and stops the attempt's
    writes from committing once the lease is lost.
 5. The accepted decision is rendered, checked again (sections, sensitive content, watermarks), a
@@ -197,16 +198,17 @@ class Writer:
             with store.immediate(self.conn):
                 jobs.quarantine(self.conn, job, issue, self.now())
             return Outcome(job.id, "quarantined", issue)
+        snapshot = self._snapshot(job)  # read first: the documents share each request's budget with the sources
+        documents = [d.data.decode("utf-8", "replace") for d in snapshot.values()]
         with store.immediate(self.conn):
             jobs.assert_lease(self.conn, job, self.now())
-            shaped = shaping.shape(self.conn, self.cfg, job, self._sources(job), self.now())
+            shaped = shaping.shape(self.conn, self.cfg, job, self._sources(job), self.now(), documents)
             if not any(not s.context_only for s in shaped.sources):
                 issue = next(iter(shaped.isolated.values()), "EMPTY_BATCH")
                 jobs.quarantine(self.conn, job, issue, self.now())
         if issue is not None:
             return Outcome(job.id, "quarantined", issue)
         sources = shaped.sources
-        snapshot = self._snapshot(job)
         links, import_counts = self._links(list(snapshot))
         versions = records.versions(self.conn)
         hand_edited = frozenset(t for t, d in snapshot.items()

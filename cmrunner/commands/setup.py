@@ -58,6 +58,9 @@ def _print_status(report: dict) -> None:
     jobs = ", ".join(f"{k} {v}" for k, v in report["jobs"].items()) or "none"
     echo(f"observations: {obs}")
     echo(f"jobs:        {jobs}")
+    cancelled = report.get("cancelled") or {}
+    if cancelled.get("cancels"):
+        echo(f"cancelled:   {cancelled['observations']} item(s) by {cancelled['cancels']} `cm cancel`(s); never sent")
     if "spend" in report:
         from cmrunner.views import usage
 

@@ -147,6 +147,18 @@ def state_of(conn: sqlite3.Connection, job_id: str) -> str | None:
     return None if row is None else row[0]
 
 
+def lease_of(conn: sqlite3.Connection, job_id: str) -> tuple[str, int] | None:
+    """(state, lease expiry in ms) of a job, or ``None``."""
+    row = conn.execute("SELECT state, expires FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return None if row is None else (row[0], int(row[1]))
+
+
+def cancel(conn: sqlite3.Connection, job_id: str, now: int) -> None:
+    """The job is cancelled: it never runs again (``cm cancel``)."""
+    conn.execute("UPDATE jobs SET state = 'cancelled', issue = 'CANCELLED', expires = 0, updated_at = ? WHERE id = ?",
+                 (now, job_id))
+
+
 def ids_with_prefix(conn: sqlite3.Connection, prefix: str, limit: int) -> list[str]:
     """Job ids starting with ``prefix``, oldest first, at most ``limit``."""
     return [r[0] for r in conn.execute(

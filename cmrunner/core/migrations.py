@@ -62,7 +62,7 @@ def m001_write_path(conn: sqlite3.Connection) -> None:
             source TEXT NOT NULL,             -- channel-level source name
             provenance TEXT,                  -- class derived from source; NULL = not authorisable
             task_kind TEXT NOT NULL DEFAULT 'observation',
-            state TEXT NOT NULL,              -- buffered|pending|claimed|processed|quarantined|dead|paused
+            state TEXT NOT NULL,              -- buffered|pending|claimed|processed|quarantined|dead|paused (|cancelled, m009)
             observed_at TEXT NOT NULL,
             enqueued_at INTEGER NOT NULL,     -- ms since epoch
             processed_at INTEGER,
@@ -79,7 +79,7 @@ def m001_write_path(conn: sqlite3.Connection) -> None:
             id TEXT PRIMARY KEY,
             token TEXT NOT NULL,
             generation INTEGER NOT NULL,
-            state TEXT NOT NULL,              -- running|retry|done|dead|paused|quarantined
+            state TEXT NOT NULL,              -- running|retry|done|dead|paused|quarantined (|cancelled, m009)
             scope TEXT NOT NULL,
             provenance TEXT NOT NULL,
             task_kind TEXT NOT NULL DEFAULT 'observation',
@@ -362,8 +362,27 @@ def m008_agent_hooks(conn: sqlite3.Connection) -> None:
     )
 
 
+def m009_cancellations(conn: sqlite3.Connection) -> None:
+    """What ``cm cancel`` dropped (owner: ``capture.observations``): ids and counts, never text."""
+    _run_script(
+        conn,
+        """
+        CREATE TABLE cancellations (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            at INTEGER NOT NULL,              -- ms since epoch
+            target TEXT NOT NULL,             -- what the user named: a job id, an observation id or an import id
+            job_ids TEXT NOT NULL,            -- the jobs cancelled, comma-separated (may be empty)
+            observation_ids TEXT NOT NULL,    -- the observations cancelled, comma-separated
+            observations INTEGER NOT NULL,
+            text_bytes INTEGER NOT NULL       -- how much text was deleted
+        );
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [m001_write_path, m002_claim_and_prune_indexes, m003_codex_progress, m004_pi_inputs,
-                               m005_drain_failures, m006_section_history, m007_disclosure_ledger, m008_agent_hooks]
+                               m005_drain_failures, m006_section_history, m007_disclosure_ledger, m008_agent_hooks,
+                               m009_cancellations]
 LATEST = len(MIGRATIONS)
 
 

@@ -56,6 +56,10 @@ TABLE: dict[str, Reason] = {
     "OVERSIZED_COMPLETE_SOURCE": Reason("one message is larger than the disclosure byte cap, so it was not sent",
                                         "raise disclosure.maxExcerptBytes / maxCandidateBytes / maxTotalBytes in "
                                         "config.json", RELEASE),
+    "SOURCE_TOO_LARGE": Reason("one message or import part is too large for any request the Memory Agent may send "
+                               "(remote.maxRequestBytes), so it was not sent",
+                               "raise remote.maxRequestBytes in config.json if your model accepts larger requests; a "
+                               "Markdown file imported again with `cm import` is split into parts that fit", RELEASE),
     "UNAUTHORIZED_SOURCE": Reason("its scope is not in disclosure.allowedScopes, so nothing was sent",
                                   "add the scope to disclosure.allowedScopes if it may be disclosed", RETRY),
     "UNAUTHORIZED_PROVENANCE": Reason("its kind of source is not in disclosure.allowedProvenance, so nothing was sent",
@@ -91,6 +95,11 @@ TABLE: dict[str, Reason] = {
     "TIMEOUT": Reason("the model request timed out", "nothing to do: cm tries again after a backoff", AUTO),
     "INVALID_RESPONSE": Reason("the provider's answer could not be used (for example an unknown model or a rejected "
                                "request)", "check remote.model and run `cm network-test`", RETRY),
+    "REQUEST_TOO_LARGE": Reason("the Memory Agent's conversation grew past remote.maxRequestBytes, so the next "
+                                "request was not sent", "raise remote.maxRequestBytes in config.json if your model "
+                                "accepts larger requests", RETRY),
+    "ATTEMPT_BUDGET_EXHAUSTED": Reason("one attempt sent its byte budget (16 full-size requests) without a decision, "
+                                       "so it stopped", "check the model with `cm network-test`", RETRY),
     "MODEL_REFUSAL": Reason("the model refused the maintenance task", "", RETRY),
     "AGENT_TURN_LIMIT": Reason("the Memory Agent used all remote.maxAgentTurns without submitting a decision",
                                "raise remote.maxAgentTurns in config.json", RETRY),

@@ -26,6 +26,7 @@ import datetime
 import os
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cmrunner.capture import observations
 from cmrunner.core import config as config_mod, drainfailures, drainlease, jobstore, projects, store
@@ -34,6 +35,9 @@ from cmrunner.core.home import DataPaths
 from cmrunner.mcpserver import items as mcp_items
 from cmrunner.secrets import safety
 from cmrunner.views import status, usage
+
+if TYPE_CHECKING:
+    from cmrunner.writer_proc.cancel import Cancelled
 
 NAMESPACE = "interactive:cm"
 MAX_REQUEST_BYTES = 16 * 1024
@@ -206,3 +210,18 @@ def retry(home: str, job_id: str) -> str:
     finally:
         conn.close()
     return full
+
+
+def cancel(home: str, target: str) -> Cancelled:
+    """Drop queued, waiting or failed work before it is sent (``writer_proc.cancel``), in one transaction."""
+    from cmrunner.writer_proc import cancel as cancel_mod
+
+    paths = DataPaths(config_mod.load(home).data_root)
+    if not os.path.isfile(paths.db):
+        raise CmError("NOTHING_TO_CANCEL", "nothing has been queued yet")
+    conn = store.open_store(paths)
+    try:
+        with store.immediate(conn):
+            return cancel_mod.cancel(conn, target, int(time.time() * 1000))
+    finally:
+        conn.close()

@@ -226,8 +226,8 @@ def describe_request(found: dict | None) -> str:
 
 class StatusScreen(CmScreen):
     TITLE_TEXT = "Memory Control · Processing Status"
-    HINT = "c continue processing · Enter retry the highlighted failed job · Esc back"
-    BINDINGS = [Binding("c", "continue", show=False)]
+    HINT = "c continue processing · Enter retry the highlighted failed job · x cancel it · Esc back"
+    BINDINGS = [Binding("c", "continue", show=False), Binding("x", "cancel_job", show=False)]
 
     def __init__(self) -> None:
         super().__init__()
@@ -284,6 +284,22 @@ class StatusScreen(CmScreen):
             self.notice.show(error_text(exc))
             return
         self.notice.show("Processing continues in the background." if started else "Nothing is queued.", "ok")
+        self.refresh_view()
+
+    def action_cancel_job(self) -> None:
+        """Cancel the highlighted job (``cm cancel``): its text is deleted and it is never sent."""
+        menu = self.query_one("#jobs", Menu)
+        if not self.jobs or menu.highlighted is None:
+            self.notice.show("No job to cancel.")
+            return
+        job = self.jobs[min(menu.highlighted, len(self.jobs) - 1)]
+        try:
+            done = adjust.cancel(self.app.home, job.id)  # type: ignore[attr-defined]
+        except CmError as exc:
+            self.notice.show(error_text(exc))
+            return
+        self.notice.show(f"job {job.id[:12]} cancelled: {len(done.observation_ids)} item(s) deleted, never sent.",
+                         "ok")
         self.refresh_view()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:

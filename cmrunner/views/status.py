@@ -80,6 +80,9 @@ def job_list(conn: sqlite3.Connection) -> dict:
     return {"jobs": listed, "total": total}
 
 
+CANCELLATIONS_SCHEMA = migrations.MIGRATIONS.index(migrations.m009_cancellations) + 1
+
+
 def gather(home: str) -> dict:
     report: dict = {
         "home": home,
@@ -147,6 +150,9 @@ def gather(home: str) -> dict:
             ]
         report["observations"] = observations.count_by_state(conn)
         report["jobs"] = jobstore.count_by_state(conn)
+        if version >= CANCELLATIONS_SCHEMA:
+            cancels, cancelled = observations.cancellations(conn)
+            report["cancelled"] = {"cancels": cancels, "observations": cancelled}
         report["isolatedSessions"] = [
             {"recoveryId": row[0], "issue": row[1], "failedAt": row[2], "reason": reasons.explain(row[1]).reason,
              "remedy": reasons.remedy(row[1], "isolated", [row[0]])}
