@@ -380,9 +380,24 @@ def m009_cancellations(conn: sqlite3.Connection) -> None:
     )
 
 
+def m010_job_cause(conn: sqlite3.Connection) -> None:
+    """The real cause travels with the job (owner: ``core.jobstore``): the code its last failed
+    attempt ended with, the last tool rejection the model received in that attempt (code, rule,
+    document, section, fingerprint: never text), and how many attempts failed on the model's own
+    decisions (they have a smaller budget than a provider's transient failures)."""
+    _run_script(
+        conn,
+        """
+        ALTER TABLE jobs ADD COLUMN failure TEXT;
+        ALTER TABLE jobs ADD COLUMN rejection TEXT;
+        ALTER TABLE jobs ADD COLUMN model_failures INTEGER NOT NULL DEFAULT 0;
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [m001_write_path, m002_claim_and_prune_indexes, m003_codex_progress, m004_pi_inputs,
                                m005_drain_failures, m006_section_history, m007_disclosure_ledger, m008_agent_hooks,
-                               m009_cancellations]
+                               m009_cancellations, m010_job_cause]
 LATEST = len(MIGRATIONS)
 
 

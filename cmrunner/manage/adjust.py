@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cmrunner.capture import observations
-from cmrunner.core import config as config_mod, drainfailures, drainlease, jobstore, projects, store
+from cmrunner.core import config as config_mod, drainfailures, drainlease, jobstore, projects, reasons, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.mcpserver import items as mcp_items
@@ -134,6 +134,7 @@ class JobRow:
     issue: str | None
     retry_at: int | None
     lease_live: bool
+    cause: str | None = None  # ``reasons.cause``: the issue with where the model's last rejection went wrong
 
     @property
     def retryable_by_user(self) -> bool:
@@ -162,7 +163,8 @@ def overview(home: str, limit: int = 20) -> Overview:
     try:
         counts = observations.count_by_state(conn)
         jobs = [JobRow(r[0], r[1], r[2], r[3], int(r[4]), r[5], int(r[6]) if r[1] == "retry" and r[6] else None,
-                       r[1] == "running" and int(r[7]) > now)
+                       r[1] == "running" and int(r[7]) > now,
+                       reasons.cause(r[5], r[8], jobstore.decode_rejection(r[9])) if r[5] else None)
                 for r in jobstore.listed(conn, ACTIVE_JOB_STATES, limit)]
         requests = []
         recent = observations.recent_entries(conn, NAMESPACE, limit)

@@ -40,8 +40,10 @@ Contract:
   ``malformed`` (an unparsable SSE event), ``header_delay_seconds``, ``refusal`` (text),
   ``finish: "length"`` (output cut by the token limit), ``stream_error`` (an error object inside
   the 200 stream), ``duplicate`` (every tool call twice), ``nest: N`` (after the first event, one
-  event holding valid JSON nested N levels deep) and ``flood: N`` (after the first event, small
-  text deltas until about N bytes were sent, generated while sending, then the rest of the reply).
+  event holding valid JSON nested N levels deep), ``flood: N`` (after the first event, small
+  text deltas until about N bytes were sent, generated while sending, then the rest of the reply)
+  and ``line: N`` (after the first event, one ``data:`` line of about N bytes that never ends
+  while it is sent, generated while sending, then a line end and the rest of the reply).
   ``error.raw`` (a string) is sent as the error body byte for byte instead of ``error.body``.
 - ``--tls-cert``/``--tls-key`` serve HTTPS instead of HTTP (``running(..., tls=(cert, key))``).
 - The log never holds the Authorization value: ``auth_sha256`` is its hash, so a test can check
@@ -79,7 +81,7 @@ DEFAULT_TEXT = "Hello from the fake model."
 DEFAULT_LIFETIME = 300.0
 REPLY_KEYS = frozenset({"text", "tool_calls", "usage", "raw_usage", "error", "truncate", "delay_seconds", "policy",
                         "duplicate", "refusal", "finish", "malformed", "reset", "header_delay_seconds",
-                        "stream_error", "nest", "flood"})
+                        "stream_error", "nest", "flood", "line"})
 CUES = frozenset({"first", "inspect_ingest", "read_ingest", "inspect_memory", "submit_memory_decision", "submit",
                   "done"})
 CALL_KEYS = frozenset({"name", "arguments", "call_id", "namespace"})
@@ -111,7 +113,7 @@ def _check_reply(reply: object, where: str) -> dict:
         raise ScriptError(f"{where}.error must be {{status: 300..599, body?, headers?, raw?}}")
     if error is not None and not isinstance(error.get("raw", ""), str):
         raise ScriptError(f"{where}.error.raw must be a string")
-    for key in ("nest", "flood"):
+    for key in ("nest", "flood", "line"):
         value = reply.get(key, 0)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ScriptError(f"{where}.{key} must be a non-negative integer")
@@ -290,6 +292,10 @@ class FakeModelHandler(BaseHTTPRequestHandler):
                     delta = {"choices": [{"index": 0, "delta": {"content": FLOOD_DELTA}, "finish_reason": None}]}
                     flood = f"data: {json.dumps(delta)}\n\n".encode()
                 self._flood(flood, reply["flood"])
+            if index == 0 and reply.get("line"):
+                self._write_chunk(b"data: ")
+                self._flood(b"x", reply["line"])
+                self._write_chunk(b"\n\n")
             if index == 0 and reply.get("delay_seconds"):
                 time.sleep(float(reply["delay_seconds"]))
         if reply.get("reset"):

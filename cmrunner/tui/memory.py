@@ -320,7 +320,7 @@ def job_line(job: adjust.JobRow) -> str:
     what = {"running": "in progress" if job.lease_live else "lease expired, will be resumed",
             "retry": "waiting for its retry", "dead": "failed (Enter to retry)",
             "quarantined": "quarantined (Enter to retry)", "paused": "paused (Enter to retry)"}[job.state]
-    issue = f" · {job.issue}" if job.issue else ""
+    issue = f" · {job.cause or job.issue}" if job.issue else ""
     return f"{job.id[:12]} {job.kind} {job.scope}: {what} · {job.attempts} attempt(s){issue}"
 
 
@@ -334,7 +334,7 @@ def problem_lines(view: adjust.Overview) -> list[str]:
         lines.append(f"Quarantined {group['count']} × {group['code']}: {group['reason']}.")
         lines.append(f"  Remedy: {group['remedy']}.")
     for group in problems.get("dead", []):
-        lines.append(f"Failed {group['count']} job(s) × {group['code']}: {group['reason']}.")
+        lines.append(f"Failed {group['count']} job(s) × {group['cause']}: {group['reason']}.")
         lines.append(f"  Remedy: {group['remedy']} (or Enter on the job below).")
     if view.waiting:
         lines.append(f"Waiting: {view.waiting['message']}.")
