@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import stat
 import subprocess
 import textwrap
+import time
 
 from agent_support import configure_remote, policy
 from conftest import CM, db_rows, hook_env, run_cm
-from writer_support import admit
+from drain_support import TEMPLATES, drain_env, write_script
+from writer_support import admit, configure
 
-from cmrunner.core import config as config_mod
+from cmrunner.core import config as config_mod, drainfailures, store
 from cmrunner.synthetic import fakemodel
+from cmrunner.writer_proc import jobs
 
 TEXT = "I keep my dotfiles in a bare git repo, marker-user-text-5150."
 MARKER = "marker-exception-message-5150"
@@ -132,3 +136,31 @@ def test_an_unexpected_error_outside_a_job_is_recorded_too(home, tmp_path):
     assert (failure["code"], failure["exception"], failure["jobId"]) == ("DRAIN_CRASHED", "KeyError", None)
     assert failure["frames"][-1].startswith("sitecustomize.py:")
     _assert_private_log_without_user_text(home)
+
+
+def test_a_failure_stays_open_while_its_job_still_waits_and_resolves_once_nothing_does(home, tmp_path):
+    paths, cfg = configure(home)
+    admit(paths, "I use tabs in Go.", "e1")
+    conn = store.open_store(paths)
+    now = int(time.time() * 1000)
+    with store.immediate(conn):  # a crash gave the job back; its backoff ends beyond the drain's wait bound
+        job = jobs.claim(conn, cfg.scheduler, now)
+        assert job is not None
+        assert jobs.fail(conn, job, "UNAVAILABLE", now, retry_after_ms=600_000) == "retry"
+        drainfailures.record(conn, "drain", RuntimeError("boom"), job.id)
+    conn.close()
+    env = drain_env(write_script(str(tmp_path), TEMPLATES), str(tmp_path / "calls"))
+
+    def drain_then_failure() -> dict:
+        drain = subprocess.run([CM, "session-drain", "--home", home], env=env, capture_output=True, timeout=60)
+        assert drain.returncode == 0, drain.stderr
+        return json.loads(run_cm(["status", "--json"]).stdout)["lastDrainFailure"]
+
+    assert drain_then_failure()["resolvedAt"] is None, "work still waits: the failure is not behind us"
+    assert _job(home)[1] == "retry"
+    ready = sqlite3.connect(paths.db)
+    ready.execute("UPDATE jobs SET available = 0")  # the backoff ends, as time would
+    ready.commit()
+    ready.close()
+    assert drain_then_failure()["resolvedAt"] is not None
+    assert _job(home)[1] == "done"

@@ -1,7 +1,8 @@
 """The session cache: turns, messages and sealed batches of Codex, Work, Pi, Claude Code and Gemini CLI sessions.
 
 Contract (the specification's session rules; every function runs inside the caller's
-``BEGIN IMMEDIATE`` transaction):
+``BEGIN IMMEDIATE`` transaction, except ``consume_or_isolate``, the consumers' unit of work, which
+opens its own):
 - A delivered user message becomes one ``buffered`` observation (namespace = session key,
   identity = message id); assistant and tool text is kept only as context (never evidence), and
   is dropped (``unavailable = 'sensitive_context'``) when the scanner flags it.
