@@ -1,5 +1,6 @@
-"""The drain never dies silently: an unexpected exception in a real drain (and in `cm flush`) is
-recorded for `cm status`, gives the held job back to retry, frees the drain lease, and leaves a
+"""The drain never dies silently: an unexpected failure of the environment (here a disk error: a
+failure a job provokes by itself is set aside instead, see test_poison.py) in a real drain (and
+in `cm flush`) is recorded for `cm status`, gives the held job back to retry, frees the drain lease, and leaves a
 private log with no user text. A later clean drain marks the failure resolved.
 
 The fault is injected only into the test's own subprocess: a ``sitecustomize`` on its PYTHONPATH
@@ -36,7 +37,7 @@ def _crashing_env(tmp_path) -> dict[str, str]:
         from cmrunner.writer_proc import writer
 
         def _snapshot(self, job):
-            raise RuntimeError("{MARKER}: " + self._sources(job)[0].text)
+            raise OSError(5, "{MARKER}: " + self._sources(job)[0].text)
 
         writer.Writer._snapshot = _snapshot
     """))
@@ -74,19 +75,19 @@ def test_a_crashing_drain_is_visible_and_strands_nothing(home, tmp_path):
     report = json.loads(run_cm(["status", "--json"]).stdout)
     failure = report["lastDrainFailure"]
     assert (failure["process"], failure["code"], failure["exception"], failure["message"], failure["jobId"],
-            failure["resolvedAt"]) == ("drain", "DRAIN_CRASHED", "RuntimeError", None, job_id, None)
+            failure["resolvedAt"]) == ("drain", "DRAIN_CRASHED", "OSError", None, job_id, None)
     assert failure["frames"][-1].startswith("sitecustomize.py:") and failure["frames"][-1].endswith(":_snapshot")
     assert any(f.startswith("cmrunner/writer_proc/writer.py:") and f.endswith(":_attempt") for f in failure["frames"])
     assert str(tmp_path) not in json.dumps(failure), "frames carry no user paths"
     [job] = report["jobList"]["jobs"]
     assert (job["id"], job["state"], job["issue"]) == (job_id[:12], "retry", "DRAIN_CRASHED")
     text = run_cm(["status"]).stdout.decode()
-    assert "last drain failure: " in text and "in drain: DRAIN_CRASHED (RuntimeError) at sitecustomize.py:" in text
+    assert "last drain failure: " in text and "in drain: DRAIN_CRASHED (OSError) at sitecustomize.py:" in text
     assert f"job {job_id[:12]} went back to retry" in text
     assert "marker-" not in text + json.dumps(report)
 
     log = _assert_private_log_without_user_text(home)
-    assert f"job {job_id[:12]} claimed" in log and "drain failed: DRAIN_CRASHED (RuntimeError)" in log
+    assert f"job {job_id[:12]} claimed" in log and "drain failed: DRAIN_CRASHED (OSError)" in log
     assert f"job {job_id[:12]} given back to retry (DRAIN_CRASHED)" in log
 
     # The same in the foreground: `cm flush` waits through the backoff, crashes on the same job,
