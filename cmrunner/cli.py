@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from cmrunner.commands import (  # noqa: F401 - registration
     access,
+    agents,
     control,
     entries,
     eval as eval_command,
@@ -17,6 +18,7 @@ from cmrunner.commands import (  # noqa: F401 - registration
     manage,
     secrets,
     setup,
+    synthetic,
     usage,
     work,
 )

@@ -1,6 +1,6 @@
 """The ``cm`` console script: a dispatcher that keeps hook paths light.
 
-``cm hook …``, ``cm capture …`` and ``cm session-refresh`` run under a host's timeout, so they are routed to stdlib-only
+``cm hook …`` (``codex``/``work``, ``claude``, ``gemini``), ``cm capture …`` and ``cm session-refresh`` run under a host's timeout, so they are routed to stdlib-only
 modules before click (or anything else heavy) is imported; ``cm session-drain`` goes straight to
 the Writer side. Every other command, and ``--help`` on any of them, is the click CLI in ``cmrunner.cli``.
 
@@ -38,6 +38,14 @@ def main() -> None:
     command = argv[0] if argv else ""
     if "--help" in argv or "-h" in argv:
         command = ""  # help is click's job: it prints the entry's usage without running it
+    if command == "hook" and len(argv) > 1 and argv[1] == "claude":
+        from cmrunner.hooks import claude
+
+        _hook_exit(claude.main(argv[2:]))
+    if command == "hook" and len(argv) > 1 and argv[1] == "gemini":
+        from cmrunner.hooks import gemini
+
+        _hook_exit(gemini.main(argv[2:]))
     if command == "hook":
         from cmrunner.hooks import codex
 

@@ -72,7 +72,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     path = str(tmp_path / "cmhome")
     monkeypatch.setenv("COMMON_MEMORY_HOME", path)
     monkeypatch.setenv(seams.LINGER_ENV, "0")
-    for name in (seams.SCRIPT_ENV, seams.CALLS_ENV, seams.FAULT_ENV):
+    for name in (seams.SCRIPT_ENV, seams.CALLS_ENV, seams.FAULT_ENV, seams.TXN_FAIL_ENV):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.delenv("COMMON_MEMORY_HOST_INSTANCE", raising=False)
     yield path

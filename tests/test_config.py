@@ -249,7 +249,7 @@ FIRST_ERROR = [
     (lambda d: d.update(remote=_remote(model="", bogus=1)), "remote.bogus",
      "absent (unknown field; accepted fields: provider, baseUrl, model, apiKeyEnv, api, preset, capability, "
      "apiKeySource, maxOutputTokens, maxAgentTurns, reasoningEffort, thinking, enableThinking, proxy, caFileEnv, "
-     "deadlineMs)"),
+     "deadlineMs, maxRequestBytes)"),
     (lambda d: (d.update(remote=_remote(model="")), d["disclosure"].update(enabled=1)), "remote.model",
      "a non-empty model name"),
     (lambda d: d.update(writableScopes=["global", "global", 5]), "writableScopes",
@@ -271,6 +271,8 @@ FIRST_ERROR = [
      "absent (unknown field; accepted fields: mode)"),
     (lambda d: d.update(sessionCache=None), "sessionCache", "an object"),
     (lambda d: d.update(remote=_remote(maxAgentTurns=None)), "remote.maxAgentTurns", "an integer from 1 to 1024"),
+    (lambda d: d.update(remote=_remote(maxRequestBytes=1024)), "remote.maxRequestBytes",
+     "an integer from 32768 to 67108864"),
     (lambda d: d["disclosure"].update(maxTotalBytes=1.0), "disclosure.maxTotalBytes",
      "an integer from 1 to 9007199254740991 or null"),
 ]

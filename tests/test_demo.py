@@ -43,3 +43,19 @@ def test_demo_shows_memory_filed_by_topic_then_a_correction_and_a_forget(home):
     spend = re.search(r"^spend:       (\d+) request\(s\), [\d,]+ tokens", out, re.M)
     assert spend and int(spend.group(1)) == made, out[-600:]
     assert not os.path.exists(home), "the demo never touches the configured home"
+    # without --keep it says the home is gone, and suggests no command on it
+    removed = re.search(r"^removed:     (\S+) \(the demo's temporary home\)", out, re.M)
+    assert removed and not os.path.exists(removed.group(1)) and "`cm demo --keep`" in out
+    assert "cm --home" not in out and "cm trash" not in out and "cm restore" not in out
+
+
+def test_demo_refuses_a_home_that_is_not_empty(tmp_path):
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "config.json").write_text("{}")
+    proc = run_cm(["demo", "--home", str(full)])
+    assert proc.returncode == 1 and proc.stderr.decode().startswith("cm: DEMO_HOME_NOT_EMPTY: ")
+    assert os.listdir(full) == ["config.json"] and (full / "config.json").read_text() == "{}"
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    assert run_cm(["demo", "--home", str(a_file)]).stderr.decode().startswith("cm: DEMO_HOME_NOT_EMPTY: ")

@@ -6,7 +6,9 @@ import json
 import re
 
 from conftest import run_cm
+from drain_support import drain_env, start_drain, write_script
 from history_support import ref as _ref, run_commits
+from writer_support import admit, configure
 
 
 def test_history_lists_each_version_newest_first_with_diffs(home, tmp_path):
@@ -26,8 +28,38 @@ def test_history_lists_each_version_newest_first_with_diffs(home, tmp_path):
     text = run_cm(["history", "preferences", _ref("Indentation"), "--home", home])
     assert text.returncode == 0
     out = text.stdout.decode()
-    assert out.index("v3 remove by memory_agent (forget)") < out.index("v2 replace") < out.index("v1 put")
+    ids = [v["id"] for v in found]
+    assert out.index(f"{ids[0]}  preferences / Indentation  remove by memory_agent (forget)") \
+        < out.index(f"{ids[1]}  preferences / Indentation  replace by") < out.index(f"{ids[2]}  preferences / Indentation  put by")
     assert "+Tabs in Go." in out
+
+
+def _put(target: str, title: str, body: str, section: str | None = None) -> list[dict]:
+    return [{"kind": "retain", "applicability": "global", "confidence": 0.9, "evidence": "$EVIDENCE", "reason": "r",
+             "admission": "remember" if section is None else "correct", "lifetime": "stable",
+             "operations": [{"op": "put_section", "target": target, "section": section, "title": title,
+                             "body": body}]}]
+
+
+def test_history_is_newest_first_across_documents_with_one_numbering(home, tmp_path):
+    """Versions of different documents interleave by commit, not grouped by section or document."""
+    paths, _cfg = configure(home)
+    script = write_script(str(tmp_path), {"decisions": [
+        _put("profile", "Location", "Lives in Lisbon.\n"), _put("preferences", "Editor", "Uses Vim.\n"),
+        _put("profile", "Location", "Lives in Porto.\n", _ref("Location"))]})
+    for i, text in enumerate(["I live in Lisbon.", "I use Vim.", "Actually, I live in Porto."], start=1):
+        admit(paths, text, f"e{i}", batch=f"b{i}")
+        drain = start_drain(home, drain_env(script, str(tmp_path / "calls")))
+        assert drain.wait(timeout=60) == 0, drain.stderr.read()
+    found = json.loads(run_cm(["history", "--json", "--home", home]).stdout)
+    assert [(v["target"], v["section"], v["kind"]) for v in found] == [
+        ("profile", "Location", "replace"), ("preferences", "Editor", "put"), ("profile", "Location", "put")]
+    numbers = [int(v["id"][1:]) for v in found]
+    assert numbers == sorted(numbers, reverse=True)
+    out = run_cm(["history", "--home", home]).stdout.decode()
+    heads = [line for line in out.splitlines() if re.match(r"^v\d+  ", line)]
+    assert [int(h.split()[0][1:]) for h in heads] == numbers
+    assert all(len(re.findall(r"\bv\d+\b", h)) == 1 for h in heads), "one numbering per row"
 
 
 def test_trash_holds_what_forget_removed(home, tmp_path):

@@ -62,7 +62,8 @@ def test_every_refusal_has_its_code_and_queues_nothing(home, tmp_path):
         _fails(args + ["--no-wait"], code)
     secret = _file(tmp_path, "secret.md", "# Keys\n\nmy password: hunter2xyz\n")
     err = _fails([secret, "--no-wait"], "SENSITIVE_CONTENT_REJECTED")
-    assert "part 1/1: secret.credential" in err and "hunter2" not in err
+    # Under the 900-byte cap this file is two parts; the refusal names the part that holds the secret.
+    assert "part 2/2: secret.credential" in err and "hunter2" not in err
     assert _observations(paths) == []
 
 

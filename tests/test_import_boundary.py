@@ -61,6 +61,34 @@ def test_codex_hook_path_is_light(home, tmp_path, workdir, name):
     assert "cmrunner.hooks.codex" in modules
 
 
+AGENT_EVENTS = {"claude": ("SessionStart", "UserPromptSubmit", "Stop", "PreCompact", "SessionEnd"),
+                "gemini": ("SessionStart", "BeforeAgent", "AfterAgent", "PreCompress", "SessionEnd")}
+
+
+@pytest.mark.parametrize("host,index", [(h, i) for h in AGENT_EVENTS for i in range(5)])
+def test_claude_and_gemini_hook_paths_are_light(home, workdir, host, index):
+    name = AGENT_EVENTS[host][index]
+    base = {"session_id": "s-1", "cwd": workdir, "transcript_path": "/t.jsonl"}
+    if index:
+        start = dict(base, hook_event_name=AGENT_EVENTS[host][0], source="startup")
+        run_cm(["hook", host, "--home", home], json.dumps(start).encode())
+    payload = dict(base, hook_event_name=name, source="startup", prompt="hello", prompt_response="hi",
+                   last_assistant_message="hi", trigger="auto", reason="other")
+    modules = _imported(["hook", host, "--home", home], json.dumps(payload).encode())
+    _assert_light(modules, PER_TURN_FORBIDDEN if index else ())
+    assert f"cmrunner.hooks.{host}" in modules and "cmrunner.hooks.codex" not in modules
+
+
+def test_claude_rejected_input_path_is_light(home):
+    proc = subprocess.run([sys.executable, "-X", "importtime", CM, "hook", "claude", "--home", home],
+                          input=b"{bad", capture_output=True, env=hook_env(), timeout=30)
+    assert proc.returncode == 0 and proc.stdout == b"{}\n"
+    modules = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.decode().splitlines()
+               if line.startswith("import time:")}
+    assert "cmrunner.hooks.claude" in modules
+    _assert_light(modules)
+
+
 def test_capture_path_is_light(home, workdir):
     payload = {"version": 1, "sessionId": "p", "eventId": "e", "event": "input", "cwd": workdir,
                "hostInstance": "pi:1", "payload": {"text": "x"}}

@@ -169,9 +169,10 @@ def test_a_failing_install_leaves_the_previous_state_and_a_crash_is_rolled_back(
         original(path, data, mode)
 
     monkeypatch.setattr(txn, "_write", failing)
-    with pytest.raises(OSError):
+    with pytest.raises(CmError) as failed:
         manager.apply(home, manager.plan(home, ["codex", "chatgpt", "pi"], init=True, grant=True, hosts=discover()))
     monkeypatch.setattr(txn, "_write", original)
+    assert failed.value.code == "INTEGRATION_WRITE_FAILED" and calls[3] in failed.value.message
     assert len(calls) > 4  # files were written, then restored
     assert sorted(os.listdir(root)) == ["config.toml"] and open(os.path.join(root, "config.toml")).read() == USER_CONFIG
     assert open(os.path.join(home, "config.json"), "rb").read() == config_before

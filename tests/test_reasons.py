@@ -9,7 +9,7 @@ import os
 import re
 
 import cmrunner
-from cmrunner.capture import codex_consumer, pi_inbox
+from cmrunner.capture import codex_consumer, hook_consumer, pi_inbox
 from cmrunner.core import drainfailures, reasons
 from cmrunner.writer_proc import drain, jobs
 
@@ -22,7 +22,8 @@ MULTI_WORD = re.compile(r"[A-Z][A-Z0-9]*(_[A-Z0-9]+)+")
 # an attempt (any ``CmError`` there becomes the job's outcome), and the inbox consumers and the
 # transcript reader (session isolation).
 SOURCES = [
-    *(f"capture/{name}" for name in ("observations.py", "sessions.py", "codex_consumer.py", "pi_inbox.py", "rollout.py")),
+    *(f"capture/{name}" for name in ("observations.py", "sessions.py", "codex_consumer.py", "pi_inbox.py", "rollout.py",
+                                          "hook_consumer.py", "gemini_chat.py")),
     "secrets/safety.py",
     *(f"core/{name}" for name in ("sections.py", "fsutil.py", "db.py", "store.py", "gate.py",
                                    "migrations.py", "config.py", "configmodel.py", "envfile.py", "projects.py")),
@@ -37,7 +38,7 @@ SOURCES = [
 # environment variables and os attributes, and answers of commands that run in the user's
 # terminal (they are printed there, never stored).
 NOT_RECORDED = {
-    "COMMON_MEMORY_CA_FILE", "COMMON_MEMORY_HOME", "COMMON_MEMORY_PROXY_URL", "NO_PROXY", "O_NOFOLLOW",
+    "COMMON_MEMORY_CA_FILE", "COMMON_MEMORY_HOME", "COMMON_MEMORY_PROXY_URL", "NO_PROXY", "O_NOFOLLOW", "O_CLOEXEC",
     "UNKNOWN_JOB", "JOB_NOT_RETRYABLE", "JOB_ID_TOO_SHORT", "AMBIGUOUS_JOB_ID",
     "PROJECT_ALREADY_REGISTERED", "PROJECT_PATH_NOT_FOUND", "INVALID_PROJECT_NAME", "UNKNOWN_PROJECT",
     "SUBMISSION_CONFLICT", "INVALID_TASK_KIND", "CODEX_RECOVERY_UNAVAILABLE",
@@ -78,7 +79,7 @@ def recordable_codes() -> set[str]:
     for relative in SOURCES:
         found |= _codes_in(_module_path(relative))
     found |= set(jobs.PERMANENT) | set(jobs.NOT_RETRYABLE) | set(jobs.QUARANTINE)
-    found |= set(codex_consumer.ISOLATING) | set(pi_inbox.ISOLATING)
+    found |= set(codex_consumer.ISOLATING) | set(pi_inbox.ISOLATING) | set(hook_consumer.ISOLATING)
     found |= {drainfailures.CRASH_CODE, drain.INTERRUPTED_CODE}
     return found - NOT_RECORDED
 

@@ -23,7 +23,7 @@ ROOTS = [PACKAGE]  # writer_proc, hooks and bridge are installed inside it (see 
 # instance, the hosts' own variables cm follows, and the proxy/CA family of the model route.
 USER_VARIABLES = {
     "COMMON_MEMORY_HOME", "COMMON_MEMORY_HOST_INSTANCE", "CODEX_HOME", "CODEX_THREAD_ID", "PI_CODING_AGENT_DIR",
-    "WSL_DISTRO_NAME", "PATH", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy",
+    "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME", "HOME", "WSL_DISTRO_NAME", "PATH", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy",
     "NO_PROXY", "no_proxy",
 }
 # COMMON_MEMORY_* names production may mention: the user variables above, the default names a user
@@ -114,7 +114,7 @@ def test_a_users_environment_cannot_script_crash_or_hold_the_real_drain(home, tm
     hostile = {seams.SCRIPT_ENV: script, "COMMON_MEMORY_AGENT_SCRIPT": script, seams.CALLS_ENV: str(calls),
                "COMMON_MEMORY_AGENT_CALLS": str(calls), seams.FAULT_ENV: "before_stage",
                "COMMON_MEMORY_FAULT": "before_stage", seams.LINGER_ENV: "60000",
-               "COMMON_MEMORY_DRAIN_LINGER_MS": "60000"}
+               "COMMON_MEMORY_DRAIN_LINGER_MS": "60000", seams.TXN_FAIL_ENV: "1"}
     assert set(hostile) == TEST_ONLY
     proc = subprocess.run([REAL_CM, "session-drain", "--home", home], env=hook_env(**hostile), timeout=30,
                           capture_output=True)

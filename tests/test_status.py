@@ -42,7 +42,8 @@ def test_status_counts_inbox_and_shows_key_presence_not_value(home, tmp_path, wo
     proc = run_cm(["status", "--json"])
     assert b"very-secret" not in proc.stdout
     report = json.loads(proc.stdout)
-    assert report["inbox"] == {"codex": 2, "pi": 0, "candidates": 1}
+    assert report["inbox"] == {"codex": 2, "pi": 0, "candidates": 1, "hooks": 0}
+    assert report["hookRejections"] == []
     assert report["model"]["apiKeyConfigured"] is True
     assert report["store"]["schemaVersion"] == report["store"]["codeSchemaVersion"]
     text = run_cm(["status"]).stdout.decode()

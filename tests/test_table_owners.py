@@ -30,6 +30,8 @@ OWNERS = {
     "codex_failures": "cmrunner/capture/failures.py",
     "pi_inbox": "cmrunner/capture/pi_inbox.py",
     "pi_inputs": "cmrunner/capture/pi_inbox.py",
+    "hook_inbox": "cmrunner/capture/hook_inbox.py",
+    "hook_rejections": "cmrunner/capture/hook_rejections.py",
     "sessions": "cmrunner/capture/sessions.py",
     "session_batches": "cmrunner/capture/sessions.py",
     "session_messages": "cmrunner/capture/sessions.py",
@@ -39,6 +41,7 @@ OWNERS = {
     # observations and what forgetting leaves behind
     "observations": "cmrunner/capture/observations.py",
     "forgotten_sources": "cmrunner/capture/observations.py",
+    "cancellations": "cmrunner/capture/observations.py",
     # the job queue, its flags, and the drain's lease and failure records
     "jobs": "cmrunner/core/jobstore.py",
     "settings": "cmrunner/core/jobstore.py",

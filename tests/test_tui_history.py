@@ -32,8 +32,9 @@ def test_history_shows_the_diff_and_undoes_a_correction(home, tmp_path):
     paths, after = _ready(home, tmp_path, 2)
 
     async def steps(pilot):
-        text = await wait_for(pilot, "v1 put by memory_agent (retain)")
-        assert "2 version(s), newest first:" in text and "v2 replace by memory_agent (retain)" in text
+        text = await wait_for(pilot, "put by memory_agent (retain)")
+        assert "2 version(s), newest first:" in text and "replace by memory_agent (retain)" in text
+        assert text.index("replace by") < text.index("put by")
         await pilot.press("down", "up")  # highlight the newest version again: its diff is shown
         text = await wait_for(pilot, "+Spaces in Go.")
         assert "-Tabs in Go." in text
@@ -54,6 +55,27 @@ def test_history_shows_the_diff_and_undoes_a_correction(home, tmp_path):
     assert open(paths.document("preferences"), "rb").read() == after[0]
     newest = json.loads(run_cm(["history", "--json", "--home", home]).stdout)[0]
     assert (newest["kind"], newest["author"]) == ("undo", "user")
+
+
+def test_a_refused_undo_offers_the_screens_own_way_to_undo_anyway(home, tmp_path):
+    paths, after = _ready(home, tmp_path, 2)
+    put = json.loads(run_cm(["history", "--json", "--home", home]).stdout)[1]
+
+    async def steps(pilot):
+        await wait_for(pilot, "put by memory_agent (retain)")
+        await pilot.press("down")  # the older version: its section was replaced since
+        await pilot.press("u", "y")
+        text = await wait_for(pilot, "Undo anyway, replacing what is there now? y yes · n no")
+        assert f"preferences / Indentation changed since {put['id']} wrote it" in text
+        assert "--force" not in text and "-Tabs in Go." in text and "+Spaces in Go." in text
+        assert open(paths.document("preferences"), "rb").read() == after[1], "nothing changed yet"
+        await pilot.press("y")
+        await wait_for(pilot, f"Undid {put['id']}")
+        await wait_for(pilot, "3 version(s), newest first:")
+        await pilot.press("escape", "escape")
+
+    drive(CmApp(home), open_action("history", _after_title("Memory Control · History", steps)), size=(140, 45))
+    assert "Indentation" not in open(paths.document("preferences"), encoding="utf-8").read()
 
 
 def test_trash_restores_a_forgotten_section(home, tmp_path):

@@ -8,24 +8,11 @@ import socket
 import stat
 
 from conftest import run_cm
-from tui_support import KEY, configure_model, drive, screen_text, temp_hosts, wait_for
+from tui_support import KEY, configure_model, drive, model_form, temp_hosts, wait_for
 
 from cmrunner.manage import setupstate
 from cmrunner.synthetic import fakemodel
 from cmrunner.tui.app import CmApp
-
-
-async def model_form(pilot, base_url: str, key: str = KEY) -> None:
-    await wait_for(pilot, "1/4 Provider")
-    await pilot.press("enter")  # OpenAI, the first preset
-    await wait_for(pilot, "2/4 Base URL")
-    assert "https://api.openai.com/v1" in screen_text(pilot.app)  # the preset's editable prefill
-    pilot.app.screen.query_one("#url").value = base_url
-    await pilot.press("enter")
-    await wait_for(pilot, "3/4 API key")
-    await pilot.press(*key)
-    assert key not in screen_text(pilot.app)  # the field is hidden
-    await pilot.press("enter")
 
 
 def test_first_run_configures_the_model_from_the_model_list_and_installs_codex(home, tmp_path):

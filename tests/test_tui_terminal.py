@@ -27,7 +27,7 @@ def session(tmp_path, home: str, name: str) -> Tmux:
                       f"status=$?\nstty -a > {shlex.quote(str(after))}\necho \"CM-EXIT:$status\"\nsleep 60\n")
     env = {"COMMON_MEMORY_HOME": home, "CODEX_HOME": str(tmp_path / "codexhome"),
            "PI_CODING_AGENT_DIR": str(tmp_path / "no-pi"), "PATH": f"{BIN}:/usr/bin:/bin",
-           "CM_TEST_DRAIN_LINGER_MS": "0"}
+           "CM_TEST_DRAIN_LINGER_MS": "0", "HOME": str(tmp_path / "userhome")}  # never the real ~/.claude
     os.makedirs(env["CODEX_HOME"], exist_ok=True)
     return Tmux(f"cm-{name}-{os.getpid()}-{abs(hash(str(tmp_path))) % 10**8}", f"sh {shlex.quote(str(script))}", env)
 

@@ -158,7 +158,8 @@ def test_recovery_budget_is_first_attempt_plus_five(env):
         clock[0] += 601_000
     assert states == ["retry"] * 5 + ["dead"]
     assert port.calls == 6
-    assert rows(paths, "SELECT state, issue, attempts FROM jobs") == [("dead", "RECOVERY_BUDGET_EXHAUSTED", 6)]
+    # The job dies with the real cause of its last failure, not a code that only says the budget ran out.
+    assert rows(paths, "SELECT state, issue, failure, attempts FROM jobs") == [("dead", "UNAVAILABLE", "UNAVAILABLE", 6)]
     assert rows(paths, "SELECT state FROM observations") == [("dead",)]
     diag = json.loads(rows(paths, "SELECT diagnostic FROM jobs")[0][0])
     assert diag == {"stage": "http", "reason": "provider_unavailable", "retryable": True}

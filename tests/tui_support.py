@@ -4,9 +4,11 @@
   the same text is what ``docs/screens/`` holds.
 - ``drive(app, steps)`` runs an app under textual's pilot in this process (``asyncio.run``).
 - ``temp_hosts(tmp, …)`` discovers hosts from a made-up environment: ``CODEX_HOME`` and
-  ``PI_CODING_AGENT_DIR`` in the test's folder, and optionally a ChatGPT.app folder on "darwin".
+  ``PI_CODING_AGENT_DIR`` in the test's folder, ``HOME`` there too (Claude Code, Gemini CLI), and
+  optionally a ChatGPT.app folder on "darwin".
 - ``Tmux`` runs the real ``cm`` in a tmux pane (a real pseudo-terminal) with send-keys and
   capture-pane; every session is killed by name afterwards.
+- ``model_form(pilot, base_url)`` fills the setup wizard's provider, base URL and key steps.
 - ``EDIT_POLICY`` names ``support/edit_policy.py``, the fake model's policy for edit tasks.
 """
 
@@ -59,6 +61,20 @@ async def wait_for(pilot: object, needle: str | Callable[[str], bool], timeout: 
             raise AssertionError(f"waited {timeout} s for {needle!r}; the screen shows:\n{text}")
 
 
+async def model_form(pilot: object, base_url: str, key: str = KEY) -> None:
+    """The setup wizard's first three steps: the first preset (OpenAI), ``base_url``, ``key``."""
+    await wait_for(pilot, "1/4 Provider")
+    await pilot.press("enter")  # type: ignore[attr-defined]  # OpenAI, the first preset
+    await wait_for(pilot, "2/4 Base URL")
+    assert "https://api.openai.com/v1" in screen_text(pilot.app)  # type: ignore[attr-defined]  # the preset's prefill
+    pilot.app.screen.query_one("#url").value = base_url  # type: ignore[attr-defined]
+    await pilot.press("enter")  # type: ignore[attr-defined]
+    await wait_for(pilot, "3/4 API key")
+    await pilot.press(*key)  # type: ignore[attr-defined]
+    assert key not in screen_text(pilot.app)  # type: ignore[attr-defined]  # the field is hidden
+    await pilot.press("enter")  # type: ignore[attr-defined]
+
+
 def open_action(action: str, then: Callable[[object], Awaitable[None]]) -> Callable[[object], Awaitable[None]]:
     """Steps that open one Home action by highlighting it directly (keyboard navigation has its own
     test), then run ``then``."""
@@ -86,15 +102,17 @@ def drive(app: object, steps: Callable[[object], Awaitable[None]], size: tuple[i
     asyncio.run(main())
 
 
-def temp_hosts(tmp: str, pi: bool = True, codex: bool = True, chatgpt: bool = False,
-               path: str = "/usr/bin:/bin") -> Callable[[], dict[str, discovery.Host]]:
+def temp_hosts(tmp: str, pi: bool = True, codex: bool = True, chatgpt: bool = False, claude: bool = False,
+               gemini: bool = False, path: str = "/usr/bin:/bin") -> Callable[[], dict[str, discovery.Host]]:
     codex_home = os.path.join(tmp, "codexhome")
     pi_dir = os.path.join(tmp, "piagent")
     app = os.path.join(tmp, "Applications", "ChatGPT.app")
-    for wanted, folder in ((codex, codex_home), (pi, pi_dir), (chatgpt, app)):
+    user_home = os.path.join(tmp, "userhome")  # Claude Code's and Gemini CLI's folders, never the real ones
+    for wanted, folder in ((codex, codex_home), (pi, pi_dir), (chatgpt, app),
+                           (claude, os.path.join(user_home, ".claude")), (gemini, os.path.join(user_home, ".gemini"))):
         if wanted:
             os.makedirs(folder, exist_ok=True)
-    env = {"CODEX_HOME": codex_home, "PI_CODING_AGENT_DIR": pi_dir, "PATH": path}
+    env = {"CODEX_HOME": codex_home, "PI_CODING_AGENT_DIR": pi_dir, "PATH": path, "HOME": user_home}
     return lambda: discovery.discover(env, "darwin" if chatgpt else "linux", (app,))
 
 

@@ -11,10 +11,14 @@ Contract (``MemoryAgentPort``):
   after its own checks, and ``meter.record`` writes its ledger row when it ends, answered or
   failed; the usage summed for the receipt is what the meter recorded (the provider's counts, or
   an estimate when those are missing or impossible).
-- Limits: ``remote.maxAgentTurns`` model requests (default 64, ``AGENT_TURN_LIMIT``); the
+- Limits: ``remote.maxAgentTurns`` model requests (default 64, ``AGENT_TURN_LIMIT``); per request
+  ``remote.maxRequestBytes`` serialized bytes (``REQUEST_TOO_LARGE``) and per attempt
+  ``budget.attempt_bytes`` of them (``ATTEMPT_BUDGET_EXHAUSTED``), both checked before sending and
+  not retryable (the same job would cost the same again; the Writer sized it to fit); the
   whole-attempt deadline ``remote.deadlineMs`` (default 60 s, ``TIMEOUT``/``timeout``); per request
-  the client's 30 s header and 120 s no-progress timeouts; at most ``MAX_REJECTIONS`` rejected
-  tool calls per attempt (then the attempt fails, retryably, with the last rejection's code);
+  the client's 30 s header and 120 s no-progress timeouts; at most ``MAX_REJECTED_SUBMISSIONS``
+  rejected submissions and ``MAX_REJECTIONS`` rejected tool calls of any kind per attempt (then the
+  attempt fails, retryably, with the last rejection's code, stage ``core_validation``);
   what the provider sends is held to ``limits`` (per event, response, turn and attempt).
 - Before the first request every source and every snapshot document passes the sensitive-content
   scanner (a hand-edited document holding a secret is never sent); before every request the
@@ -25,6 +29,9 @@ Contract (``MemoryAgentPort``):
   ``INVALID_RESPONSE``/``output_truncated``; a prose-only reply gets one recovery prompt, then
   ``MISSING_SUBMISSION``. A submission whose result fails the sensitive-content check ends the
   attempt (not recoverable in-agent). A lost lease propagates as ``STALE_LEASE``.
+- A failed attempt's ``AgentError`` carries ``rejection``: the record of the last tool rejection
+  the model received in it (``tools.rejection_record``: codes, rule, document, section, no text),
+  or ``None``; the job keeps it as the real cause (``jobs.fail``).
 - The network client is built at the first request and reused by later attempts of this agent.
 """
 
@@ -38,9 +45,10 @@ from collections.abc import Callable
 from importlib import resources
 
 from cmrunner.core import config as config_mod, envfile, spend
+from cmrunner.core.configdefs import DEFAULT_MAX_REQUEST_BYTES
 from cmrunner.core.errors import CmError
 from cmrunner.secrets import safety
-from cmrunner.writer_proc import errors_map, tools as tools_mod, wire
+from cmrunner.writer_proc import budget as budget_mod, errors_map, tools as tools_mod, wire
 from cmrunner.writer_proc.meter import INTERNAL_OUTCOME, Meter
 from cmrunner.writer_proc.netclient import (
     HEADER_TIMEOUT,
@@ -57,6 +65,11 @@ from cmrunner.writer_proc.reads import ReadPort
 DEFAULT_MAX_TURNS = 64
 DEFAULT_DEADLINE_MS = 60_000
 MAX_REJECTIONS = 16
+# A model told three times, by code and JSON path, why its decision was refused and still failing
+# is not converging: the third rejected submission ends the attempt. Two leave room for the usual
+# corrections (a read it skipped, then one schema slip); measured: a model that kept submitting
+# invalid decisions made about 14 rejected submissions per attempt before this limit (issue 24).
+MAX_REJECTED_SUBMISSIONS = 3
 MAX_NUDGES = 1
 NUDGE = json.dumps({
     "memory_recovery": {"code": "MISSING_SUBMISSION", "stage": "model_output", "reason": "incomplete_output"},
@@ -99,10 +112,12 @@ class _Attempt:
         self.turns = 0
         self.tool_calls = 0
         self.rejections = 0
+        self.rejected_submissions = 0
         self.nudges = 0
-        self.last_rejection: str | None = None
+        self.last_rejection: dict | None = None  # ``tools.rejection_record`` of the last rejection
         self.static_clean = False
         self.scanned = 0
+        self.sent = 0  # request bytes of this attempt so far (budget.attempt_bytes)
 
     def add_usage(self, usage: dict[str, int]) -> None:
         for key, value in usage.items():
@@ -122,6 +137,7 @@ class NetworkAgent:
         self.prompt_digest = hashlib.sha256(self.prompt.encode("utf-8")).hexdigest()
         self.max_turns = int(remote.get("maxAgentTurns") or DEFAULT_MAX_TURNS)
         self.deadline_ms = int(remote.get("deadlineMs") or DEFAULT_DEADLINE_MS)
+        self.max_request_bytes = int(remote.get("maxRequestBytes") or DEFAULT_MAX_REQUEST_BYTES)
 
     @classmethod
     def from_config(cls, cfg: config_mod.Config, **timeouts: float) -> NetworkAgent | None:
@@ -145,6 +161,7 @@ class NetworkAgent:
             return self._loop(task, reads, attempt, meter)
         except AgentError as exc:
             exc.usage = attempt.usage  # type: ignore[attr-defined]
+            exc.rejection = attempt.last_rejection
             raise
 
     @staticmethod
@@ -192,12 +209,13 @@ class NetworkAgent:
                     return AgentResult(dict(attempt.usage), self.prompt_digest, attempt.turns, attempt.tool_calls)
                 if outcome.rejected:
                     attempt.rejections += 1
-                    attempt.last_rejection = outcome.code
+                    attempt.rejected_submissions += call.name == tools_mod.SUBMIT
+                    attempt.last_rejection = outcome.record
                 results.append((call, outcome.result, outcome.rejected))
             conv.record(results)
-            if attempt.rejections > MAX_REJECTIONS:
+            if attempt.rejected_submissions >= MAX_REJECTED_SUBMISSIONS or attempt.rejections > MAX_REJECTIONS:
                 # The job's issue names the last rejection, which tells the user what kept failing.
-                code = attempt.last_rejection or "INVALID_RESPONSE"
+                code = (attempt.last_rejection or {}).get("code") or "INVALID_RESPONSE"
                 reason = "tool_call" if code in ("UNKNOWN_TOOL", "TOOL_ARGUMENTS_INVALID") else "core_rejected"
                 raise errors_map.failure(code, "core_validation", reason, True)
 
@@ -218,6 +236,10 @@ class NetworkAgent:
         cap = self.disclosure.get("maxTotalBytes")
         if cap is not None and len(data) > cap:
             raise errors_map.failure("SENSITIVE_CONTENT_REJECTED", "request", "body_too_large", False)
+        if len(data) > self.max_request_bytes:
+            raise errors_map.failure("REQUEST_TOO_LARGE", "request", "request_budget", False)
+        if attempt.sent + len(data) > budget_mod.attempt_bytes(self.max_request_bytes):
+            raise errors_map.failure("ATTEMPT_BUDGET_EXHAUSTED", "request", "attempt_budget", False)
         history = conv.history()
         if not attempt.static_clean:
             static = {k: v for k, v in body.items() if k not in ("input", "messages")}
@@ -227,4 +249,5 @@ class NetworkAgent:
         if safety.scan_value(history[attempt.scanned:]):
             raise errors_map.failure("SENSITIVE_CONTENT_REJECTED", "request", "sensitive_content", False)
         attempt.scanned = len(history)
+        attempt.sent += len(data)
         return data

@@ -5,7 +5,9 @@ Contract:
   Section refs are resolved against the snapshot the agent read and followed by title, so an
   earlier operation of the same submission cannot redirect a later one. Any section-model error
   (a heading inside a body, a duplicate title, the hard budget) rejects the whole submission.
-- Every changed document is scanned for sensitive content (``SENSITIVE_CONTENT_REJECTED``); an edit
+- Every changed document is scanned for sensitive content (``SENSITIVE_CONTENT_REJECTED``, whose
+  details name the document, the first finding's fingerprint and the section whose body holds it,
+  by its heading when the heading is clean); an edit
   task that says ``modified`` must change bytes (``INVALID_EDIT_RESULT``).
 - ``build_receipt`` records what the commit means for the database — consumed observations,
   document hashes, source links, forget tombstones, purges and correction watermarks — as ids,
@@ -66,12 +68,24 @@ def render(snapshot: Mapping[str, Document], accepted: contract.ValidatedDecisio
             raise contract.DecisionRejected(
                 "SENSITIVE_CONTENT_REJECTED",
                 f"the result for {target} would contain sensitive content ({rules}); leave it out",
-                {"path": "$.decisions", "rule": rules},
+                {"path": "$.decisions", "rule": rules, **_where(doc, found[0])},
             )
     if accepted.edit_result == "modified" and not changed:
         raise contract.DecisionRejected("INVALID_EDIT_RESULT", "edit_result is modified but no document changed",
                                         {"path": "$.edit_result", "rule": "modified must change bytes"})
     return changed
+
+
+def _where(doc: Document, finding: safety.Violation) -> dict[str, str]:
+    """Where a finding is, for the job's record: the document, the fingerprint and the heading of
+    the section whose body holds it, when that heading is clean itself (else no section)."""
+    where = {"target": doc.target, "fingerprint": finding.fingerprint}
+    for section in doc.sections:
+        if any(v.fingerprint == finding.fingerprint for v in safety.scan_text(section.body)):
+            if not safety.scan_text(section.title):
+                where["section"] = section.title
+            break
+    return where
 
 
 class BatchFacts:

@@ -132,10 +132,11 @@ def consumers(paths: DataPaths, cfg: config_mod.Config, force: bool = False) -> 
     that sealed batches exist before the Writer looks for work. First, with or without a model,
     the drain-start housekeeping (interrupted commits, retention: ``housekeeping``)."""
     from cmrunner.capture.codex_consumer import CodexInbox
+    from cmrunner.capture.hook_consumer import HookInbox
     from cmrunner.capture.pi_inbox import PiInbox
     from cmrunner.writer_proc.housekeeping import at_drain_start
 
-    work: list[Consumer] = [CodexInbox(cfg), PiInbox(cfg)]  # type: ignore[list-item]
+    work: list[Consumer] = [CodexInbox(cfg), PiInbox(cfg), HookInbox(cfg)]  # type: ignore[list-item]
     conn = store.open_store(paths, store.DRAIN_BUSY_MS)
     try:
         at_drain_start(paths, conn, cfg, lambda: int(time.time() * 1000))  # model or not

@@ -48,6 +48,9 @@ _MESSAGES = {
                         "raise the limit or `cm retry`",
     "MISSING_SUBMISSION": "the model ended without submitting a decision; the job will be retried",
     "SENSITIVE_CONTENT_REJECTED": "a request or result failed the sensitive-content check; nothing was sent or written",
+    "REQUEST_TOO_LARGE": "the next request would exceed remote.maxRequestBytes; nothing was sent, see `cm status`",
+    "ATTEMPT_BUDGET_EXHAUSTED": "the attempt sent its whole byte budget without a decision; nothing more was sent, "
+                                "see `cm status`",
     "SPEND_CAP_REACHED": "a spend cap was reached before this request; the job waits, see `cm usage`",
 }
 

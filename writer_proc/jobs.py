@@ -15,7 +15,20 @@ Contract (every function runs inside the caller's ``BEGIN IMMEDIATE`` transactio
   expiry, cancellation or takeover can never commit.
 - Recovery budget: the first attempt plus at most ``MAX_RECOVERIES`` automatic recoveries per job
   (``jobs.retries``, persisted), shared by retryable failures and expired-lease re-claims; then
-  the job is ``dead`` with ``RECOVERY_BUDGET_EXHAUSTED``. Backoff is ``min(600 s, 2^n s)``; a
+  the job is ``dead`` with the real cause of its last failure (an expired lease that finds the
+  budget spent: ``RECOVERY_BUDGET_EXHAUSTED``, the process that held it left no other record).
+- Failures on the model's own decisions (diagnostic stage ``model_output`` or ``core_validation``:
+  rejected submissions, no submission, output cut short) have a smaller budget: the job is
+  ``dead`` when ``MAX_MODEL_FAILURES`` attempts ended that way. Every attempt starts a fresh
+  conversation with the same input and the same model; the first retry absorbs a one-off slip,
+  a second identical failure is how this model treats this input, and each further attempt
+  would cost as much again for the same end (issue 24: six attempts, 114 requests). A
+  ``cm retry`` after changing the model gives it one more attempt.
+- The job's cause (``fail``): ``failure`` is the code the attempt ended with, ``rejection`` the
+  last tool rejection the model received in it, and ``issue`` the one cause the user sees: the
+  rejection's code when the model ended without a valid decision after a rejection
+  (``ENDED_WITHOUT_DECISION``; e.g. ``SENSITIVE_CONTENT_REJECTED``, then ``MISSING_SUBMISSION``),
+  else the failure's code (an attempt ended by repeated rejections fails with the rejection's code). Backoff is ``min(600 s, 2^n s)``; a
   provider's ``Retry-After`` (``retry_after_ms``, already capped at 600 s) lengthens it: the job's
   next attempt time, ``jobs.available``, is ``now + max(backoff, retry_after)``.
 - A spend cap met mid-attempt (``SPEND_CAP_REACHED``) is not a failure of the job: ``defer`` gives
@@ -43,6 +56,9 @@ from cmrunner.core import jobstore
 from cmrunner.core.errors import CmError
 
 MAX_RECOVERIES = 5
+MAX_MODEL_FAILURES = 2
+MODEL_STAGES = frozenset({"model_output", "core_validation"})
+ENDED_WITHOUT_DECISION = frozenset({"MISSING_SUBMISSION", "AGENT_TURN_LIMIT"})
 MAX_BACKOFF_MS = 600_000
 PERMANENT = frozenset({"AUTHENTICATION", "PROXY_AUTHENTICATION", "CONFIGURATION"})
 NOT_RETRYABLE = frozenset({"AGENT_TURN_LIMIT", "CONTEXT_LIMIT", "MODEL_REFUSAL", "RECOVERY_CONFLICT",
@@ -155,24 +171,36 @@ def record_activity(conn: sqlite3.Connection, job: Job, model_turns: int = 0, to
                              output_tokens)
 
 
+def cause_code(code: str, rejection: dict | None) -> str:
+    """The one cause of a failed attempt (see the module contract)."""
+    if code in ENDED_WITHOUT_DECISION and rejection is not None and isinstance(rejection.get("code"), str):
+        return rejection["code"]
+    return code
+
+
 def fail(conn: sqlite3.Connection, job: Job, code: str, now: int, retryable: bool = True,
-         diagnostic: dict | None = None, retry_after_ms: int | None = None) -> str:
-    """Record a failed attempt of a job we hold; returns the job's new state."""
+         diagnostic: dict | None = None, retry_after_ms: int | None = None,
+         rejection: dict | None = None) -> tuple[str, str]:
+    """Record a failed attempt of a job we hold (``rejection``: the last tool rejection the model
+    received in it); returns the job's new state and its issue (the cause)."""
     assert_lease(conn, job, now)
     diag = json.dumps(diagnostic, sort_keys=True) if diagnostic else None
-    jobstore.set_diagnostic(conn, job.id, diag)
+    model_failure = (diagnostic or {}).get("stage") in MODEL_STAGES
+    model_failures = jobstore.record_failure(conn, job.id, diag, code,
+                                             json.dumps(rejection, sort_keys=True) if rejection else None,
+                                             model_failure)
+    issue = cause_code(code, rejection)
     if code in QUARANTINE:
-        state, issue = "quarantined", code
-    elif code in PERMANENT or code in NOT_RETRYABLE or not retryable:
-        state, issue = "dead", code
-    elif job.retries >= MAX_RECOVERIES:
-        state, issue = "dead", "RECOVERY_BUDGET_EXHAUSTED"
+        state = "quarantined"
+    elif (code in PERMANENT or code in NOT_RETRYABLE or not retryable or job.retries >= MAX_RECOVERIES
+          or (model_failure and model_failures >= MAX_MODEL_FAILURES)):
+        state = "dead"
     else:
-        jobstore.schedule_retry(conn, job.id, code,
+        jobstore.schedule_retry(conn, job.id, issue,
                                 now + max(backoff_ms(job.retries), min(MAX_BACKOFF_MS, retry_after_ms or 0)), now)
-        return "retry"
+        return "retry", issue
     _set_outcome(conn, job.id, state, issue, now)
-    return state
+    return state, issue
 
 
 def defer(conn: sqlite3.Connection, job: Job, code: str, now: int) -> None:
@@ -226,19 +254,33 @@ def unfinished(conn: sqlite3.Connection, limit: int = 20) -> tuple[list[dict], i
     rows = jobstore.unfinished(conn, holding, limit)
     listed = [{"id": r[0], "state": r[1], "issue": r[2], "kind": r[3], "attempts": int(r[4]), "retries": int(r[5]),
                "nextAttemptAt": int(r[6]) if r[1] == "retry" else None,
-               "leaseExpiresAt": int(r[7]) if r[1] == "running" else None} for r in rows]
+               "leaseExpiresAt": int(r[7]) if r[1] == "running" else None,
+               "failure": r[8], "rejection": jobstore.decode_rejection(r[9])} for r in rows]
     return listed, int(total)
 
 
-def dead_by_issue(conn: sqlite3.Connection) -> list[tuple[str | None, list[str], int]]:
-    """Dead (and paused) jobs grouped by issue: (issue, job ids oldest first, observations held)."""
-    groups: dict[str | None, tuple[list[str], list[int]]] = {}
-    for job_id, issue in jobstore.dead_or_paused(conn):
-        ids, count = groups.setdefault(issue, ([], [0]))
-        ids.append(job_id)
-        count[0] += observations.count_of_job(conn, job_id)
-    return sorted(((issue, ids, count[0]) for issue, (ids, count) in groups.items()),
-                  key=lambda g: (-len(g[1]), g[0] or ""))
+class DeadGroup:
+    """Dead (or paused) jobs with one cause: issue, the code their last attempt ended with, the
+    last rejection, the job ids (oldest first) and the observations they hold."""
+
+    __slots__ = ("issue", "failure", "rejection", "ids", "held")
+
+    def __init__(self, issue: str | None, failure: str | None, rejection: dict | None) -> None:
+        self.issue, self.failure, self.rejection = issue, failure, rejection
+        self.ids: list[str] = []
+        self.held = 0
+
+
+def dead_by_issue(conn: sqlite3.Connection) -> list[DeadGroup]:
+    """Dead (and paused) jobs grouped by cause (issue, failure and rejection), largest group first."""
+    groups: dict[tuple, DeadGroup] = {}
+    for job_id, issue, failure, rejection_text in jobstore.dead_or_paused(conn):
+        rejection = jobstore.decode_rejection(rejection_text)
+        key = (issue, failure, json.dumps(rejection, sort_keys=True))
+        group = groups.setdefault(key, DeadGroup(issue, failure, rejection))
+        group.ids.append(job_id)
+        group.held += observations.count_of_job(conn, job_id)
+    return sorted(groups.values(), key=lambda g: (-len(g.ids), g.issue or ""))
 
 
 def retry(conn: sqlite3.Connection, job_id: str, now: int) -> str:

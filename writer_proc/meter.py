@@ -15,6 +15,10 @@ Contract:
   ``FRAMING_TOKENS``; output at most ``MAX_OUTPUT_TOKENS``; cached and reasoning within them),
   else an estimate (``tokencount``) of the request and of what the model produced, when the
   provider accepted the request (2xx); a refused or unanswered request bills nothing (``none``).
+  An accepted request whose answer failed (cut off, too large, malformed, past the deadline) is
+  estimated by ``tokencount.rough`` (bytes / 4), never by the tokenizer: its count only guards
+  the caps, and a provider that keeps failing must not make the drain load the tokenizer's
+  tables (67 MiB; issue 22, ``bench/flush_memory.py``).
 - A ledger that cannot be written never fails the attempt or blocks a commit: the failure is
   logged (its code only) and the request goes on unrecorded.
 """
@@ -115,8 +119,9 @@ class Meter:
             inputs, outputs = int(reported["input_tokens"] or 0), int(reported["output_tokens"] or 0)
             cached, reasoning, source = reported["cached_input_tokens"], reported["reasoning_tokens"], "provider"
         elif wire.accepted:
-            inputs, source = tokencount.estimate(request)
-            outputs = tokencount.estimate(produced)[0]
+            count = tokencount.estimate if outcome == "ok" else tokencount.rough
+            inputs, source = count(request)
+            outputs = count(produced)[0]
             cached = reasoning = None
         else:
             inputs = outputs = 0

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Protocol
 from cmrunner.core.errors import CmError
 from cmrunner.writer_proc import contract
 from cmrunner.writer_proc.reads import ReadPort, ReadRejected
+from cmrunner.writer_proc.tools import SUBMIT, rejection_record
 
 if TYPE_CHECKING:
     from cmrunner.writer_proc.meter import Meter
@@ -30,12 +31,15 @@ if TYPE_CHECKING:
 
 class AgentError(CmError):
     """An attempt failed; ``retryable``, ``diagnostic`` and ``retry_after_ms`` (the provider's
-    ``Retry-After``, the least wait before the next attempt) decide the job's outcome."""
+    ``Retry-After``, the least wait before the next attempt) decide the job's outcome;
+    ``rejection`` is the last tool rejection the model received in the attempt, if any
+    (``tools.rejection_record``), which the job keeps as the real cause."""
 
     def __init__(self, code: str, message: str, retryable: bool = True, diagnostic: dict | None = None) -> None:
         super().__init__(code, message)
         self.retryable = retryable
         self.retry_after_ms: int | None = None
+        self.rejection: dict | None = None
         self.diagnostic = diagnostic or {"stage": "model_output", "reason": code.lower(), "retryable": retryable}
 
 
@@ -103,7 +107,9 @@ class ScriptedPort:
             reads.submit(payload)
         except (contract.DecisionRejected, ReadRejected, CmError) as exc:
             self.rejections.append(exc.code)
-            raise AgentError(exc.code, "the scripted decision was rejected", retryable=True,
-                             diagnostic={"stage": "core_validation", "reason": "core_rejected", "retryable": True}) from None
+            error = AgentError(exc.code, "the scripted decision was rejected", retryable=True,
+                               diagnostic={"stage": "core_validation", "reason": "core_rejected", "retryable": True})
+            error.rejection = rejection_record(SUBMIT, exc.code, getattr(exc, "details", None))
+            raise error from None
         digest = hashlib.sha256(b"scripted-port").hexdigest()
         return AgentResult({"input_tokens": 0, "output_tokens": 0}, digest, model_turns=1, tool_calls=tool_calls + 1)

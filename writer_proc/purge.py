@@ -30,7 +30,7 @@ import os
 import shutil
 import sqlite3
 
-from cmrunner.capture import activations, codex_inbox, observations, sessions
+from cmrunner.capture import activations, codex_inbox, hook_inbox, observations, sessions
 from cmrunner.core import history, records, scopes, sections, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
@@ -113,6 +113,7 @@ def run(paths: DataPaths, home: str, name: str, section: str | None = None, all_
             report.observations = len(evidence) + observations.clear_containing(conn, needles)
             sessions.clear_texts(conn, evidence, needles)
             codex_inbox.clear_candidates_containing(conn, needles)
+            hook_inbox.clear_containing(conn, needles)
             activations.drop_snapshots_containing(conn, needles)
             for text in needles:
                 observations.tombstone_text(conn, scope, text)

@@ -12,7 +12,9 @@ Contract:
   was accepted. Rejections come back as ``{error: MEMORY_TOOL_REJECTED, tool, code,
   schema_errors?, hint}`` where ``code`` is an UPPER_SNAKE code, ``schema_errors`` hold only JSON
   paths of known fields and rule names, and ``hint`` is fixed text per code: no argument value, no
-  source text and no exception message is ever echoed.
+  source text and no exception message is ever echoed. ``ToolOutcome.record`` is what the job keeps
+  of a rejection (``rejection_record``: the tool, the code and bounded rule, path, document,
+  section heading and fingerprint fields; never a value), so ``cm status`` can name the cause.
 - Arguments are parsed within ``boundedjson``'s bounds: nesting deeper than
   ``limits.JSON_MAX_DEPTH`` is rejected as ``TOOL_ARGUMENTS_INVALID`` (rule ``maxDepth``), like
   any other unparsable arguments, so the model may correct itself and the replayed call is blank.
@@ -30,6 +32,7 @@ from cmrunner.secrets import safety
 from cmrunner.writer_proc import boundedjson, contract, limits
 from cmrunner.writer_proc.reads import BULK_PAGE, BYTE_PAGE, ReadPort
 
+SUBMIT = "submit_memory_decision"
 TOOL_NAMES = ("inspect_ingest", "read_ingest", "inspect_memory", "processing_state", "record_working_notes",
               "submit_memory_decision")
 NOTES_LIMIT = 16 * 1024
@@ -88,22 +91,41 @@ def definitions(decision_schema: dict) -> list[dict]:
 
 
 class ToolOutcome:
-    __slots__ = ("result", "rejected", "submitted", "code")
+    __slots__ = ("result", "rejected", "submitted", "code", "record")
 
-    def __init__(self, result: dict, rejected: bool = False, submitted: bool = False, code: str | None = None) -> None:
+    def __init__(self, result: dict, rejected: bool = False, submitted: bool = False, code: str | None = None,
+                 record: dict | None = None) -> None:
         self.result = result
         self.rejected = rejected
         self.submitted = submitted
         self.code = code
+        self.record = record  # a rejection as the job keeps it (``rejection_record``)
 
 
-def rejection(tool: str, code: str, schema_errors: list[dict] | None = None) -> ToolOutcome:
+# What a job may keep of a rejection (``jobs.rejection``), each value bounded: codes, rule names
+# or fixed rule phrases, a JSON path of known fields, a document name, a section heading that
+# passed the scanner (``apply.render``) and a finding's fingerprint. Never a value or any text.
+_RECORD_FIELDS = {"rule": 160, "path": 160, "target": 200, "section": 120, "fingerprint": 16}
+
+
+def rejection_record(tool: str, code: str, details: dict | None = None) -> dict:
+    """The sanitised record of one rejection: ``{tool, code}`` plus the bounded string fields of
+    ``details`` that ``_RECORD_FIELDS`` allows."""
+    record = {"tool": tool if tool in TOOL_NAMES else "unknown", "code": code if _CODE.match(code) else "TOOL_REJECTED"}
+    for name, limit in _RECORD_FIELDS.items():
+        value = (details or {}).get(name)
+        if isinstance(value, str) and value and len(value) <= limit:
+            record[name] = value
+    return record
+
+
+def rejection(tool: str, code: str, schema_errors: list[dict] | None = None, details: dict | None = None) -> ToolOutcome:
     code = code if _CODE.match(code) else "TOOL_REJECTED"
     result: dict = {"error": "MEMORY_TOOL_REJECTED", "tool": tool if tool in TOOL_NAMES else "unknown", "code": code}
     if schema_errors:
         result["schema_errors"] = schema_errors[:12]
     result["hint"] = _HINTS.get(code, "correct the call and try again")
-    return ToolOutcome(result, rejected=True, code=code)
+    return ToolOutcome(result, rejected=True, code=code, record=rejection_record(tool, code, details))
 
 
 def _argument_errors(args: dict, spec: dict) -> list[dict]:
@@ -188,7 +210,7 @@ class Toolbox:
         except contract.DecisionRejected as exc:
             path, rule = exc.details.get("path"), exc.details.get("rule")
             errors = [{"path": path, "rule": rule}] if isinstance(path, str) and isinstance(rule, str) else None
-            return rejection("submit_memory_decision", exc.code, errors)
+            return rejection("submit_memory_decision", exc.code, errors, exc.details)
         except CmError as exc:
             if exc.code in ABORTING_CODES:
                 raise

@@ -6,9 +6,10 @@ Contract, per ``run_once``:
 3. Before any network call, with the job's lease: scope, provenance and project authorization
    of every observation the job holds, and one scope and class among them (else the whole job is
    quarantined), then ``shaping.shape``: per-observation scan and byte
-   caps (only the offending observation is isolated), context turns, and the total cap (trailing
-   whole turns go back to pending). Nothing is sent for what was isolated.
-4. The snapshot is read, then the agent runs with no lock held, reading through the ``ReadPort``
+   caps (only the offending observation is isolated), context turns, and the total cap and the
+   request budget beside the snapshot's documents (trailing whole turns go back to pending; what
+   fits no request is ``SOURCE_TOO_LARGE``). Nothing is sent for what was isolated.
+4. With the snapshot read before shaping, the agent runs with no lock held, reading through the ``ReadPort``
    tools; a background thread renews the lease every ``leaseMs / 3`` and stops the attempt's
    writes from committing once the lease is lost.
 5. The accepted decision is rendered, checked again (sections, sensitive content, watermarks), a
@@ -32,7 +33,7 @@ import time
 from collections.abc import Callable
 
 from cmrunner.capture import observations
-from cmrunner.core import config as config_mod, history, ledger, projects, records, sections, spend, store
+from cmrunner.core import config as config_mod, history, ledger, projects, reasons, records, sections, spend, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.core.sections import Document
@@ -51,14 +52,16 @@ def _now() -> int:
 
 class Outcome:
     """What one ``run_once`` did: ``committed``, ``ignored``, ``retry``, ``dead``, ``quarantined``, ``stale``
-    or ``waiting`` (a spend cap was reached)."""
+    or ``waiting`` (a spend cap was reached); ``code`` is the job's issue and ``cause`` its one-line
+    form with where the model's last rejection went wrong (``reasons.cause``), as ``cm status`` shows it."""
 
-    __slots__ = ("job_id", "state", "code")
+    __slots__ = ("job_id", "state", "code", "cause")
 
-    def __init__(self, job_id: str, state: str, code: str | None = None) -> None:
+    def __init__(self, job_id: str, state: str, code: str | None = None, cause: str | None = None) -> None:
         self.job_id = job_id
         self.state = state
         self.code = code
+        self.cause = cause if cause is not None else code
 
     def __repr__(self) -> str:
         return f"Outcome({self.job_id[:8]}, {self.state}, {self.code})"
@@ -122,7 +125,7 @@ class Writer:
                  len(job.observation_ids))
         outcome = self._outcome(job)
         self.holding = None  # not in a ``finally``: after an unexpected exception the drain gives it back
-        log.info("job %s %s%s in %d ms", job.id[:12], outcome.state, f" ({outcome.code})" if outcome.code else "",
+        log.info("job %s %s%s in %d ms", job.id[:12], outcome.state, f" ({outcome.cause})" if outcome.cause else "",
                  (time.monotonic() - started) * 1000)
         return outcome
 
@@ -138,15 +141,16 @@ class Writer:
                 return Outcome(job.id, "waiting", exc.code)
             retryable = getattr(exc, "retryable", exc.code not in jobs.NOT_RETRYABLE)
             diagnostic = getattr(exc, "diagnostic", None)
+            rejection = getattr(exc, "rejection", None)
             try:
                 with store.immediate(self.conn):
-                    state = jobs.fail(self.conn, job, exc.code, self.now(), retryable, diagnostic,
-                                      getattr(exc, "retry_after_ms", None))
+                    state, issue = jobs.fail(self.conn, job, exc.code, self.now(), retryable, diagnostic,
+                                             getattr(exc, "retry_after_ms", None), rejection)
             except CmError as lost:
                 if lost.code == "STALE_LEASE":
                     return Outcome(job.id, "stale", lost.code)
                 raise
-            return Outcome(job.id, state, exc.code)
+            return Outcome(job.id, state, issue, reasons.cause(issue, exc.code, rejection))
 
     # -- one attempt ------------------------------------------------------------------------
     def _sources(self, job: jobs.Job) -> list[Source]:
@@ -197,16 +201,17 @@ class Writer:
             with store.immediate(self.conn):
                 jobs.quarantine(self.conn, job, issue, self.now())
             return Outcome(job.id, "quarantined", issue)
+        snapshot = self._snapshot(job)  # read first: the documents share each request's budget with the sources
+        documents = [d.data.decode("utf-8", "replace") for d in snapshot.values()]
         with store.immediate(self.conn):
             jobs.assert_lease(self.conn, job, self.now())
-            shaped = shaping.shape(self.conn, self.cfg, job, self._sources(job), self.now())
+            shaped = shaping.shape(self.conn, self.cfg, job, self._sources(job), self.now(), documents)
             if not any(not s.context_only for s in shaped.sources):
                 issue = next(iter(shaped.isolated.values()), "EMPTY_BATCH")
                 jobs.quarantine(self.conn, job, issue, self.now())
         if issue is not None:
             return Outcome(job.id, "quarantined", issue)
         sources = shaped.sources
-        snapshot = self._snapshot(job)
         links, import_counts = self._links(list(snapshot))
         versions = records.versions(self.conn)
         hand_edited = frozenset(t for t, d in snapshot.items()

@@ -35,6 +35,8 @@ PROVENANCE = {
     "rpc": "user_explicit",
     "mcp_user_submission": "user_explicit",
     "codex_user_delivery": "user_explicit",
+    "claude_user_prompt": "user_explicit",
+    "gemini_user_prompt": "user_explicit",
     "agent_import": "agent_observation",
     "document_import": "document_import",
 }
@@ -417,6 +419,50 @@ def isolate(conn: sqlite3.Connection, observation_id: int, issue: str) -> None:
 def defer(conn: sqlite3.Connection, observation_id: int) -> None:
     """Send one observation back to ``pending`` for a later job."""
     conn.execute("UPDATE observations SET state = 'pending', job_id = NULL WHERE id = ?", (observation_id,))
+
+
+# -- cancelling (``cm cancel``; policy in ``writer_proc.cancel``) -----------------------------------
+
+def state_of(conn: sqlite3.Connection, observation_id: int) -> tuple[str, str | None] | None:
+    """(state, job id) of one observation, or ``None``."""
+    row = conn.execute("SELECT state, job_id FROM observations WHERE id = ?", (observation_id,)).fetchone()
+    return None if row is None else (row[0], row[1])
+
+
+def in_namespace_prefix(conn: sqlite3.Connection, prefix: str) -> list[tuple[int, str, str | None]]:
+    """(id, state, job id) of every observation whose namespace starts with ``prefix``, in order."""
+    return conn.execute("SELECT id, state, job_id FROM observations WHERE substr(namespace, 1, ?) = ? ORDER BY id",
+                        (len(prefix), prefix)).fetchall()
+
+
+def of_job(conn: sqlite3.Connection, job_id: str) -> list[tuple[int, str]]:
+    """(id, state) of a job's observations."""
+    return conn.execute("SELECT id, state FROM observations WHERE job_id = ? ORDER BY id", (job_id,)).fetchall()
+
+
+def cancel(conn: sqlite3.Connection, ids: list[int]) -> int:
+    """Mark ``ids`` cancelled and delete their text; returns the bytes of text deleted."""
+    deleted = 0
+    for oid in ids:
+        row = conn.execute("SELECT length(CAST(text AS BLOB)) FROM observations WHERE id = ?", (oid,)).fetchone()
+        deleted += int(row[0] or 0) if row else 0
+        conn.execute("UPDATE observations SET state = 'cancelled', issue = 'CANCELLED', text = NULL WHERE id = ?",
+                     (oid,))
+    return deleted
+
+
+def record_cancellation(conn: sqlite3.Connection, at: int, target: str, job_ids: list[str], ids: list[int],
+                        text_bytes: int) -> None:
+    """The tombstone of one ``cm cancel``: ids and counts, no text."""
+    conn.execute("INSERT INTO cancellations(at, target, job_ids, observation_ids, observations, text_bytes)"
+                 " VALUES (?, ?, ?, ?, ?, ?)", (at, target, ",".join(job_ids), ",".join(map(str, ids)), len(ids),
+                                               text_bytes))
+
+
+def cancellations(conn: sqlite3.Connection) -> tuple[int, int]:
+    """(how many ``cm cancel`` tombstones, how many observations they cancelled)."""
+    row = conn.execute("SELECT COUNT(*), SUM(observations) FROM cancellations").fetchone()
+    return int(row[0] or 0), int(row[1] or 0)
 
 
 # -- forgetting and pruning ---------------------------------------------------------------------

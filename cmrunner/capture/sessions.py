@@ -1,4 +1,4 @@
-"""The session cache: turns, messages and sealed batches of Codex, Work and Pi sessions.
+"""The session cache: turns, messages and sealed batches of Codex, Work, Pi, Claude Code and Gemini CLI sessions.
 
 Contract (the specification's session rules; every function runs inside the caller's
 ``BEGIN IMMEDIATE`` transaction):
@@ -160,6 +160,13 @@ def _quarantine_turn(conn: sqlite3.Connection, turn_row: int, issue: str) -> Non
     observations.quarantine_buffered(conn, _user_observations(conn, turn_row), issue)
 
 
+def quarantine_turn(conn: sqlite3.Connection, session_id: str, turn_id: str, issue: str) -> None:
+    """Quarantine the user observations of a turn with ``issue`` (its words were not the user's own)."""
+    found = _turn(conn, session_id, turn_id)
+    if found is not None:
+        _quarantine_turn(conn, found[0], issue)
+
+
 def settle(conn: sqlite3.Connection, session_id: str, turn_id: str, outcome: str) -> list[str]:
     """End a turn as ``settled`` or ``interrupted``; returns the ids of the batches it sealed."""
     from cmrunner.capture import observations  # drain-only (see the module docstring)
@@ -255,6 +262,12 @@ def register(conn: sqlite3.Connection, session_id: str, client: str, host_instan
         "INSERT OR IGNORE INTO sessions(id, client, host_instance, thread, closing, created_at) VALUES (?, ?, ?, ?, 0, ?)",
         (session_id, client, host_instance, thread, created_at),
     )
+
+
+def live_sessions(conn: sqlite3.Connection, clients: tuple[str, ...]) -> list[tuple[str, str]]:
+    """Sessions of ``clients`` not ended yet, as ``(session key, host instance)``."""
+    return conn.execute("SELECT id, host_instance FROM sessions WHERE closing = 0 AND client IN"
+                        " (SELECT value FROM json_each(?))", (jsonfast.dumps(list(clients)),)).fetchall()
 
 
 def latest_open_turn(conn: sqlite3.Connection, session_id: str) -> str | None:

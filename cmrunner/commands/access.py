@@ -7,8 +7,10 @@ import sys
 
 import click
 
-from cmrunner.commands.base import HostCommand, _home, cli, echo, echo_outcome
+from cmrunner.commands.base import HostCommand, _home, cli, confirm, echo, echo_outcome
 from cmrunner.core import config as config_mod
+
+PARTS_LISTED = 10  # a larger import lists its dead or quarantined parts and counts the rest by state
 
 
 @cli.command("network-test")
@@ -62,21 +64,43 @@ def mcp_command(ctx: click.Context, client_id: str | None, capabilities: tuple[s
 @click.option("--author", default="unknown", show_default=True, help="user, agent, third_party, mixed or unknown.")
 @click.option("--label", default=None, help="Display label (default: the file name).")
 @click.option("--no-wait", is_flag=True, help="Only queue; a background drain processes it.")
+@click.option("--dry-run", is_flag=True, help="Show the plan (parts, bytes, estimated tokens); queue nothing.")
+@click.option("--yes", is_flag=True, help="Queue a costly import without asking.")
 @click.pass_context
 def import_command(ctx: click.Context, file: str, workspace: str | None, author: str, label: str | None,
-                   no_wait: bool) -> None:
+                   no_wait: bool, dry_run: bool, yes: bool) -> None:
     """Import one Markdown file through the Writer; exit 1 unless every part was processed."""
-    from cmrunner.manage import importer
+    from cmrunner.manage import importer, importplan
 
-    report = importer.run(_home(ctx), file, workspace, author, label, not no_wait, echo_outcome)
+    planned = importer.plan(_home(ctx), file, workspace, author, label)
+    plan = planned.plan
+    daily = planned.cfg.spend["tokensPerDay"]
+    echo(f"plan: {plan.count} part{'s' if plan.count != 1 else ''}, {plan.file_bytes:,} bytes "
+         f"({plan.wire_bytes:,} as read by the Memory Agent), about {plan.tokens:,} tokens to process "
+         f"(estimate, {plan.token_method})"
+         + (f"; more than the daily cap of {daily:,} tokens: it spreads over several days" if daily and
+            plan.tokens > daily else ""))
+    if dry_run:
+        echo("dry run: nothing was queued")
+        return
+    if plan.needs_confirmation and not yes:
+        confirm("Queue it?", f"this import is estimated above {importplan.CONFIRM_TOKENS:,} tokens (see --dry-run)")
+    report = importer.run(_home(ctx), planned, not no_wait, echo_outcome)
     echo(f"import {report.import_id} into {report.scope}: "
                + ("duplicate of an earlier import (its metadata is kept)" if report.duplicate else "queued"))
-    for part in report.parts:
+    listed = report.parts if len(report.parts) <= PARTS_LISTED else \
+        [p for p in report.parts if p["state"] in ("dead", "quarantined")][:PARTS_LISTED]
+    for part in listed:
         where = f"; retained in {', '.join(part['retainedIn'])}" if part["retainedIn"] else ""
         issue = f" ({part['issue']})" if part["issue"] else ""
         hint = {"dead": f"; run `cm retry {part['jobId']}`",
                 "quarantined": "; final for this content: change the file to import it again"}.get(part["state"], "")
         echo(f"part {part['index']}/{part['count']}: {part['state']}{issue}{where}{hint}")
+    if len(report.parts) > PARTS_LISTED:
+        states: dict[str, int] = {}
+        for part in report.parts:
+            states[part["state"]] = states.get(part["state"], 0) + 1
+        echo(f"parts: {', '.join(f'{n} {state}' for state, n in sorted(states.items()))}")
     if report.note:
         echo(report.note, err=True)
     echo(f"complete: {'true' if report.complete else 'false'}")

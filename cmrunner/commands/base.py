@@ -87,7 +87,7 @@ def confirm(question: str, consequence: str) -> None:
 
 def echo_outcome(outcome: Outcome) -> None:
     """One line per processed job, for the commands that follow the queue (``flush``, ``import``)."""
-    code = f" ({outcome.code})" if outcome.code else ""
+    code = f" ({outcome.cause})" if outcome.cause else ""
     echo(f"job {outcome.job_id[:12]}: {outcome.state}{code}")
 
 

@@ -52,11 +52,15 @@ def _print_status(report: dict) -> None:
     schema = f"schema v{st['schemaVersion']}" if st["exists"] else "not created yet"
     echo(f"store:       {schema}")
     inbox = report["inbox"]
-    echo(f"inbox:       codex {inbox['codex']}, pi {inbox['pi']}, prompt candidates {inbox['candidates']}")
+    echo(f"inbox:       codex {inbox['codex']}, pi {inbox['pi']}, claude/gemini hooks {inbox.get('hooks', 0)}, "
+         f"prompt candidates {inbox['candidates']}")
     obs = ", ".join(f"{k} {v}" for k, v in report["observations"].items()) or "none"
     jobs = ", ".join(f"{k} {v}" for k, v in report["jobs"].items()) or "none"
     echo(f"observations: {obs}")
     echo(f"jobs:        {jobs}")
+    cancelled = report.get("cancelled") or {}
+    if cancelled.get("cancels"):
+        echo(f"cancelled:   {cancelled['observations']} item(s) by {cancelled['cancels']} `cm cancel`(s); never sent")
     if "spend" in report:
         from cmrunner.views import usage
 

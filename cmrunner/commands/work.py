@@ -1,4 +1,4 @@
-"""Running the Writer by hand: `cm flush`, `cm retry`, `cm release` and `cm demo`."""
+"""Running the Writer by hand: `cm flush`, `cm retry`, `cm cancel`, `cm release` and `cm demo`."""
 
 from __future__ import annotations
 
@@ -50,6 +50,27 @@ def retry(ctx: click.Context, job_id: str) -> None:
 
 
 @cli.command()
+@click.argument("target")
+@click.pass_context
+def cancel(ctx: click.Context, target: str) -> None:
+    """Drop queued, waiting or failed work before it is sent; its text is deleted.
+
+    TARGET is a job id (a unique prefix of at least 8 characters, as `cm status` lists), an
+    observation id, or an import id (md-…, as `cm import` printed). A job being processed now is
+    refused; processed work is forgotten with Adjust Memory instead.
+    """
+    from cmrunner.manage import adjust
+
+    done = adjust.cancel(_home(ctx), target)
+    jobs = f" and {len(done.job_ids)} job(s) ({', '.join(j[:12] for j in done.job_ids)})" if done.job_ids else ""
+    echo(f"cancelled {len(done.observation_ids)} item(s){jobs}; {done.text_bytes:,} bytes of text deleted; "
+         "nothing of it will be sent")
+    if done.skipped:
+        echo(f"{done.skipped} part(s) are being processed now and were left alone; cancel them once that ends",
+             err=True)
+
+
+@cli.command()
 @click.argument("observation_id", required=False, type=int)
 @click.option("--code", default=None, help="Release every quarantined observation with this code.")
 @click.pass_context
@@ -62,10 +83,14 @@ def release(ctx: click.Context, observation_id: int | None, code: str | None) ->
 
 
 @cli.command()
-@click.option("--keep", is_flag=True, help="Keep the temporary home and print its path.")
-def demo(keep: bool) -> None:
-    """A capture round trip on a fresh temporary home: print what was captured."""
+@click.option("--keep", is_flag=True, help="Keep the temporary home and print the commands to explore it.")
+@click.pass_context
+def demo(ctx: click.Context, keep: bool) -> None:
+    """The whole loop against cm's synthetic model, on a fresh home: a temporary one, removed at the end
+    unless --keep, or --home DIR, a new or empty folder (refused otherwise), which is kept."""
+    from cmrunner.core.home import resolve_home
     from cmrunner.views import demo as demo_mod
 
-    for line in demo_mod.run(keep=keep):
+    typed = ctx.find_root().obj.get("home")  # never $COMMON_MEMORY_HOME or the default: the demo never uses yours
+    for line in demo_mod.run(keep=keep, demo_home=None if typed is None else resolve_home(typed)):
         echo(line)

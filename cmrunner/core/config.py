@@ -35,6 +35,7 @@ from cmrunner.core import fsutil, jsonfast
 # APIS and PRESETS are re-exported: the CLI's choices name them through this module.
 from cmrunner.core.configdefs import (
     APIS as APIS,
+    DEFAULT_MAX_REQUEST_BYTES,
     DEFAULT_SCHEDULER,
     DEFAULT_SESSION_CACHE,
     DEFAULT_SPEND,
@@ -183,6 +184,12 @@ class Config:
         merged: dict = dict(DEFAULT_SPEND)
         merged.update(self.data.get("spend", {}))
         return merged
+
+    @property
+    def max_request_bytes(self) -> int:
+        """``remote.maxRequestBytes`` or its default: the largest request the Memory Agent may send,
+        which also sizes a job's sources and an import's parts (``cmrunner.writer_proc.budget``)."""
+        return int((self.remote or {}).get("maxRequestBytes") or DEFAULT_MAX_REQUEST_BYTES)
 
     @property
     def trash_retention_ms(self) -> int:

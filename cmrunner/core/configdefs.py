@@ -27,4 +27,10 @@ DEFAULT_TRASH_RETENTION_DAYS = 30  # history.trashRetentionDays: how long a remo
 # spend: the Memory Agent's caps (``null`` = none, 0 = off). A normal day of coding sessions uses
 # tens of thousands of tokens (docs/benchmarks.md: about 1,200 per user turn); a retry storm or a
 # runaway loop reaches these within hours and then waits instead of spending without bound.
+# remote.maxRequestBytes: the largest serialized request the Memory Agent may send. Derived from
+# measurement (docs/benchmarks.md, "Import cost"): a request's fixed text (instructions, tools, task)
+# is about 10 KB, a job's sources at most one bulk page (64 KiB, escaped about 1.2x), the memory
+# documents at most 3 x 16 KiB read and up to as much written back: about 190 KiB; 256 KiB leaves
+# margin and stays near 65 k tokens, well inside the 128 k-token windows of current models.
+DEFAULT_MAX_REQUEST_BYTES = 262_144
 DEFAULT_SPEND = {"requestsPerHour": 600, "tokensPerDay": 5_000_000, "tokensPerMonth": 50_000_000}

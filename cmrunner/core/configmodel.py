@@ -188,7 +188,7 @@ Proxy = Annotated[PlainProxy | CustomProxy, Field(discriminator="mode")]
 class Remote(_Section):
     ACCEPTED = ("provider", "baseUrl", "model", "apiKeyEnv", "api", "preset", "capability", "apiKeySource",
                 "maxOutputTokens", "maxAgentTurns", "reasoningEffort", "thinking", "enableThinking", "proxy",
-                "caFileEnv", "deadlineMs")
+                "caFileEnv", "deadlineMs", "maxRequestBytes")
     provider: Annotated[Literal["openai-compatible"], Expect("openai-compatible")]
     base_url: Annotated[str, _matching(_URL_RE), Expect("an http:// or https:// URL without credentials or spaces")]
     model: Annotated[str, AfterValidator(_non_blank), Expect("a non-empty model name")]
@@ -200,6 +200,8 @@ class Remote(_Section):
     max_agent_turns: Annotated[Annotated[int, Field(ge=1, le=1024)] | None, _NOT_NULL, _range(1, 1024)] = None
     deadline_ms: Annotated[Annotated[int, Field(ge=1000, le=3600000)] | None, _NOT_NULL,
                            _range(1000, 3_600_000)] = None
+    max_request_bytes: Annotated[Annotated[int, Field(ge=32768, le=67108864)] | None, _NOT_NULL,
+                                 _range(32768, 67_108_864)] = None
     reasoning_effort: Annotated[Effort | None, _NOT_NULL, _one_of(EFFORTS)] = None
     thinking: Annotated[Thinking | None, _NOT_NULL, Expect("an object")] = None
     enable_thinking: Annotated[bool | None, _NOT_NULL, Expect("true or false")] = None

@@ -9,6 +9,9 @@ Contract:
 - ``host_instance`` names the Codex (or Work) process that fired a hook: the explicit
   ``COMMON_MEMORY_HOST_INSTANCE`` a bridge passes, else the nearest ancestor (≤ 32 levels) whose
   executable's name starts with ``codex``. Failure is ``CODEX_HOST_PROCESS_UNCONFIRMED``.
+- ``launcher_instance`` names the Claude Code or Gemini CLI process the same way, as the nearest
+  ancestor that is not a shell or wrapper (``WRAPPERS``); ``parse_key`` reads an instance back into
+  an identity so the drain can tell when that process has exited.
 Stdlib only on Linux (hook path); psutil is imported only where ``/proc`` is missing.
 """
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 
 from cmrunner.core.errors import CmError
 
@@ -23,6 +27,9 @@ HOST_INSTANCE_ENV = "COMMON_MEMORY_HOST_INSTANCE"
 _HOST_INSTANCE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._-]{0,199}$")
 _BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 _MAX_ANCESTORS = 32
+# What stands between a host and its hook command: shells and wrappers, never the host itself.
+WRAPPERS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "busybox", "env", "timeout", "nice",
+                      "nohup", "setsid", "stdbuf", "time"})
 
 
 class Identity:
@@ -142,37 +149,71 @@ def _exe_name(pid: int) -> str | None:
         return None
 
 
+def _explicit_instance(environ: dict[str, str] | os._Environ[str]) -> str | None:
+    explicit = environ.get(HOST_INSTANCE_ENV)
+    if explicit is not None and not _HOST_INSTANCE_RE.match(explicit):
+        raise CmError(
+            "INVALID_HOST_INSTANCE",
+            f"{HOST_INSTANCE_ENV} must be 1-200 characters of letters, digits and :._-; fix the bridge",
+        )
+    return explicit
+
+
+def _ancestor(accept: Callable[[str], bool]) -> Identity | None:
+    """The nearest ancestor (at most 32 levels up) whose executable's name ``accept`` takes."""
+    pid = os.getppid()
+    for _ in range(_MAX_ANCESTORS):
+        if pid <= 1:
+            break
+        name = _exe_name(pid)
+        if name is not None and accept(name):
+            found = of(pid)
+            if found is not None:
+                return found
+        parent = parent_pid(pid)
+        if parent is None or parent == pid:
+            break
+        pid = parent
+    return None
+
+
 def host_instance(env: dict[str, str] | None = None) -> str:
     """Identify the host process that fired this hook (see module contract)."""
-    environ = os.environ if env is None else env
-    explicit = environ.get(HOST_INSTANCE_ENV)
+    explicit = _explicit_instance(os.environ if env is None else env)
     if explicit is not None:
-        if not _HOST_INSTANCE_RE.match(explicit):
-            raise CmError(
-                "INVALID_HOST_INSTANCE",
-                f"{HOST_INSTANCE_ENV} must be 1-200 characters of letters, digits and :._-; fix the bridge",
-            )
         return explicit
     if not os.path.isdir("/proc/self"):
         raise CmError(
             "CODEX_PROCESS_IDENTITY_UNSUPPORTED",
             f"this platform has no /proc; the host bridge must set {HOST_INSTANCE_ENV}",
         )
-    pid = os.getppid()
-    for _ in range(_MAX_ANCESTORS):
-        if pid <= 1:
-            break
-        name = _exe_name(pid)
-        if name is not None and name.startswith("codex"):
-            found = of(pid)
-            if found is not None:
-                return found.key()
-        parent = parent_pid(pid)
-        if parent is None or parent == pid:
-            break
-        pid = parent
+    found = _ancestor(lambda name: name.startswith("codex"))
+    if found is not None:
+        return found.key()
     raise CmError(
         "CODEX_HOST_PROCESS_UNCONFIRMED",
         "no Codex process found among this hook's ancestors; run it from Codex "
         f"or set {HOST_INSTANCE_ENV}",
     )
+
+
+def launcher_instance(host: str) -> str:
+    """Identify the host process (Claude Code, Gemini CLI) that ran this hook: ``COMMON_MEMORY_HOST_INSTANCE``
+    if set, else the nearest ancestor that is not a shell or a command wrapper — those hosts run a
+    hook command through a shell, so the first other process up the chain is the host itself."""
+    explicit = _explicit_instance(os.environ)
+    if explicit is not None:
+        return explicit
+    found = _ancestor(lambda name: name not in WRAPPERS) if os.path.isdir("/proc/self") else None
+    if found is None:
+        raise CmError("HOST_PROCESS_UNCONFIRMED",
+                      f"no {host} process found among this hook's ancestors; run it from {host} or set {HOST_INSTANCE_ENV}")
+    return found.key()
+
+
+def parse_key(key: str) -> Identity | None:
+    """The identity a ``key()`` string names, or ``None`` for an explicit (bridge-chosen) instance."""
+    parts = key.rsplit(":", 2)
+    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+        return None
+    return Identity(parts[0], int(parts[1]), int(parts[2]))

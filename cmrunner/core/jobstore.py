@@ -9,6 +9,11 @@ Contract:
   wrapped before.
 - A job row is fenced by ``(id, token, generation)``: the lease-checked statements here match all
   three plus ``state = 'running'`` and an unexpired ``expires``.
+- A job's cause (m010): ``failure`` is the code its last failed attempt ended with, ``rejection``
+  the last tool rejection the model received in that attempt (JSON of codes, rule names, a JSON
+  path, a document, a section heading that passed the scanner and a finding's fingerprint: never
+  text), ``model_failures`` how many attempts failed on the model's own decisions. ``issue`` is
+  the one cause the user sees (``cmrunner.writer_proc.jobs.fail`` decides it).
 - ``settings`` holds one flag today, ``FLUSH_KEY``: set by whoever asks for a flush, cleared by
   the claim that finds the queue empty.
 Stdlib only (capture path).
@@ -110,8 +115,22 @@ def record_activity(conn: sqlite3.Connection, job_id: str, token: str, generatio
     )
 
 
-def set_diagnostic(conn: sqlite3.Connection, job_id: str, diagnostic: str | None) -> None:
-    conn.execute("UPDATE jobs SET diagnostic = ? WHERE id = ?", (diagnostic, job_id))
+def decode_rejection(text: str | None) -> dict | None:
+    """A stored ``rejection`` column as a dict (``None`` when absent or unreadable)."""
+    try:
+        found = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def record_failure(conn: sqlite3.Connection, job_id: str, diagnostic: str | None, failure: str, rejection: str | None,
+                   model_failure: bool) -> int:
+    """A failed attempt's diagnostic, code and last rejection (``None``: the attempt had none);
+    returns how many attempts of the job have now failed on the model's own decisions."""
+    conn.execute("UPDATE jobs SET diagnostic = ?, failure = ?, rejection = ?, model_failures = model_failures + ?"
+                 " WHERE id = ?", (diagnostic, failure, rejection, int(model_failure), job_id))
+    return int(conn.execute("SELECT model_failures FROM jobs WHERE id = ?", (job_id,)).fetchone()[0])
 
 
 def schedule_retry(conn: sqlite3.Connection, job_id: str, issue: str, available: int, now: int) -> None:
@@ -147,6 +166,18 @@ def state_of(conn: sqlite3.Connection, job_id: str) -> str | None:
     return None if row is None else row[0]
 
 
+def lease_of(conn: sqlite3.Connection, job_id: str) -> tuple[str, int] | None:
+    """(state, lease expiry in ms) of a job, or ``None``."""
+    row = conn.execute("SELECT state, expires FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return None if row is None else (row[0], int(row[1]))
+
+
+def cancel(conn: sqlite3.Connection, job_id: str, now: int) -> None:
+    """The job is cancelled: it never runs again (``cm cancel``)."""
+    conn.execute("UPDATE jobs SET state = 'cancelled', issue = 'CANCELLED', expires = 0, updated_at = ? WHERE id = ?",
+                 (now, job_id))
+
+
 def ids_with_prefix(conn: sqlite3.Connection, prefix: str, limit: int) -> list[str]:
     """Job ids starting with ``prefix``, oldest first, at most ``limit``."""
     return [r[0] for r in conn.execute(
@@ -174,26 +205,28 @@ def count_unfinished(conn: sqlite3.Connection, quarantined_listed: list[str]) ->
 
 
 def unfinished(conn: sqlite3.Connection, quarantined_listed: list[str], limit: int) -> list[tuple]:
-    """(id, state, issue, task_kind, attempts, retries, available, expires) of the jobs
-    ``count_unfinished`` counts, oldest first, at most ``limit``."""
+    """(id, state, issue, task_kind, attempts, retries, available, expires, failure, rejection) of
+    the jobs ``count_unfinished`` counts, oldest first, at most ``limit``."""
     return conn.execute(
-        f"SELECT id, state, issue, task_kind, attempts, retries, available, expires FROM jobs WHERE ({_UNFINISHED}"
+        f"SELECT id, state, issue, task_kind, attempts, retries, available, expires, failure, rejection FROM jobs"
+        f" WHERE ({_UNFINISHED}"
         " OR (state = 'quarantined' AND id IN (SELECT value FROM json_each(?)))) ORDER BY created_at, id LIMIT ?",
         (json.dumps(quarantined_listed), limit)).fetchall()
 
 
-def dead_or_paused(conn: sqlite3.Connection) -> list[tuple[str, str | None]]:
-    """(id, issue) of dead and paused jobs, oldest first."""
+def dead_or_paused(conn: sqlite3.Connection) -> list[tuple[str, str | None, str | None, str | None]]:
+    """(id, issue, failure, rejection) of dead and paused jobs, oldest first."""
     return conn.execute(
-        "SELECT id, issue FROM jobs WHERE state IN ('dead', 'paused') ORDER BY created_at, id").fetchall()
+        "SELECT id, issue, failure, rejection FROM jobs WHERE state IN ('dead', 'paused') ORDER BY created_at, id"
+    ).fetchall()
 
 
 def listed(conn: sqlite3.Connection, states: tuple[str, ...], limit: int) -> list[tuple]:
-    """(id, state, scope, task_kind, attempts, issue, available, expires) of jobs in ``states``,
-    oldest first, at most ``limit``."""
+    """(id, state, scope, task_kind, attempts, issue, available, expires, failure, rejection) of
+    jobs in ``states``, oldest first, at most ``limit``."""
     marks = ",".join("?" * len(states))
     return conn.execute(
-        f"SELECT id, state, scope, task_kind, attempts, issue, available, expires FROM jobs"
+        f"SELECT id, state, scope, task_kind, attempts, issue, available, expires, failure, rejection FROM jobs"
         f" WHERE state IN ({marks}) ORDER BY created_at LIMIT ?", (*states, limit)).fetchall()
 
 

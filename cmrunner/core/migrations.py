@@ -62,7 +62,7 @@ def m001_write_path(conn: sqlite3.Connection) -> None:
             source TEXT NOT NULL,             -- channel-level source name
             provenance TEXT,                  -- class derived from source; NULL = not authorisable
             task_kind TEXT NOT NULL DEFAULT 'observation',
-            state TEXT NOT NULL,              -- buffered|pending|claimed|processed|quarantined|dead|paused
+            state TEXT NOT NULL,              -- buffered|pending|claimed|processed|quarantined|dead|paused (|cancelled, m009)
             observed_at TEXT NOT NULL,
             enqueued_at INTEGER NOT NULL,     -- ms since epoch
             processed_at INTEGER,
@@ -79,7 +79,7 @@ def m001_write_path(conn: sqlite3.Connection) -> None:
             id TEXT PRIMARY KEY,
             token TEXT NOT NULL,
             generation INTEGER NOT NULL,
-            state TEXT NOT NULL,              -- running|retry|done|dead|paused|quarantined
+            state TEXT NOT NULL,              -- running|retry|done|dead|paused|quarantined (|cancelled, m009)
             scope TEXT NOT NULL,
             provenance TEXT NOT NULL,
             task_kind TEXT NOT NULL DEFAULT 'observation',
@@ -334,8 +334,70 @@ def m007_disclosure_ledger(conn: sqlite3.Connection) -> None:
     )
 
 
+def m008_agent_hooks(conn: sqlite3.Connection) -> None:
+    """Claude Code and Gemini CLI hook events waiting for the drain (owner: ``capture.hook_inbox``), and
+    the hook events cm refused or ignored, counted per host and code for ``cm status`` (owner:
+    ``capture.hook_rejections``). A rejection holds a code and a count, never event text."""
+    _run_script(
+        conn,
+        """
+        CREATE TABLE hook_inbox (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL,
+            event TEXT NOT NULL,              -- prompt | stop | end
+            body TEXT NOT NULL,               -- canonical JSON: text, command flag, turn key, observed time
+            scope TEXT NOT NULL,              -- frozen from the payload's cwd at admission
+            received_at INTEGER NOT NULL
+        );
+        CREATE INDEX hook_inbox_session ON hook_inbox(session_id, id);
+        CREATE TABLE hook_rejections (
+            host TEXT NOT NULL,               -- claude-code | gemini
+            code TEXT NOT NULL,               -- a stable UPPER_SNAKE code
+            message TEXT NOT NULL,            -- cm's own one-line message (never payload text)
+            count INTEGER NOT NULL,
+            first_at INTEGER NOT NULL, last_at INTEGER NOT NULL,
+            PRIMARY KEY (host, code)
+        );
+        """,
+    )
+
+
+def m009_cancellations(conn: sqlite3.Connection) -> None:
+    """What ``cm cancel`` dropped (owner: ``capture.observations``): ids and counts, never text."""
+    _run_script(
+        conn,
+        """
+        CREATE TABLE cancellations (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            at INTEGER NOT NULL,              -- ms since epoch
+            target TEXT NOT NULL,             -- what the user named: a job id, an observation id or an import id
+            job_ids TEXT NOT NULL,            -- the jobs cancelled, comma-separated (may be empty)
+            observation_ids TEXT NOT NULL,    -- the observations cancelled, comma-separated
+            observations INTEGER NOT NULL,
+            text_bytes INTEGER NOT NULL       -- how much text was deleted
+        );
+        """,
+    )
+
+
+def m010_job_cause(conn: sqlite3.Connection) -> None:
+    """The real cause travels with the job (owner: ``core.jobstore``): the code its last failed
+    attempt ended with, the last tool rejection the model received in that attempt (code, rule,
+    document, section, fingerprint: never text), and how many attempts failed on the model's own
+    decisions (they have a smaller budget than a provider's transient failures)."""
+    _run_script(
+        conn,
+        """
+        ALTER TABLE jobs ADD COLUMN failure TEXT;
+        ALTER TABLE jobs ADD COLUMN rejection TEXT;
+        ALTER TABLE jobs ADD COLUMN model_failures INTEGER NOT NULL DEFAULT 0;
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [m001_write_path, m002_claim_and_prune_indexes, m003_codex_progress, m004_pi_inputs,
-                               m005_drain_failures, m006_section_history, m007_disclosure_ledger]
+                               m005_drain_failures, m006_section_history, m007_disclosure_ledger, m008_agent_hooks,
+                               m009_cancellations, m010_job_cause]
 LATEST = len(MIGRATIONS)
 
 

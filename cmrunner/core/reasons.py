@@ -13,13 +13,19 @@ Contract:
 - ``releasable`` is the release policy: only an entry whose action is ``release``; never
   secrets or sensitive content, unauthorized scope or provenance, forgotten or unclassifiable
   sources.
-- ``remedy`` renders the one-line remedy for a group in a given state, with the real ids.
+- ``remedy`` renders the one-line remedy for a group in a given state, with the real ids; for a
+  dead job, ``dead_fix`` says what to change first when cm stopped retrying a code it otherwise
+  retries by itself (the model's own mistakes: try another model), and a decision the scanner
+  refused names ``cm secrets allow <fingerprint>`` from the job's recorded rejection.
+- ``cause`` renders a job's cause in one line (issue code, where the last rejection went wrong,
+  the code the attempt ended with), the one form every surface shows.
 Reasons and remedies never contain user text: only codes, ids, setting names and commands.
 Stdlib only, no imports from the Writer side.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NamedTuple
 
 RELEASE, RETRY, AUTO, RECOVER, WAIT, NONE = "release", "retry", "auto", "recover", "wait", "none"
@@ -29,9 +35,18 @@ class Reason(NamedTuple):
     reason: str
     fix: str
     action: str
+    dead_fix: str = ""  # what to change before `cm retry` once cm stopped trying by itself
 
 
 _DECISION = "the Memory Agent's decision broke a rule ({what}), so nothing was written"
+_ASK_AGAIN = "nothing to do: cm asks again"
+# A job that died on the model's own decisions failed twice with fresh conversations (jobs.MAX_MODEL_FAILURES).
+_MODEL_FIX = "the model kept making this mistake: try another model (remote.model in config.json)"
+
+
+def _decision(what: str, fix: str = _ASK_AGAIN) -> Reason:
+    return Reason(_DECISION.format(what=what), fix, AUTO, _MODEL_FIX)
+
 _DAMAGED = "a staged commit under runtime/transactions is inconsistent ({what})"
 _SESSION = "the session's host records could not be matched safely ({what}), so the session was set aside"
 
@@ -43,6 +58,10 @@ TABLE: dict[str, Reason] = {
                                "nothing to do; say it differently or use Adjust Memory if it should be kept now", NONE),
     "INTERRUPTED_TURN": Reason("the turn was interrupted before the agent answered, so it was not taken as evidence",
                                "if it should still be remembered", RELEASE),
+    "COMMAND_EXPANSION": Reason("the prompt was a command's expansion (Gemini CLI custom command), not words the user "
+                                "typed, so it was not taken as evidence", "nothing to do; say it in your own words", NONE),
+    "UNCONFIRMED_PROMPT": Reason("Gemini CLI's chat record did not show this prompt as typed by the user, so it was "
+                                 "not taken as evidence", "if it should still be remembered", RELEASE),
     "INCOMPLETE_TURN": Reason("the session ended before this turn finished, so it was not taken as evidence",
                               "if it should still be remembered", RELEASE),
     "MIXED_SESSION_TURN": Reason("one turn mixed messages of different scopes or sources, so cm cannot tell where "
@@ -52,6 +71,10 @@ TABLE: dict[str, Reason] = {
     "OVERSIZED_COMPLETE_SOURCE": Reason("one message is larger than the disclosure byte cap, so it was not sent",
                                         "raise disclosure.maxExcerptBytes / maxCandidateBytes / maxTotalBytes in "
                                         "config.json", RELEASE),
+    "SOURCE_TOO_LARGE": Reason("one message or import part is too large for any request the Memory Agent may send "
+                               "(remote.maxRequestBytes), so it was not sent",
+                               "raise remote.maxRequestBytes in config.json if your model accepts larger requests; a "
+                               "Markdown file imported again with `cm import` is split into parts that fit", RELEASE),
     "UNAUTHORIZED_SOURCE": Reason("its scope is not in disclosure.allowedScopes, so nothing was sent",
                                   "add the scope to disclosure.allowedScopes if it may be disclosed", RETRY),
     "UNAUTHORIZED_PROVENANCE": Reason("its kind of source is not in disclosure.allowedProvenance, so nothing was sent",
@@ -69,8 +92,9 @@ TABLE: dict[str, Reason] = {
                             "backoff", AUTO),
     "DRAIN_INTERRUPTED": Reason("the drain or `cm flush` was stopped (for example Ctrl+C) while holding the job",
                                 "nothing to do: cm tries again after a backoff", AUTO),
-    "RECOVERY_BUDGET_EXHAUSTED": Reason("the job failed or was interrupted six times (the first attempt plus five "
-                                        "recoveries)", "find the cause in the drain log", RETRY),
+    "RECOVERY_BUDGET_EXHAUSTED": Reason("the job was interrupted (its drain was killed or crashed while holding it) "
+                                        "after it had failed or been interrupted five times before",
+                                        "see 'last drain failure' in `cm status` and the drain log", RETRY),
     # -- the model provider and the network --------------------------------------------------
     "AUTHENTICATION": Reason("the provider rejected the API key",
                              "put the right key in the private .env (the model setup of `cm config`)", RETRY),
@@ -83,61 +107,57 @@ TABLE: dict[str, Reason] = {
                                 "reached, so the Memory Agent waits; nothing is lost",
                                 "wait for the cap's window to end, or raise it with `cm usage caps`", WAIT),
     "UNAVAILABLE": Reason("the provider or the network route could not be reached",
-                          "check the route with `cm network-test`; cm tries again after a backoff", AUTO),
+                          "check the route with `cm network-test`; cm tries again after a backoff", AUTO,
+                          "check the route with `cm network-test`"),
     "TIMEOUT": Reason("the model request timed out", "nothing to do: cm tries again after a backoff", AUTO),
     "INVALID_RESPONSE": Reason("the provider's answer could not be used (for example an unknown model or a rejected "
                                "request)", "check remote.model and run `cm network-test`", RETRY),
+    "REQUEST_TOO_LARGE": Reason("the Memory Agent's conversation grew past remote.maxRequestBytes, so the next "
+                                "request was not sent", "raise remote.maxRequestBytes in config.json if your model "
+                                "accepts larger requests", RETRY),
+    "ATTEMPT_BUDGET_EXHAUSTED": Reason("one attempt sent its byte budget (16 full-size requests) without a decision, "
+                                       "so it stopped", "check the model with `cm network-test`", RETRY),
     "MODEL_REFUSAL": Reason("the model refused the maintenance task", "", RETRY),
     "AGENT_TURN_LIMIT": Reason("the Memory Agent used all remote.maxAgentTurns without submitting a decision",
                                "raise remote.maxAgentTurns in config.json", RETRY),
     "CONTEXT_LIMIT": Reason("the model's context window ran out",
                             "use a model with a larger context or lower the disclosure byte caps", RETRY),
     "MISSING_SUBMISSION": Reason("the model ended without submitting a decision",
-                                 "nothing to do: cm tries again after a backoff", AUTO),
+                                 "nothing to do: cm tries again after a backoff", AUTO, _MODEL_FIX),
     "SENSITIVE_CONTENT_REJECTED": Reason("a request or the rendered result looked like it contained a secret, so "
                                          "nothing was sent or written", "", RETRY),
     # -- the decision contract and the agent's tools -----------------------------------------
-    "INVALID_DECISION": Reason(_DECISION.format(what="schema"), "nothing to do: cm asks again", AUTO),
-    "UNSAFE_CHARACTER": Reason(_DECISION.format(what="a control or bidirectional character in a title or body"),
-                               "nothing to do: cm asks again; if it keeps failing, try another model", AUTO),
-    "INVALID_REQUEST_REFERENCE": Reason(_DECISION.format(what="request id"), "nothing to do: cm asks again", AUTO),
-    "INVALID_EVIDENCE_REFERENCE": Reason(_DECISION.format(what="evidence"), "nothing to do: cm asks again", AUTO),
-    "MISSING_EVIDENCE": Reason(_DECISION.format(what="evidence"), "nothing to do: cm asks again", AUTO),
-    "INVALID_TARGET_REFERENCE": Reason(_DECISION.format(what="target or section"), "nothing to do: cm asks again",
-                                       AUTO),
-    "UNAUTHORIZED_SCOPE": Reason(_DECISION.format(what="scope"), "nothing to do: cm asks again", AUTO),
-    "UNAUTHORIZED_WRITE": Reason(_DECISION.format(what="writable scopes"),
-                                 "add the scope to writableScopes if cm may change it; cm asks again", AUTO),
-    "DUPLICATE_SECTION_OPERATION": Reason(_DECISION.format(what="one section changed twice"),
-                                          "nothing to do: cm asks again", AUTO),
-    "UNAUTHORIZED_FORGET_EVIDENCE": Reason(_DECISION.format(what="import guard"), "nothing to do: cm asks again", AUTO),
-    "UNAUTHORIZED_IMPORT_OVERWRITE": Reason(_DECISION.format(what="import guard"), "nothing to do: cm asks again",
-                                            AUTO),
-    "STALE_SOURCE": Reason(_DECISION.format(what="evidence older than a correction"), "nothing to do: cm asks again",
-                           AUTO),
-    "INVALID_EDIT_RESULT": Reason(_DECISION.format(what="edit result"), "nothing to do: cm asks again", AUTO),
-    "INCOMPLETE_INGEST_COVERAGE": Reason(_DECISION.format(what="submitted before reading all input"),
-                                         "nothing to do: cm asks again", AUTO),
-    "UNREAD_MEMORY_TARGET": Reason(_DECISION.format(what="edited a document it had not read"),
-                                   "nothing to do: cm asks again", AUTO),
-    "DECISION_ALREADY_SUBMITTED": Reason(_DECISION.format(what="second submission"), "nothing to do: cm asks again",
-                                         AUTO),
-    "INVALID_BLOCK_REFERENCE": Reason(_DECISION.format(what="read tool arguments"), "nothing to do: cm asks again",
-                                      AUTO),
-    "INVALID_INGEST_HANDLE": Reason(_DECISION.format(what="read tool arguments"), "nothing to do: cm asks again", AUTO),
-    "INVALID_PAGE_OFFSET": Reason(_DECISION.format(what="read tool arguments"), "nothing to do: cm asks again", AUTO),
-    "INVALID_SNAPSHOT_HANDLE": Reason(_DECISION.format(what="read tool arguments"), "nothing to do: cm asks again",
-                                      AUTO),
-    "NONCONTIGUOUS_READ": Reason(_DECISION.format(what="reads out of order"), "nothing to do: cm asks again", AUTO),
-    "NOTES_TOO_LARGE": Reason(_DECISION.format(what="working notes too large"), "nothing to do: cm asks again", AUTO),
-    "SENSITIVE_NOTES_REJECTED": Reason(_DECISION.format(what="working notes looked like a secret"),
-                                       "nothing to do: cm asks again", AUTO),
-    "TOOL_ARGUMENTS_INVALID": Reason(_DECISION.format(what="tool arguments"), "nothing to do: cm asks again", AUTO),
-    "TOOL_REJECTED": Reason(_DECISION.format(what="tool call"), "nothing to do: cm asks again", AUTO),
-    "UNKNOWN_TOOL": Reason(_DECISION.format(what="unknown tool"), "nothing to do: cm asks again", AUTO),
-    "MEMORY_TOOL_REJECTED": Reason(_DECISION.format(what="tool call"), "nothing to do: cm asks again", AUTO),
-    "INVALID_SECTION_TITLE": Reason(_DECISION.format(what="section title"), "nothing to do: cm asks again", AUTO),
-    "INVALID_SECTION_BODY": Reason(_DECISION.format(what="section body"), "nothing to do: cm asks again", AUTO),
+    "INVALID_DECISION": _decision("schema"),
+    "UNSAFE_CHARACTER": _decision("a control or bidirectional character in a title or body",
+                                  "nothing to do: cm asks again; if it keeps failing, try another model"),
+    "INVALID_REQUEST_REFERENCE": _decision("request id"),
+    "INVALID_EVIDENCE_REFERENCE": _decision("evidence"),
+    "MISSING_EVIDENCE": _decision("evidence"),
+    "INVALID_TARGET_REFERENCE": _decision("target or section"),
+    "UNAUTHORIZED_SCOPE": _decision("scope"),
+    "UNAUTHORIZED_WRITE": _decision("writable scopes",
+                                    "add the scope to writableScopes if cm may change it; cm asks again"),
+    "DUPLICATE_SECTION_OPERATION": _decision("one section changed twice"),
+    "UNAUTHORIZED_FORGET_EVIDENCE": _decision("import guard"),
+    "UNAUTHORIZED_IMPORT_OVERWRITE": _decision("import guard"),
+    "STALE_SOURCE": _decision("evidence older than a correction"),
+    "INVALID_EDIT_RESULT": _decision("edit result"),
+    "INCOMPLETE_INGEST_COVERAGE": _decision("submitted before reading all input"),
+    "UNREAD_MEMORY_TARGET": _decision("edited a document it had not read"),
+    "DECISION_ALREADY_SUBMITTED": _decision("second submission"),
+    "INVALID_BLOCK_REFERENCE": _decision("read tool arguments"),
+    "INVALID_INGEST_HANDLE": _decision("read tool arguments"),
+    "INVALID_PAGE_OFFSET": _decision("read tool arguments"),
+    "INVALID_SNAPSHOT_HANDLE": _decision("read tool arguments"),
+    "NONCONTIGUOUS_READ": _decision("reads out of order"),
+    "NOTES_TOO_LARGE": _decision("working notes too large"),
+    "SENSITIVE_NOTES_REJECTED": _decision("working notes looked like a secret"),
+    "TOOL_ARGUMENTS_INVALID": _decision("tool arguments"),
+    "TOOL_REJECTED": _decision("tool call"),
+    "UNKNOWN_TOOL": _decision("unknown tool"),
+    "MEMORY_TOOL_REJECTED": _decision("tool call"),
+    "INVALID_SECTION_TITLE": _decision("section title"),
+    "INVALID_SECTION_BODY": _decision("section body"),
     # -- the memory files -----------------------------------------------------------------------
     "STALE_REVISION": Reason("a memory file changed while the agent worked (a hand edit or another job)",
                              "nothing to do: cm tries again on the new version", AUTO),
@@ -220,12 +240,54 @@ def _ids(command: str, ids: list[str]) -> str:
     return shown + (f" (and {len(ids) - 3} more)" if len(ids) > 3 else "")
 
 
-def remedy(code: str | None, state: str, ids: list[str] | None = None) -> str:
+def where(rejection: Mapping[str, object] | None) -> str:
+    """Where a recorded rejection went wrong, in a few words: ``rule secret.high_entropy on
+    preferences/Note`` or ``at $.request_id: does not name this job``; empty when it names nothing."""
+    if not rejection:
+        return ""
+    rule = rejection.get("rule")
+    place = "/".join(str(rejection[k]) for k in ("target", "section") if rejection.get(k))
+    if place:
+        return f"rule {rule} on {place}" if rule else f"on {place}"
+    path = rejection.get("path")
+    if path:
+        return f"at {path}: {rule}" if rule else f"at {path}"
+    return f"rule {rule}" if rule else ""
+
+
+def cause(code: str | None, failure: str | None = None, rejection: Mapping[str, object] | None = None) -> str:
+    """A job's cause in one line, the same in ``cm status``, its JSON, the drain log, ``cm flush`` and
+    the terminal UI: the issue code, where the model's rejected call went wrong when the rejection
+    is the cause, and the code the attempt ended with when that differs, e.g.
+    ``SENSITIVE_CONTENT_REJECTED (rule secret.high_entropy on preferences/Note), then MISSING_SUBMISSION``."""
+    text = code or "UNKNOWN"
+    if rejection and rejection.get("code") == code:
+        detail = where(rejection)
+        text += f" ({detail})" if detail else ""
+        if failure and failure != code:
+            text += f", then {failure}"
+    return text
+
+
+def _secret_fix(rejection: Mapping[str, object] | None) -> str:
+    """For a decision the scanner refused: how to say a false secret is not one (its fingerprint)."""
+    fingerprint = (rejection or {}).get("fingerprint")
+    rule = str((rejection or {}).get("rule") or "")
+    if not fingerprint or not rule.startswith("secret."):
+        return ""
+    return f"if the value is not a secret, run `cm secrets allow {fingerprint}`"
+
+
+def remedy(code: str | None, state: str, ids: list[str] | None = None,
+           rejection: Mapping[str, object] | None = None) -> str:
     """One line: what to do about a group in ``state`` (``quarantined``, ``dead``, ``retry`` or
-    ``isolated``). ``ids`` are the job ids (12 characters) to retry, or the recovery ids."""
+    ``isolated``). ``ids`` are the job ids (12 characters) to retry, or the recovery ids;
+    ``rejection`` is the jobs' recorded last rejection, when ``code`` is its code."""
     entry = explain(code)
     ids = ids or []
     fix = entry.fix
+    if code == "SENSITIVE_CONTENT_REJECTED" and rejection and rejection.get("code") == code:
+        fix = _secret_fix(rejection) or fix
     if state == "isolated":
         command = _ids("cm session-drain --recover", ids) if ids else "`cm session-drain --recover <id>`"
     elif state == "quarantined" and entry.action == RELEASE:
@@ -233,8 +295,10 @@ def remedy(code: str | None, state: str, ids: list[str] | None = None) -> str:
     elif state == "quarantined" and ids and entry.action == RETRY:
         command = _ids("cm retry", ids)
     elif state == "dead":
-        # A dead job never comes back by itself, whatever its code: the remedy is always a retry.
-        fix = "" if entry.action in (AUTO, NONE) else fix
+        # A dead job never comes back by itself, whatever its code: the remedy is always a retry,
+        # after what must change first (``dead_fix`` for a code cm would otherwise retry by itself).
+        if fix == entry.fix:
+            fix = entry.dead_fix or ("" if entry.action in (AUTO, NONE) else fix)
         command = _ids("cm retry", ids) if ids else "`cm retry <job id>`"
     elif entry.action == WAIT:
         return fix

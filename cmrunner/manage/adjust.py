@@ -26,14 +26,18 @@ import datetime
 import os
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cmrunner.capture import observations
-from cmrunner.core import config as config_mod, drainfailures, drainlease, jobstore, projects, store
+from cmrunner.core import config as config_mod, drainfailures, drainlease, jobstore, projects, reasons, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.mcpserver import items as mcp_items
 from cmrunner.secrets import safety
 from cmrunner.views import status, usage
+
+if TYPE_CHECKING:
+    from cmrunner.writer_proc.cancel import Cancelled
 
 NAMESPACE = "interactive:cm"
 MAX_REQUEST_BYTES = 16 * 1024
@@ -130,6 +134,7 @@ class JobRow:
     issue: str | None
     retry_at: int | None
     lease_live: bool
+    cause: str | None = None  # ``reasons.cause``: the issue with where the model's last rejection went wrong
 
     @property
     def retryable_by_user(self) -> bool:
@@ -158,7 +163,8 @@ def overview(home: str, limit: int = 20) -> Overview:
     try:
         counts = observations.count_by_state(conn)
         jobs = [JobRow(r[0], r[1], r[2], r[3], int(r[4]), r[5], int(r[6]) if r[1] == "retry" and r[6] else None,
-                       r[1] == "running" and int(r[7]) > now)
+                       r[1] == "running" and int(r[7]) > now,
+                       reasons.cause(r[5], r[8], jobstore.decode_rejection(r[9])) if r[5] else None)
                 for r in jobstore.listed(conn, ACTIVE_JOB_STATES, limit)]
         requests = []
         recent = observations.recent_entries(conn, NAMESPACE, limit)
@@ -206,3 +212,18 @@ def retry(home: str, job_id: str) -> str:
     finally:
         conn.close()
     return full
+
+
+def cancel(home: str, target: str) -> Cancelled:
+    """Drop queued, waiting or failed work before it is sent (``writer_proc.cancel``), in one transaction."""
+    from cmrunner.writer_proc import cancel as cancel_mod
+
+    paths = DataPaths(config_mod.load(home).data_root)
+    if not os.path.isfile(paths.db):
+        raise CmError("NOTHING_TO_CANCEL", "nothing has been queued yet")
+    conn = store.open_store(paths)
+    try:
+        with store.immediate(conn):
+            return cancel_mod.cancel(conn, target, int(time.time() * 1000))
+    finally:
+        conn.close()

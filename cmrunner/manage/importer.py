@@ -1,23 +1,31 @@
 """``cm import <file.md>``: one trusted local Markdown file in, through the same Writer as user turns.
 
 Contract (specification "Importing a Markdown file", reference-facts §3.3 and §7.2):
-- The file is a regular ``.md``/``.markdown`` file, not a symbolic link, strict UTF-8 (a leading
-  BOM is dropped) without NUL bytes, non-empty after trimming; CRLF becomes LF. Anything else is
-  refused before queuing with ``FILE_NOT_FOUND``, ``UNSUPPORTED_FILE_TYPE``, ``INVALID_ENCODING``
-  or ``EMPTY_DOCUMENT``. Nothing is truncated and there is no file-size cap of cm's own; an
-  explicit disclosure byte cap that the file exceeds is ``IMPORT_CHUNK_TOO_LARGE``.
-- The whole file is one ``document_import`` observation (part 1 of 1): a JSON envelope with a fixed
-  key order holding the label, the declared author, the file name, the content digest, the
+- The file is a regular ``.md``/``.markdown`` file, not a symbolic link, at most
+  ``importplan.MAX_IMPORT_BYTES`` (``IMPORT_TOO_LARGE``), strict UTF-8 (a leading BOM is dropped)
+  without NUL bytes, non-empty after trimming; CRLF becomes LF. Anything else is refused before
+  queuing with ``FILE_NOT_FOUND``, ``UNSUPPORTED_FILE_TYPE``, ``INVALID_ENCODING`` or
+  ``EMPTY_DOCUMENT``. Nothing is truncated.
+- ``prepare`` plans the parts (``importplan``): a file whose envelope fits one job's sources
+  (``budget.job_limit`` of ``remote.maxRequestBytes``, or a smaller explicit disclosure cap) is one
+  ``document_import`` observation, part 1 of 1, as the reference imports it; a larger one becomes
+  parts ``part-1`` … ``part-n`` cut between Markdown blocks, each its own observation, so every
+  Writer job and request stays within its budget and the cost grows linearly with the file. A line
+  too large for any part is ``SOURCE_TOO_LARGE`` (``IMPORT_CHUNK_TOO_LARGE`` under an explicit
+  cap). Each part is a JSON envelope with a fixed key order holding the label, the declared author,
+  the file name, the content digest, the part's index and count, the heading path above it, its
   structural block index (headings, paragraphs, lists, quotes, tables, code, rules and HTML as
-  1-based line ranges from markdown-it-py, each with its heading path) and the complete text.
+  1-based line ranges within the part from markdown-it-py, each with its heading path) and its text.
   The blocks are structure, not facts; ``--author user`` is still a document import.
 - Identity is the content digest within the target context: ``md-<sha256(text)>`` in namespace
   ``import:["markdown","v2",importId,contextId]``. The same text under another name, label or
   author is a duplicate: nothing new is queued and the first metadata stays.
 - Refusals before anything is written: ``IMPORT_DISABLED`` unless ``document_import`` is in
   ``disclosure.allowedProvenance``; a workspace that is not a registered, allowed project; an
-  author or label outside its set; the sensitive scan (``SENSITIVE_CONTENT_REJECTED part 1/1: …``).
-- Admission and a flush request share one transaction. Then either the foreground Writer loop of
+  author or label outside its set; the sensitive scan of each part (``SENSITIVE_CONTENT_REJECTED
+  part i/n: …``). ``plan`` stops there: the CLI shows the plan (parts, bytes, estimated tokens) and
+  asks before queuing above ``importplan.CONFIRM_TOKENS``.
+- Admission of every missing part and a flush request share one transaction. Then either the foreground Writer loop of
   ``cm flush`` runs, or (``--no-wait``) a detached drain is reserved in that same transaction.
   ``complete`` is true only when every part is ``processed``; re-importing the same bytes resumes
   pending or retrying parts.
@@ -38,14 +46,15 @@ from typing import TYPE_CHECKING
 from cmrunner.core import config as config_mod, workspace
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
+from cmrunner.manage import importplan
 from cmrunner.secrets import safety
+from cmrunner.writer_proc import budget
 
 if TYPE_CHECKING:
     from cmrunner.writer_proc.writer import Outcome
 
 AUTHORS = ("user", "agent", "third_party", "mixed", "unknown")
 SUFFIXES = (".md", ".markdown")
-PART_ENTRY = "part-1"
 LABEL_LIMIT = 64
 
 _BLOCK_KINDS = {
@@ -69,8 +78,12 @@ def read_markdown(path: str) -> tuple[str, str]:
             raise CmError("UNSUPPORTED_FILE_TYPE", f"{path} is a symbolic link; import the file it points to") from None
         raise CmError("FILE_NOT_FOUND", f"{path} cannot be opened; check the path and its permissions") from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             raise CmError("UNSUPPORTED_FILE_TYPE", f"{path} is not a regular file")
+        if info.st_size > importplan.MAX_IMPORT_BYTES:
+            raise CmError("IMPORT_TOO_LARGE", f"{name} has {info.st_size:,} bytes, more than cm imports at once "
+                                              f"({importplan.MAX_IMPORT_BYTES:,}); split it into several files")
         chunks = []
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)
@@ -132,18 +145,6 @@ def check_author(author: str) -> str:
     return author
 
 
-class Prepared:
-    """A validated import, ready to queue."""
-
-    __slots__ = ("scope", "import_id", "envelope", "namespace")
-
-    def __init__(self, scope: str, import_id: str, envelope: str) -> None:
-        self.scope = scope
-        self.import_id = import_id
-        self.envelope = envelope
-        self.namespace = "import:" + json.dumps(["markdown", "v2", import_id, scope], separators=(",", ":"))
-
-
 def import_scope(cfg: config_mod.Config, paths: DataPaths, workspace_path: str | None) -> str:
     scope = workspace.resolve(paths, workspace_path).scope if workspace_path is not None else "global"
     if scope not in cfg.allowed_scopes:
@@ -153,9 +154,29 @@ def import_scope(cfg: config_mod.Config, paths: DataPaths, workspace_path: str |
     return scope
 
 
+class Planned:
+    """A validated import and its plan, bound to the configuration it was made under."""
+
+    __slots__ = ("cfg", "paths", "plan")
+
+    def __init__(self, cfg: config_mod.Config, paths: DataPaths, plan: importplan.Plan) -> None:
+        self.cfg = cfg
+        self.paths = paths
+        self.plan = plan
+
+
+def _envelope(import_id: str, label: str, author: str, file_name: str, digest: str, index: int, count: int,
+              piece: importplan.Piece) -> str:
+    return json.dumps({
+        "kind": "document_import", "importId": import_id, "sourceLabel": label, "declaredAuthor": author,
+        "fileName": file_name, "contentDigest": f"sha256:{digest}", "part": {"index": index, "count": count},
+        "headingPath": piece.heading_path, "blocks": piece.blocks, "text": piece.text,
+    }, ensure_ascii=False)
+
+
 def prepare(cfg: config_mod.Config, paths: DataPaths, path: str, workspace_path: str | None, author: str,
-            label: str | None) -> Prepared:
-    """Every check before queuing, in the order the user can fix them."""
+            label: str | None) -> importplan.Plan:
+    """Every check before queuing, in the order the user can fix them, and the plan of parts."""
     author = check_author(author)
     if "document_import" not in cfg.disclosure.allowed_provenance:
         raise CmError("IMPORT_DISABLED",
@@ -164,39 +185,64 @@ def prepare(cfg: config_mod.Config, paths: DataPaths, path: str, workspace_path:
     scope = import_scope(cfg, paths, workspace_path)
     text, file_name = read_markdown(path)
     label = check_label(label, file_name)
-    violations = safety.scan_value({"sourceLabel": label, "fileName": file_name, "text": text})
-    if violations:
-        rules = ", ".join(sorted({v.rule_id for v in violations}))
-        raise CmError("SENSITIVE_CONTENT_REJECTED", f"part 1/1: {rules}; remove or redact it, then import again")
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     import_id = f"md-{digest}"
-    envelope = json.dumps({
-        "kind": "document_import", "importId": import_id, "sourceLabel": label, "declaredAuthor": author,
-        "fileName": file_name, "contentDigest": f"sha256:{digest}", "part": {"index": 1, "count": 1},
-        "headingPath": [], "blocks": blocks_of(text), "text": text,
-    }, ensure_ascii=False)
+    # A part must fit one job's sources; an explicit disclosure cap (raw bytes plus the Writer's
+    # framing of 32) is never larger than the same part as sent, so a smaller cap sizes the parts.
+    limit, code = budget.job_limit(cfg.max_request_bytes, []), "SOURCE_TOO_LARGE"
     cap = cfg.disclosure.source_cap
-    # The Writer refuses a source over an explicit cap (plus its framing); refusing here keeps it unqueued.
-    if cap is not None and len(envelope.encode("utf-8")) + 32 > cap:
-        raise CmError("IMPORT_CHUNK_TOO_LARGE",
-                      f"the import needs more than the explicit disclosure cap of {cap} bytes; raise the cap in "
-                      "config.json or import a smaller file (nothing is truncated)")
-    return Prepared(scope, import_id, envelope)
+    if cap is not None and cap - 32 < limit:
+        limit, code = cap - 32, "IMPORT_CHUNK_TOO_LARGE"
+    empty = importplan.Piece("", 1, [], [])
+    reserve = budget.wire_bytes(_envelope(import_id, label, author, file_name, digest, 1, 1, empty))
+    try:
+        pieces = importplan.split(text, blocks_of(text), limit, reserve, code)
+    except CmError as exc:
+        if exc.code != "IMPORT_CHUNK_TOO_LARGE":
+            raise
+        raise CmError(exc.code, f"the import needs more than the explicit disclosure cap of {cap} bytes; raise "
+                                "the cap in config.json or import a smaller file (nothing is truncated)") from None
+    count = len(pieces)
+    envelopes = []
+    for index, piece in enumerate(pieces, start=1):
+        violations = safety.scan_value({"sourceLabel": label, "fileName": file_name, "text": piece.text})
+        if violations:
+            rules = ", ".join(sorted({v.rule_id for v in violations}))
+            raise CmError("SENSITIVE_CONTENT_REJECTED",
+                          f"part {index}/{count}: {rules}; remove or redact it, then import again")
+        envelopes.append(_envelope(import_id, label, author, file_name, digest, index, count, piece))
+    tokens, method = importplan.estimate_tokens(envelopes)
+    namespace = "import:" + json.dumps(["markdown", "v2", import_id, scope], separators=(",", ":"))
+    return importplan.Plan(scope, import_id, namespace, envelopes, len(text.encode("utf-8")),
+                           sum(budget.wire_bytes(e) for e in envelopes), tokens, method)
 
 
-def queue(home: str, paths: DataPaths, prepared: Prepared, spawn_drain: bool) -> bool:
-    """Admit the part and request a flush in one transaction; ``True`` if it was already there."""
+def plan(home: str, path: str, workspace_path: str | None, author: str, label: str | None) -> Planned:
+    """Validate an import and plan its parts; nothing is queued (``--dry-run`` stops here)."""
+    cfg = config_mod.load(home)
+    paths = DataPaths(cfg.data_root)
+    return Planned(cfg, paths, prepare(cfg, paths, path, workspace_path, author, label))
+
+
+def part_entry(index: int) -> str:
+    return f"part-{index}"
+
+
+def queue(home: str, paths: DataPaths, planned: importplan.Plan, spawn_drain: bool) -> bool:
+    """Admit the missing parts and request a flush in one transaction; ``True`` if all were there."""
     from cmrunner.capture import observations
     from cmrunner.core import drainlease, jobstore, store
     conn = store.open_store(paths)
     try:
         with store.immediate(conn):
-            duplicate = observations.exists(conn, prepared.namespace, PART_ENTRY)
-            if not duplicate:
-                now = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
-                observations.admit(conn, namespace=prepared.namespace, entry_id=PART_ENTRY, text=prepared.envelope,
-                                   scope=prepared.scope, source="document_import",
-                                   observed_at=now.replace("+00:00", "Z"), agent="cm-import")
+            now = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+            duplicate = True
+            for index, envelope in enumerate(planned.envelopes, start=1):
+                if observations.exists(conn, planned.namespace, part_entry(index)):
+                    continue
+                duplicate = False
+                observations.admit(conn, namespace=planned.namespace, entry_id=part_entry(index), text=envelope,
+                                   scope=planned.scope, source="document_import", observed_at=now, agent="cm-import")
             jobstore.request_flush(conn)
             if spawn_drain:
                 drainlease.ensure_drain(conn, home)
@@ -205,19 +251,19 @@ def queue(home: str, paths: DataPaths, prepared: Prepared, spawn_drain: bool) ->
     return duplicate
 
 
-def part_states(paths: DataPaths, prepared: Prepared) -> list[dict]:
+def part_states(paths: DataPaths, planned: importplan.Plan) -> list[dict]:
     """Each part's outcome (``mcp_items.outcome`` shape) plus its index and count."""
     from cmrunner.core import store
     from cmrunner.mcpserver import items as mcp_items
 
     conn = store.open_store(paths)
     try:
-        found = mcp_items.outcome(conn, prepared.namespace, PART_ENTRY)
+        found = [mcp_items.outcome(conn, planned.namespace, part_entry(i)) for i in range(1, planned.count + 1)]
     finally:
         conn.close()
-    if found is None:  # pragma: no cover - queued above in this process
-        raise CmError("IMPORT_IDENTITY_CONFLICT", "the queued import disappeared; run `cm status`")
-    return [{"index": 1, "count": 1, **found[0]}]
+    if any(f is None for f in found):  # pragma: no cover - queued above in this process
+        raise CmError("IMPORT_IDENTITY_CONFLICT", "a queued import part disappeared; run `cm status`")
+    return [{"index": i, "count": planned.count, **f[0]} for i, f in enumerate(found, start=1) if f is not None]
 
 
 class ImportReport:
@@ -237,13 +283,10 @@ class ImportReport:
         return all(p["state"] == "processed" for p in self.parts)
 
 
-def run(home: str, path: str, workspace_path: str | None, author: str, label: str | None, wait: bool,
-        progress: Callable[[Outcome], None]) -> ImportReport:
-    """Validate, queue, optionally run the Writer loop, and report each part's state."""
-    cfg = config_mod.load(home)
-    paths = DataPaths(cfg.data_root)
-    prepared = prepare(cfg, paths, path, workspace_path, author, label)
-    duplicate = queue(home, paths, prepared, spawn_drain=not wait)
+def run(home: str, planned: Planned, wait: bool, progress: Callable[[Outcome], None]) -> ImportReport:
+    """Queue a planned import, optionally run the Writer loop, and report each part's state."""
+    cfg, paths, import_plan = planned.cfg, planned.paths, planned.plan
+    duplicate = queue(home, paths, import_plan, spawn_drain=not wait)
     note = None
     if wait:
         from cmrunner.writer_proc import flush as flush_mod
@@ -255,4 +298,5 @@ def run(home: str, path: str, workspace_path: str | None, author: str, label: st
             if exc.code != "UNCONFIGURED":
                 raise
             note = "no model is configured, so the import stays queued; configure one and run `cm flush`"
-    return ImportReport(prepared.import_id, prepared.scope, duplicate, part_states(paths, prepared), wait, note)
+    return ImportReport(import_plan.import_id, import_plan.scope, duplicate, part_states(paths, import_plan), wait,
+                        note)

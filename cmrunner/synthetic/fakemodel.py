@@ -20,6 +20,11 @@ Contract:
   ``delay_seconds`` (pause after the first event, so a client can be interrupted mid-stream).
 - Streams both wire protocols: Responses SSE (``response.created`` … ``response.completed``) and Chat
   Completions SSE (``chat.completion.chunk`` … ``data: [DONE]``); ``"stream": false`` gets one JSON body.
+- Speaks the hosts' own providers from the same script (``fakehostwire``): Anthropic Messages
+  (``POST /v1/messages``, SSE or JSON; ``/v1/messages/count_tokens`` consumes nothing) for Claude
+  Code, and Gemini (``POST /v1beta/models/<m>:generateContent`` / ``:streamGenerateContent?alt=sse``;
+  ``:countTokens`` consumes nothing) for Gemini CLI. Their root is ``FakeModel.root_url``. Policy
+  mode answers only the OpenAI protocols (the Memory Agent's).
 - **Policy mode** ("a diligent model", ``fakepolicy``): a script with ``"policy"`` (a built-in name,
   ``file.py:function`` or ``module:function``) answers every request after the scripted replies
   (and any reply with ``"policy": true``) by reading the conversation so far and calling the next
@@ -35,8 +40,10 @@ Contract:
   ``malformed`` (an unparsable SSE event), ``header_delay_seconds``, ``refusal`` (text),
   ``finish: "length"`` (output cut by the token limit), ``stream_error`` (an error object inside
   the 200 stream), ``duplicate`` (every tool call twice), ``nest: N`` (after the first event, one
-  event holding valid JSON nested N levels deep) and ``flood: N`` (after the first event, small
-  text deltas until about N bytes were sent, generated while sending, then the rest of the reply).
+  event holding valid JSON nested N levels deep), ``flood: N`` (after the first event, small
+  text deltas until about N bytes were sent, generated while sending, then the rest of the reply)
+  and ``line: N`` (after the first event, one ``data:`` line of about N bytes that never ends
+  while it is sent, generated while sending, then a line end and the rest of the reply).
   ``error.raw`` (a string) is sent as the error body byte for byte instead of ``error.body``.
 - ``--tls-cert``/``--tls-key`` serve HTTPS instead of HTTP (``running(..., tls=(cert, key))``).
 - The log never holds the Authorization value: ``auth_sha256`` is its hash, so a test can check
@@ -62,11 +69,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from cmrunner.synthetic import fakepolicy
+from cmrunner.synthetic import fakehostwire, fakepolicy
 from cmrunner.synthetic.fakewire import chat_chunks, chat_completion, error_body, reported_usage, responses_events
 
 HOST = "127.0.0.1"
@@ -74,7 +81,7 @@ DEFAULT_TEXT = "Hello from the fake model."
 DEFAULT_LIFETIME = 300.0
 REPLY_KEYS = frozenset({"text", "tool_calls", "usage", "raw_usage", "error", "truncate", "delay_seconds", "policy",
                         "duplicate", "refusal", "finish", "malformed", "reset", "header_delay_seconds",
-                        "stream_error", "nest", "flood"})
+                        "stream_error", "nest", "flood", "line"})
 CUES = frozenset({"first", "inspect_ingest", "read_ingest", "inspect_memory", "submit_memory_decision", "submit",
                   "done"})
 CALL_KEYS = frozenset({"name", "arguments", "call_id", "namespace"})
@@ -106,7 +113,7 @@ def _check_reply(reply: object, where: str) -> dict:
         raise ScriptError(f"{where}.error must be {{status: 300..599, body?, headers?, raw?}}")
     if error is not None and not isinstance(error.get("raw", ""), str):
         raise ScriptError(f"{where}.error.raw must be a string")
-    for key in ("nest", "flood"):
+    for key in ("nest", "flood", "line"):
         value = reply.get(key, 0)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ScriptError(f"{where}.{key} must be a non-negative integer")
@@ -176,10 +183,11 @@ class Script:
 
 
 class RequestLog:
-    """Append-only JSONL of every request; each line flushed before the reply is sent."""
+    """Append-only JSONL of every request; each line flushed before the reply is sent. Without a
+    path it only numbers the requests (``cm synthetic-model serve`` keeps no copy of what it is sent)."""
 
-    def __init__(self, path: str) -> None:
-        self._handle = open(path, "a", encoding="utf-8")
+    def __init__(self, path: str | None) -> None:
+        self._handle = open(path, "a", encoding="utf-8") if path is not None else None
         self._lock = threading.Lock()
         self._seq = 0
 
@@ -191,8 +199,9 @@ class RequestLog:
             line = {"seq": self._seq, "time": time.time(), "method": method, "path": path,
                     "headers": headers, "authorized": authorized, "auth_sha256": auth_sha256, "body": body,
                     "bytes": size, "reply": reply, "cue": cue, "usage": usage}
-            self._handle.write(json.dumps(line, ensure_ascii=False) + "\n")
-            self._handle.flush()
+            if self._handle is not None:
+                self._handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+                self._handle.flush()
             return self._seq
 
 
@@ -205,6 +214,7 @@ class FakeModelHandler(BaseHTTPRequestHandler):
     script: Script
     log: RequestLog
     driver: fakepolicy.Driver
+    models: tuple[str, ...] = ("fake-model",)
 
     def log_message(self, format: str, *args: object) -> None:
         pass  # the JSONL request log is the record; stderr stays quiet
@@ -282,6 +292,10 @@ class FakeModelHandler(BaseHTTPRequestHandler):
                     delta = {"choices": [{"index": 0, "delta": {"content": FLOOD_DELTA}, "finish_reason": None}]}
                     flood = f"data: {json.dumps(delta)}\n\n".encode()
                 self._flood(flood, reply["flood"])
+            if index == 0 and reply.get("line"):
+                self._write_chunk(b"data: ")
+                self._flood(b"x", reply["line"])
+                self._write_chunk(b"\n\n")
             if index == 0 and reply.get("delay_seconds"):
                 time.sleep(float(reply["delay_seconds"]))
         if reply.get("reset"):
@@ -302,7 +316,7 @@ class FakeModelHandler(BaseHTTPRequestHandler):
         self.log.record("GET", self.path, headers, authorized, None, None)
         if path in ("/v1/models", "/models"):
             self._send_json(200, {"object": "list", "data": [
-                {"id": "fake-model", "object": "model", "created": 0, "owned_by": "cm-tests"}]})
+                {"id": name, "object": "model", "created": 0, "owned_by": "cm-tests"} for name in self.models]})
         else:
             self._send_json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
 
@@ -310,13 +324,17 @@ class FakeModelHandler(BaseHTTPRequestHandler):
         headers, authorized = self._headers_for_log()
         body, size = self._read_body()
         path = self.path.split("?", 1)[0]
-        if path not in ("/v1/responses", "/v1/chat/completions"):
+        host_api = fakehostwire.route(path)
+        if path not in ("/v1/responses", "/v1/chat/completions") and host_api in (None, "anthropic-count", "gemini-count"):
             self.log.record("POST", self.path, headers, authorized, body, None, size=size)
-            self._send_json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+            if host_api is None:
+                self._send_json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+            else:
+                self._send_json(200, fakehostwire.count(host_api, body))
             return
         reply, index = self.script.take()
         cue = None
-        if reply.get("policy"):
+        if reply.get("policy") and host_api is None:
             try:
                 reply, cue = self.driver.answer(path, body, reply)
             except Exception:
@@ -339,7 +357,12 @@ class FakeModelHandler(BaseHTTPRequestHandler):
         named = request.get("model")
         model = named if isinstance(named, str) else "fake-model"
         streaming = request.get("stream") is True
-        if path == "/v1/responses":
+        if host_api is not None:
+            whole, frames = fakehostwire.answer(host_api, reply, seq, path, body)
+            if whole is not None:
+                self._send_json(200, whole)
+                return
+        elif path == "/v1/responses":
             events = responses_events(reply, seq, model, body)
             if not streaming:
                 self._send_json(200, events[-1]["response"])
@@ -373,10 +396,18 @@ def serve(port_file: str, log_path: str, script_path: str | None, lifetime: floa
     if script_path:
         with open(script_path, encoding="utf-8") as handle:
             raw = json.load(handle)
+    return run_server(raw, lifetime, lambda port: _write_port(port_file, port), log_path=log_path, tls=tls)
+
+
+def run_server(raw: object, lifetime: float, on_ready: Callable[[int], None], *, log_path: str | None = None,
+               tls: tuple[str, str] | None = None, port: int = 0, models: tuple[str, ...] = ("fake-model",)) -> int:
+    """Serve the script ``raw`` on 127.0.0.1:``port`` (0: any free one); ``on_ready`` hears the port
+    once it accepts connections; ``GET /v1/models`` lists ``models``. Ends after ``lifetime``
+    seconds or at SIGTERM/SIGINT."""
     replies, default, policy = load_full_script(raw)
     handler = type("Handler", (FakeModelHandler,), {"script": Script(replies, default), "log": RequestLog(log_path),
-                                                    "driver": fakepolicy.Driver(policy)})
-    server = ThreadingHTTPServer((HOST, 0), handler)
+                                                    "driver": fakepolicy.Driver(policy), "models": models})
+    server = ThreadingHTTPServer((HOST, port), handler)
     server.daemon_threads = True
     if tls is not None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -389,7 +420,7 @@ def serve(port_file: str, log_path: str, script_path: str | None, lifetime: floa
         signal.signal(signum, lambda *_: stop.set())
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
-    _write_port(port_file, server.server_address[1])
+    on_ready(server.server_address[1])
     stop.wait(lifetime)
     server.shutdown()
     server.server_close()
@@ -409,6 +440,7 @@ class FakeModel:
         self.port = port
         self.log_path = log_path
         self.base_url = f"{scheme}://{HOST}:{port}/v1"
+        self.root_url = f"{scheme}://{HOST}:{port}"  # ANTHROPIC_BASE_URL / GOOGLE_GEMINI_BASE_URL
 
     def requests(self) -> list[dict]:
         """Every request recorded so far, in arrival order."""

@@ -23,7 +23,8 @@ Contract:
   {"status": 401}}``) that the server sends in place of the submission, so a failure can depend on
   what the model was shown.
 - ``Driver`` turns a ``{"policy": true}`` reply into the next concrete reply for the server,
-  applying the script's ``inject`` cues (see ``fakemodel``) under a lock.
+  applying the script's ``inject`` cues (see ``fakemodel``) under a lock. A request that carries
+  no ``memory_task_v1`` (``cm network-test``'s probe) is answered with the text ``OK``.
 Stdlib only: it runs inside the fake server process.
 """
 
@@ -298,11 +299,20 @@ def load_policy(spec: str) -> Policy:
 
 
 def decide(seen: View, policy: Policy) -> dict:
-    """The submission body a policy produces for this conversation."""
+    """The submission body a policy produces for this conversation.
+
+    A policy that returns only decisions gets the body around them; for an edit task (Adjust
+    Memory) that body says ``edit_result``: ``modified`` when a decision changes memory, else
+    ``clarification_required`` (the policy did not understand the request)."""
     state = policy_state(seen)
     produced = policy(state)
     if isinstance(produced, list):
-        produced = {"version": "memory_maintenance_v2", "request_id": state["task"]["request_id"], "decisions": produced}
+        task = state["task"]
+        body: dict = {"version": "memory_maintenance_v2", "request_id": task["request_id"], "decisions": produced}
+        if task.get("task_kind") == "edit":
+            changes = any(isinstance(d, dict) and d.get("kind") != "ignore" for d in produced)
+            body["edit_result"] = "modified" if changes else "clarification_required"
+        produced = body
     if not isinstance(produced, dict):
         raise ValueError("a policy must return a submission body or a list of decisions")
     return produced
@@ -323,6 +333,10 @@ class Driver:
         if self.policy is None:
             raise ValueError("a reply asks for the policy but the script has none")
         seen = view(path, body)
+        if seen.task is None:
+            # Not a Memory Agent task (``cm network-test``'s probe, or any plain prompt): a short
+            # plain answer, as a model would give, instead of a policy step that needs a task.
+            return {"text": "OK"}, "not_a_task"
         calls = next_calls(seen, self.batch)
         cue = "done" if seen.submitted else (calls[0][0] if calls else SUBMIT)
         with self._lock:

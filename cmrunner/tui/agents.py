@@ -1,8 +1,9 @@
-"""Agent Integration: the Pi / Codex / ChatGPT checklist, the optional import step, and the result.
+"""Agent Integration: the Pi / Codex / ChatGPT / Claude Code / Gemini CLI checklist, the optional import step, and the result.
 
 Contract: the checklist starts from the managed installation state (or, when an interrupted first
 run resumes, from the selection it recorded). Space toggles, Enter continues; Esc cancels every
-uncommitted change. Unavailable agents stay visible, disabled, with their limits. Choosing
+uncommitted change. Unavailable agents stay visible, disabled, with the reason; the highlighted
+agent's limits show below the list. Choosing
 ChatGPT offers AI Understanding Import (off by default); when it needs ``agent_observation``
 disclosure the user confirms that separately and the change commits with the installation.
 Applying is ``manager.plan`` + ``manager.apply`` (one transaction); a refusal is shown in place and
@@ -24,13 +25,16 @@ from cmrunner.tui.widgets import CheckList, CmScreen, Menu, Text, error_text
 
 
 def _state_line(host: discovery.Host, installed: dict) -> str:
+    """One line per host; an unavailable one says why."""
     if host.id in installed:
-        state = "installed by cm"
-    elif host.available:
-        state = "available"
-    else:
-        state = "unavailable"
-    return f"{host.title}: {state} — {host.found}. Limits: {host.limits}."
+        return f"{host.title}: installed by cm — {host.found}"
+    if host.available:
+        return f"{host.title}: available — {host.found}"
+    return f"{host.title}: unavailable — {host.limits if host.found == 'not found' else host.found}"
+
+
+def _limits_line(host: discovery.Host) -> str:
+    return f"{host.title}, limits: {host.limits}."
 
 
 class AgentsScreen(CmScreen):
@@ -66,12 +70,18 @@ class AgentsScreen(CmScreen):
                           h.id in chosen and h.id in usable, h.id not in usable) for h in self.hosts.values()],
                         id="agents")
         yield Text("\n".join(_state_line(h, self.installed) for h in self.hosts.values()), id="details")
+        yield Text("", id="limits")  # the highlighted agent's limits: five agents' worth would push errors off screen
 
     def on_mount(self) -> None:
         checklist = self.query_one("#agents", CheckList)
         checklist.highlighted = next((i for i, h in enumerate(self.hosts.values())
                                       if not checklist.get_option_at_index(i).disabled), None)
         checklist.focus()
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        host = self.hosts.get(event.option.id or "")
+        if host is not None:
+            self.query_one("#limits", Text).set(_limits_line(host))
 
     def on_check_list_continued(self, event: CheckList.Continued) -> None:
         selected = event.selected

@@ -4,7 +4,9 @@ Contract:
 - History lists every version newest first in the form of ``cm history`` (``views.history``); the
   highlighted one's diff is shown below the list (withheld text stays withheld). ``u`` asks, on one
   line, to undo it (``writer_proc.undo``: a new commit, never a model call); ``y`` confirms, ``n``
-  or Esc cancels (Esc leaves only when no question is open). A section changed since is refused with the diff shown, as ``cm undo`` does.
+  or Esc cancels (Esc leaves only when no question is open). A section changed since is refused
+  with the diff shown, as ``cm undo`` does, and the screen then asks whether to undo anyway (its
+  own ``y``, the CLI's ``--force``).
   ``w`` shows, in place of the diff, why that section says what it says (``views.why``, as
   ``cm why``: its commits and the words that were its evidence).
 - Trash lists what the Memory Agent removed (``views.history.trash``); Enter asks to restore the
@@ -63,13 +65,14 @@ class _ActionScreen(ConfirmingScreen):
                 done = action(home)
             items = self.read(home)
         except CmError as exc:
-            detail = getattr(exc, "diff", "")
-            self.app.call_from_thread(self._failed, error_text(exc, "nothing was changed" if action else ""), detail)
+            self.app.call_from_thread(self.refused, exc, action is not None)
             return
         self.app.call_from_thread(self.show_items, items, done)
 
-    def _failed(self, message: str, detail: str) -> None:
-        self.notice.show(message)
+    def refused(self, exc: CmError, acted: bool) -> None:
+        """A failed read or action: the code and message in the notice line, a diff below."""
+        self.notice.show(error_text(exc, "nothing was changed" if acted else ""))
+        detail = getattr(exc, "diff", "")
         if detail:
             self.query_one("#detail", Text).set(detail.rstrip("\n"))
 
@@ -99,10 +102,10 @@ class _ActionScreen(ConfirmingScreen):
         return self.items[index] if index is not None and index < len(self.items) else None
 
 
-def _undo(ref: str, home: str) -> str:
+def _undo(ref: str, home: str, force: bool = False) -> str:
     from cmrunner.writer_proc import undo
 
-    done = undo.run(history_view.data_paths(home), home, ref)
+    done = undo.run(history_view.data_paths(home), home, ref, force)
     return f"Undid {', '.join(v for v, _t, _s in done.sections)} (receipt {done.receipt_id})."
 
 
@@ -125,6 +128,7 @@ class HistoryScreen(_ActionScreen):
     HINT = "↑↓ move · u undo the highlighted version · w why is this section here · Esc back"
     BINDINGS = [Binding("u", "ask_undo", show=False), Binding("w", "why", show=False)]
     LIST_ID = "versions"
+    undoing: dict | None = None  # the version the last undo question was about
 
     def read(self, home: str) -> list[dict]:
         return history_view.versions(home)
@@ -158,7 +162,20 @@ class HistoryScreen(_ActionScreen):
     def action_ask_undo(self) -> None:
         item = self.highlighted()
         if item is not None:
+            self.undoing = item
             self.ask(f"Undo {item['id']} ({item['target']} / {item['section']})?", functools.partial(_undo, item["id"]))
+
+    def refused(self, exc: CmError, acted: bool) -> None:
+        """An undo refused because the section changed since: the diff below, and this screen's own
+        way on (``y`` undoes anyway) instead of the CLI's ``--force``."""
+        item = self.undoing
+        if exc.code != "SECTION_CHANGED_SINCE" or item is None:
+            super().refused(exc, acted)
+            return
+        self.query_one("#detail", Text).set(getattr(exc, "diff", "").rstrip("\n"))
+        self.ask(f"{item['target']} / {item['section']} changed since {item['id']} wrote it (the diff from then to "
+                 "now is below); nothing was changed. Undo anyway, replacing what is there now?",
+                 functools.partial(_undo, item["id"], force=True))
 
 
 class TrashScreen(_ActionScreen):

@@ -226,8 +226,8 @@ def describe_request(found: dict | None) -> str:
 
 class StatusScreen(CmScreen):
     TITLE_TEXT = "Memory Control · Processing Status"
-    HINT = "c continue processing · Enter retry the highlighted failed job · Esc back"
-    BINDINGS = [Binding("c", "continue", show=False)]
+    HINT = "c continue processing · Enter retry the highlighted failed job · x cancel it · Esc back"
+    BINDINGS = [Binding("c", "continue", show=False), Binding("x", "cancel_job", show=False)]
 
     def __init__(self) -> None:
         super().__init__()
@@ -286,6 +286,22 @@ class StatusScreen(CmScreen):
         self.notice.show("Processing continues in the background." if started else "Nothing is queued.", "ok")
         self.refresh_view()
 
+    def action_cancel_job(self) -> None:
+        """Cancel the highlighted job (``cm cancel``): its text is deleted and it is never sent."""
+        menu = self.query_one("#jobs", Menu)
+        if not self.jobs or menu.highlighted is None:
+            self.notice.show("No job to cancel.")
+            return
+        job = self.jobs[min(menu.highlighted, len(self.jobs) - 1)]
+        try:
+            done = adjust.cancel(self.app.home, job.id)  # type: ignore[attr-defined]
+        except CmError as exc:
+            self.notice.show(error_text(exc))
+            return
+        self.notice.show(f"job {job.id[:12]} cancelled: {len(done.observation_ids)} item(s) deleted, never sent.",
+                         "ok")
+        self.refresh_view()
+
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         job = self.jobs[int(str(event.option_id).split(":", 1)[1])]
         if not job.retryable_by_user:
@@ -304,7 +320,7 @@ def job_line(job: adjust.JobRow) -> str:
     what = {"running": "in progress" if job.lease_live else "lease expired, will be resumed",
             "retry": "waiting for its retry", "dead": "failed (Enter to retry)",
             "quarantined": "quarantined (Enter to retry)", "paused": "paused (Enter to retry)"}[job.state]
-    issue = f" · {job.issue}" if job.issue else ""
+    issue = f" · {job.cause or job.issue}" if job.issue else ""
     return f"{job.id[:12]} {job.kind} {job.scope}: {what} · {job.attempts} attempt(s){issue}"
 
 
@@ -318,7 +334,7 @@ def problem_lines(view: adjust.Overview) -> list[str]:
         lines.append(f"Quarantined {group['count']} × {group['code']}: {group['reason']}.")
         lines.append(f"  Remedy: {group['remedy']}.")
     for group in problems.get("dead", []):
-        lines.append(f"Failed {group['count']} job(s) × {group['code']}: {group['reason']}.")
+        lines.append(f"Failed {group['count']} job(s) × {group['cause']}: {group['reason']}.")
         lines.append(f"  Remedy: {group['remedy']} (or Enter on the job below).")
     if view.waiting:
         lines.append(f"Waiting: {view.waiting['message']}.")

@@ -15,13 +15,20 @@ with that memory injected, corrects the preference and asks to forget the fact; 
 the Markdown again. The last line says whether every step did what it should; if not, the
 generator ends with ``CmError("DEMO_FAILED")`` so ``cm demo`` exits 1.
 
-It never touches an existing home (a new temporary folder, removed at the end unless ``keep``).
+Where: a new temporary folder (the home is its ``home/``), removed at the end unless ``keep``;
+or ``demo_home``, a folder the user names (``cm demo --home DIR``), which must be absent or empty
+(``DEMO_HOME_NOT_EMPTY``: it never overwrites a configuration, ``.env`` or data) and is always kept,
+its demo files (the project folder, transcripts, the model's files) under ``DIR/demo/``. It never
+touches the user's own home. A kept home is a working home: the last lines are the exact
+commands to look at it, and ``cm synthetic-model serve --port N`` brings back the model its
+configuration points at. Without ``keep`` the last line says the home was removed.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -88,14 +95,45 @@ def _read(paths: DataPaths, target: str) -> str:
         return handle.read()
 
 
-def run(keep: bool = False) -> Iterator[str]:
+def prepare(demo_home: str | None) -> tuple[str, str]:
+    """(home, folder for the demo's own files), created fresh; see the module contract."""
+    if demo_home is None:
+        root = tempfile.mkdtemp(prefix="cm-demo-")
+        return os.path.join(root, "home"), root
+    if os.path.lexists(demo_home) and (not os.path.isdir(demo_home) or os.path.islink(demo_home)
+                                       or os.listdir(demo_home)):
+        raise CmError("DEMO_HOME_NOT_EMPTY", f"{demo_home} is not an empty folder; the demo writes only into a new "
+                                             "or empty one: pass another --home")
+    os.makedirs(demo_home, mode=0o700, exist_ok=True)
+    root = os.path.join(demo_home, "demo")
+    os.mkdir(root, 0o700)
+    return demo_home, root
+
+
+def next_steps(home: str, work: str, port: int) -> Iterator[str]:
+    """The exact commands for a kept home."""
+    cm = f"cm --home {shlex.quote(home)}"
+    workspace = f"--workspace {shlex.quote(work)}"
+    yield f"next:        {cm} show {workspace}     # what your agents would receive"
+    for command, why in (("history", "every version, newest first"), ("trash", "what the second session forgot"),
+                         (f"codex-config {workspace}", "a Codex profile for this home"),
+                         (f"mcp-config {workspace}", "MCP server blocks for this home")):
+        yield f"             {cm} {command}     # {why}"
+    yield (f"             cm synthetic-model serve --port {port}     # bring back the synthetic model this home is "
+           "configured with, so new sessions are written to memory")
+
+
+def run(keep: bool = False, demo_home: str | None = None) -> Iterator[str]:
     started = time.perf_counter()
-    root = tempfile.mkdtemp(prefix="cm-demo-")
-    home, work = os.path.join(root, "home"), os.path.join(root, PROJECT)
+    home, root = prepare(demo_home)
+    keep = keep or demo_home is not None
+    work = os.path.join(root, PROJECT)
     os.mkdir(work)
     failed: list[str] = []
+    port = 0
     try:
         with fakemodel.running(os.path.join(root, "synthetic-model"), {"policy": "careful"}) as model:
+            port = model.port
             data = config_mod.default_config(home)
             paths = DataPaths(data["dataRoot"])
             config_mod.save(home, data)
@@ -108,7 +146,8 @@ def run(keep: bool = False) -> Iterator[str]:
             config_mod.save(home, data)
             envfile.update(home, {KEY_NAME: "demo-key-not-a-secret"})
             targets = ["profile", "preferences", target]
-            yield f"home:        {home} (temporary; your own home is never touched)"
+            kind = "kept after the demo" if keep else "temporary, removed at the end"
+            yield f"home:        {home} ({kind}; your own home is never touched)"
             yield (f"model:       SYNTHETIC — cm's own fake model at {model.base_url} (no network, no key), with "
                    "its careful policy: a few rules for a fixed phrasebook, not a language model")
             yield f"project:     {work} is registered as {target}"
@@ -153,8 +192,9 @@ def run(keep: bool = False) -> Iterator[str]:
             corrected = "spaces over tabs" in prefs and "tabs over spaces" not in prefs
             forgotten = "Lisbon" not in profile
             yield ""
+            gone = "Lisbon is gone (in the trash, restorable for 30 days)"
             yield (f"correction:  {'the old preference was replaced' if corrected else 'the old preference is STILL there'}; "
-                   f"forget: {'Lisbon is gone (restorable for 30 days with `cm trash` / `cm restore`)' if forgotten else 'Lisbon is STILL there'}")
+                   f"forget: {gone if forgotten else 'Lisbon is STILL there'}")
             if not (carried and settled and corrected and forgotten):
                 failed.append("session 2 did not correct and forget as asked")
             spent = usage_mod.gather(home)["total"]
@@ -163,8 +203,12 @@ def run(keep: bool = False) -> Iterator[str]:
         yield f"total:       {time.perf_counter() - started:.1f} s"
     finally:
         if keep:
-            yield f"kept:        {root}"
+            yield f"kept:        {home} (a working home; its configuration points at the synthetic model)"
+            yield from next_steps(home, work, port)
         else:
             shutil.rmtree(root, ignore_errors=True)
+            yield (f"removed:     {root} (the demo's temporary home); `cm demo --keep` keeps one to explore, "
+                   "or `cm demo --home DIR` fills an empty folder you choose")
     if failed:
-        raise CmError("DEMO_FAILED", "; ".join(failed) + "; rerun with --keep and see `cm status --home <kept>/home`")
+        where = f"`cm --home {home} status`" if keep else "`cm demo --keep`, then `cm --home <its home> status`"
+        raise CmError("DEMO_FAILED", "; ".join(failed) + f"; see {where}")

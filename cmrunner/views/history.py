@@ -1,9 +1,11 @@
 """``cm history`` and ``cm trash``: what changed in the memory, version by version, and what was removed.
 
 Contract:
-- ``versions(home, target=None, section=None)`` lists versions newest first, each with a unified
-  diff from the version it replaced (``--- v<parent>`` / ``+++ v<id>``; the first version of a
-  section diffs from nothing). ``target`` is ``profile``, ``preferences`` or ``project:<id>``;
+- ``versions(home, target=None, section=None)`` lists versions newest first across every document
+  (by version id, which commits hand out in order), each with a unified diff from the version it
+  replaced (``--- v<parent>`` / ``+++ v<id>``; the first version of a section diffs from nothing).
+  ``v<id>`` is the one numbering the text shows (and ``cm undo`` takes); ``version`` in the JSON
+  counts the versions of that one section. ``target`` is ``profile``, ``preferences`` or ``project:<id>``;
   ``section`` a title (current or former) or a ``sec_`` ref, resolved among the sections that
   target's history knows (``UNKNOWN_SECTION`` / ``AMBIGUOUS_SECTION``).
 - ``trash(home)`` lists the sections in the trash with the decision and receipt that removed them.
@@ -71,7 +73,8 @@ def versions(home: str, target: str | None = None, section: str | None = None) -
             by_id = {v.id: v for v in every}
             out += [_view(v, by_id.get(v.parent_id) if v.parent_id else None, allowed)
                     for v in every if key is None or v.key == key]
-        return out
+        # Newest first across every document: version ids are given in commit order.
+        return sorted(out, key=lambda v: int(v["id"][1:]), reverse=True)
     finally:
         conn.close()
 
@@ -103,7 +106,7 @@ def author(v: dict) -> str:
 
 def version_line(v: dict, where: bool = True) -> str:
     """One version's headline; ``where`` adds its receipt, client, session and model."""
-    line = f"{v['id']}  {v['target']} / {v['section']}  v{v['version']} {v['kind']} by {author(v)}  {v['at']}"
+    line = f"{v['id']}  {v['target']} / {v['section']}  {v['kind']} by {author(v)}  {v['at']}"
     extra = " ".join(f"{name} {v[name]}" for name in ("receipt", "client", "session", "model") if v[name])
     return f"{line}  {extra}" if where and extra else line
 

@@ -9,8 +9,9 @@ History and the trash are summarized through their owner (``history.summary``): 
 versions, the sections in the trash and when the oldest of them expires; ``None`` for a store
 that predates history.
 
-Everything stuck explains itself (``problems``): quarantined observations and dead jobs grouped by
-code, each group with its reason and remedy from ``cmrunner.core.reasons``; isolated sessions likewise;
+Everything stuck explains itself (``problems``): quarantined observations grouped by code and dead
+jobs grouped by cause (issue, the code the last attempt ended with and the last rejection the model
+received: ``reasons.cause``), each group with its reason and remedy from ``cmrunner.core.reasons``; isolated sessions likewise;
 the unfinished jobs with their 12-character ids, state and next attempt time; and the last
 failure of a drain or flush (``cmrunner.core.drainfailures``) with the drain log's path. The
 Processing Status screen shows the same ``problems``. ``spend`` is today's and this month's use
@@ -25,7 +26,7 @@ import os
 import sqlite3
 import time
 
-from cmrunner.capture import codex_inbox, failures, observations, pi_inbox
+from cmrunner.capture import codex_inbox, failures, hook_inbox, hook_rejections, observations, pi_inbox
 from cmrunner.core import (
     config as config_mod,
     drainfailures,
@@ -45,6 +46,8 @@ from cmrunner.views import usage
 
 SHORT_ID = 12
 JOB_LIST_LIMIT = 20
+# The schema version that added the Claude Code / Gemini CLI hook tables (migrations.m008_agent_hooks).
+HOOK_TABLES_VERSION = 8
 
 
 def problems(conn: sqlite3.Connection) -> dict:
@@ -59,11 +62,13 @@ def problems(conn: sqlite3.Connection) -> dict:
                             "remedy": reasons.remedy(issue, "quarantined", short),
                             "releasable": reasons.releasable(issue), "observationIds": ids, "jobIds": short})
     dead = []
-    for issue, job_ids, held in jobs.dead_by_issue(conn):
-        entry = reasons.explain(issue)
-        short = [j[:SHORT_ID] for j in job_ids]
-        dead.append({"code": issue, "count": len(job_ids), "observations": held, "reason": entry.reason,
-                     "remedy": reasons.remedy(issue, "dead", short), "jobIds": short})
+    for group in jobs.dead_by_issue(conn):
+        entry = reasons.explain(group.issue)
+        short = [j[:SHORT_ID] for j in group.ids]
+        dead.append({"code": group.issue, "cause": reasons.cause(group.issue, group.failure, group.rejection),
+                     "failure": group.failure, "rejection": group.rejection, "count": len(group.ids),
+                     "observations": group.held, "reason": entry.reason,
+                     "remedy": reasons.remedy(group.issue, "dead", short, group.rejection), "jobIds": short})
     return {"quarantined": quarantined, "dead": dead}
 
 
@@ -75,7 +80,11 @@ def job_list(conn: sqlite3.Connection) -> dict:
     for job in listed:
         job["id"] = job["id"][:SHORT_ID]
         job["reason"] = reasons.explain(job["issue"]).reason if job["issue"] else None
+        job["cause"] = reasons.cause(job["issue"], job["failure"], job["rejection"]) if job["issue"] else None
     return {"jobs": listed, "total": total}
+
+
+CANCELLATIONS_SCHEMA = migrations.MIGRATIONS.index(migrations.m009_cancellations) + 1
 
 
 def gather(home: str) -> dict:
@@ -120,6 +129,7 @@ def gather(home: str) -> dict:
     report["observations"] = {}
     report["jobs"] = {}
     report["isolatedSessions"] = []
+    report["hookRejections"] = []
     report["problems"] = {"quarantined": [], "dead": []}
     report["jobList"] = {"jobs": [], "total": 0}
     report["lastDrainFailure"] = None
@@ -136,8 +146,17 @@ def gather(home: str) -> dict:
             return report
         codex_rows, candidates = codex_inbox.waiting(conn)
         report["inbox"] = {"codex": codex_rows, "pi": pi_inbox.waiting(conn), "candidates": candidates}
+        if version >= HOOK_TABLES_VERSION:
+            report["inbox"]["hooks"] = hook_inbox.waiting(conn)
+            report["hookRejections"] = [
+                {"host": host, "code": code, "message": message, "count": count, "lastAt": last_at}
+                for host, code, message, count, last_at in hook_rejections.listed(conn)
+            ]
         report["observations"] = observations.count_by_state(conn)
         report["jobs"] = jobstore.count_by_state(conn)
+        if version >= CANCELLATIONS_SCHEMA:
+            cancels, cancelled = observations.cancellations(conn)
+            report["cancelled"] = {"cancels": cancels, "observations": cancelled}
         report["isolatedSessions"] = [
             {"recoveryId": row[0], "issue": row[1], "failedAt": row[2], "reason": reasons.explain(row[1]).reason,
              "remedy": reasons.remedy(row[1], "isolated", [row[0]])}
@@ -191,7 +210,7 @@ def job_line(job: dict, now: int) -> str:
     """One unfinished job: short id, state, code and when it runs next."""
     text = f"{job['id']} {job['state']}"
     if job["issue"]:
-        text += f" ({job['issue']})"
+        text += f" ({job['cause']})"
     if job["state"] == "retry" and job["issue"] == spend.CODE:
         text += ", waits while a spend cap is reached (see `spend:`)"
     elif job["state"] == "retry" and job["nextAttemptAt"] is not None:
@@ -238,12 +257,15 @@ def problem_lines(report: dict) -> list[str]:
         lines.append(f"quarantined: {group['count']} × {group['code']}: {group['reason']}")
         lines.append(f"             remedy: {group['remedy']} (observation ids {_ids(group['observationIds'], group['count'])})")
     for group in report.get("problems", {}).get("dead", []):
-        lines.append(f"dead:        {group['count']} job(s) × {group['code']} ({group['observations']} observation(s)): "
+        lines.append(f"dead:        {group['count']} job(s) × {group['cause']} ({group['observations']} observation(s)): "
                      f"{group['reason']}")
         lines.append(f"             remedy: {group['remedy']}")
     for failure in report.get("isolatedSessions", []):
         lines.append(f"isolated:    {failure['issue']}: {failure.get('reason') or ''}")
         lines.append(f"             remedy: {failure.get('remedy') or ''}")
+    for rejected in report.get("hookRejections", []):
+        lines.append(f"hook:        {rejected['count']} × {rejected['code']} from {rejected['host']}: {rejected['message']}")
+        lines.append("             remedy: the host was not blocked; check its hook settings (`cm agents`) if this keeps growing")
     listing = report.get("jobList", {"jobs": [], "total": 0})
     for index, job in enumerate(listing["jobs"]):
         lines.append(f"{'job ids:' if index == 0 else '':<13}{job_line(job, now)}")

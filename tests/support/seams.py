@@ -19,6 +19,8 @@ Variables (read here, never by cm):
 - ``CM_TEST_FAULT``: ``point`` or ``point:N``; ``publish.fault`` SIGKILLs the process at the N-th
   call (from 1) naming ``point``.
 - ``CM_TEST_DRAIN_LINGER_MS``: the drain's idle linger (``drain.LINGER_MS``), 0..60000.
+- ``CM_TEST_TXN_WRITE_FAIL``: ``N``; the Agent Integration transaction's N-th file write
+  (``integrations.txn._write``, from 1) raises ``OSError(ENOSPC)``, as a full disk would.
 
 Mechanism: ``install`` puts a finder first on ``sys.meta_path`` that lets the normal finders load
 ``cmrunner.writer_proc.drain`` / ``…publish`` and then replaces the seam attribute on the fresh
@@ -38,7 +40,8 @@ SCRIPT_ENV = "CM_TEST_AGENT_SCRIPT"
 CALLS_ENV = "CM_TEST_AGENT_CALLS"
 FAULT_ENV = "CM_TEST_FAULT"
 LINGER_ENV = "CM_TEST_DRAIN_LINGER_MS"
-VARIABLES = (SCRIPT_ENV, CALLS_ENV, FAULT_ENV, LINGER_ENV)
+TXN_FAIL_ENV = "CM_TEST_TXN_WRITE_FAIL"
+VARIABLES = (SCRIPT_ENV, CALLS_ENV, FAULT_ENV, LINGER_ENV, TXN_FAIL_ENV)
 
 _installed = False
 
@@ -110,6 +113,22 @@ def _patch_publish(module: ModuleType) -> None:
         module.fault = make_fault(spec)  # type: ignore[attr-defined]
 
 
+def _patch_txn(module: ModuleType) -> None:
+    wanted = int(os.environ[TXN_FAIL_ENV])
+    original = module._write  # type: ignore[attr-defined]
+    calls: list[str] = []
+
+    def failing(path: str, data: bytes, mode: int) -> None:
+        calls.append(path)
+        if len(calls) == wanted:
+            import errno
+
+            raise OSError(errno.ENOSPC, "No space left on device")
+        original(path, data, mode)
+
+    module._write = failing  # type: ignore[attr-defined]
+
+
 class _Patching:
     """Loads a module with its real loader, then applies a patch to it."""
 
@@ -158,5 +177,7 @@ def install(real_site_packages: str) -> None:
         patches["cmrunner.writer_proc.drain"] = _patch_drain
     if os.environ.get(FAULT_ENV):
         patches["cmrunner.writer_proc.publish"] = _patch_publish
+    if os.environ.get(TXN_FAIL_ENV):
+        patches["cmrunner.manage.integrations.txn"] = _patch_txn
     if patches:
         sys.meta_path.insert(0, _AfterImport(patches))

@@ -8,6 +8,13 @@ Contract:
   Linux it is unavailable (POSIX configuration validation does not make the Desktop app exist
   there); inside WSL the Windows app needs the bridge bundle of ``cm work-config --mode
   windows-wsl``, which this installer does not write.
+  Claude Code: the ``claude`` binary or an existing configuration folder (``$CLAUDE_CONFIG_DIR``,
+  default ``~/.claude``); its user MCP servers live in ``.claude.json`` beside that folder
+  (``~/.claude.json``), or inside it when ``$CLAUDE_CONFIG_DIR`` is set (checked with Claude Code
+  2.1.328). Gemini CLI: the ``gemini`` binary or an existing ``~/.gemini`` (``$GEMINI_CLI_HOME``
+  replaces the home folder, as Gemini CLI 0.61 does). ``~`` is the environment's ``HOME``.
+- Host ids are the manifest's (``chatgpt`` is ChatGPT Work); ``parse_id`` takes the public ids
+  (``codex``, ``claude-code``, ``gemini``, ``pi``, ``chatgpt-work``), ``public_id`` gives them.
 - Every host is always reported, available or not, with its limits, so the UI can show why.
 """
 
@@ -19,8 +26,13 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-HOST_IDS = ("pi", "codex", "chatgpt")
-TITLES = {"pi": "Pi", "codex": "Codex CLI", "chatgpt": "ChatGPT Desktop (Work)"}
+from cmrunner.core.errors import CmError
+
+HOST_IDS = ("pi", "codex", "chatgpt", "claude-code", "gemini")
+TITLES = {"pi": "Pi", "codex": "Codex CLI", "chatgpt": "ChatGPT Desktop (Work)", "claude-code": "Claude Code",
+          "gemini": "Gemini CLI"}
+PUBLIC_IDS = {"chatgpt": "chatgpt-work"}
+LISTED = ("codex", "claude-code", "gemini", "pi", "chatgpt")  # the order `cm agents` shows
 CHATGPT_APPS = ("/Applications/ChatGPT.app", "~/Applications/ChatGPT.app")
 
 
@@ -32,14 +44,47 @@ class Host:
     root: str
     found: str
     limits: str
+    binary: str | None = None
+    mcp_file: str | None = None  # Claude Code's user MCP servers (``.claude.json``)
+
+
+def public_id(host: str) -> str:
+    return PUBLIC_IDS.get(host, host)
+
+
+def parse_id(name: str) -> str:
+    """The manifest id of a host named by its public id (``UNKNOWN_HOST`` otherwise)."""
+    for host in HOST_IDS:
+        if public_id(host) == name:
+            return host
+    raise CmError("UNKNOWN_HOST", f"no agent is called {name!r}; use one of "
+                  + ", ".join(public_id(h) for h in LISTED))
+
+
+def _home(env: Mapping[str, str]) -> str:
+    return env.get("HOME") or os.path.expanduser("~")
+
+
+def claude_root(env: Mapping[str, str]) -> str:
+    return env.get("CLAUDE_CONFIG_DIR") or os.path.join(_home(env), ".claude")
+
+
+def claude_mcp_file(env: Mapping[str, str]) -> str:
+    if env.get("CLAUDE_CONFIG_DIR"):
+        return os.path.join(env["CLAUDE_CONFIG_DIR"], ".claude.json")
+    return os.path.join(_home(env), ".claude.json")
+
+
+def gemini_root(env: Mapping[str, str]) -> str:
+    return os.path.join(env.get("GEMINI_CLI_HOME") or _home(env), ".gemini")
 
 
 def codex_root(env: Mapping[str, str]) -> str:
-    return env.get("CODEX_HOME") or os.path.join(os.path.expanduser("~"), ".codex")
+    return env.get("CODEX_HOME") or os.path.join(_home(env), ".codex")
 
 
 def pi_root(env: Mapping[str, str]) -> str:
-    return env.get("PI_CODING_AGENT_DIR") or os.path.join(os.path.expanduser("~"), ".pi", "agent")
+    return env.get("PI_CODING_AGENT_DIR") or os.path.join(_home(env), ".pi", "agent")
 
 
 def _which(name: str, env: Mapping[str, str]) -> str | None:
@@ -59,7 +104,7 @@ def discover(env: Mapping[str, str] | None = None, platform: str | None = None,
     hosts["codex"] = Host("codex", TITLES["codex"], bool(binary) or os.path.isdir(root), root,
                           found or "neither the codex command nor a Codex configuration folder was found",
                           "start it with `codex --profile common-memory`; trust the six hooks in /hooks; cm cannot "
-                          "see whether a running Codex has loaded them")
+                          "see whether a running Codex has loaded them", binary)
 
     root = pi_root(env)
     binary = _which("pi", env)
@@ -67,7 +112,8 @@ def discover(env: Mapping[str, str] | None = None, platform: str | None = None,
                                   f"agent folder {root}" if os.path.isdir(root) else "") if x)
     hosts["pi"] = Host("pi", TITLES["pi"], bool(binary) or os.path.isdir(root), root,
                        found or "neither the pi command nor a Pi agent folder was found",
-                       "restart Pi to load the extension; no other copy of the Common Memory bridge may be loaded")
+                       "restart Pi to load the extension; no other copy of the Common Memory bridge may be loaded",
+                       binary)
 
     apps = [os.path.expanduser(p) for p in chatgpt_apps]
     app = next((p for p in apps if os.path.isdir(p)), None)
@@ -84,4 +130,22 @@ def discover(env: Mapping[str, str] | None = None, platform: str | None = None,
         else:
             why = "ChatGPT Desktop runs on macOS and Windows, not on this system"
         hosts["chatgpt"] = Host("chatgpt", TITLES["chatgpt"], False, codex_root(env), "not found", why)
+
+    root = claude_root(env)
+    binary = _which("claude", env)
+    found = ", ".join(x for x in (f"claude at {binary}" if binary else "",
+                                  f"config in {root}" if os.path.isdir(root) else "") if x)
+    hosts["claude-code"] = Host("claude-code", TITLES["claude-code"], bool(binary) or os.path.isdir(root), root,
+                                found or "no claude command and no Claude Code configuration folder",
+                                "new sessions load the hooks; `claude --bare` skips them", binary,
+                                claude_mcp_file(env))
+
+    root = gemini_root(env)
+    binary = _which("gemini", env)
+    found = ", ".join(x for x in (f"gemini at {binary}" if binary else "",
+                                  f"settings in {root}" if os.path.isdir(root) else "") if x)
+    hosts["gemini"] = Host("gemini", TITLES["gemini"], bool(binary) or os.path.isdir(root), root,
+                           found or "no gemini command and no ~/.gemini folder",
+                           "new sessions load the hooks; an exit without SessionEnd is sealed later by cm",
+                           binary)
     return {h: hosts[h] for h in HOST_IDS}

@@ -29,16 +29,20 @@ class Entry:
     key: tuple[str, ...]
     value: dict
     item: bool = False  # one item of an array of tables at ``key``
+    fmt: str = "toml"   # the file's grammar: toml here, json or jsonc (``jsonedit``)
 
     def fingerprint(self) -> str:
         return fingerprint(self.value)
 
     def as_json(self) -> dict:
-        return {"key": list(self.key), "value": self.value, "item": self.item}
+        raw = {"key": list(self.key), "value": self.value, "item": self.item}
+        if self.fmt != "toml":
+            raw["format"] = self.fmt
+        return raw
 
     @classmethod
     def from_json(cls, raw: dict) -> Entry:
-        return cls(tuple(raw["key"]), raw["value"], bool(raw["item"]))
+        return cls(tuple(raw["key"]), raw["value"], bool(raw["item"]), raw.get("format", "toml"))
 
 
 def fingerprint(value: object) -> str:

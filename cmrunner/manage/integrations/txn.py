@@ -7,10 +7,15 @@ Contract:
 - ``apply`` first writes a journal under ``<home>/integrations.txn/`` (a copy of every file it
   will touch, fsynced), then changes the files one by one (temp file + rename, existing mode
   kept), then marks the journal committed and removes it. An exception rolls back at once from
-  the journal; a crash leaves the journal, and ``recover`` (called before every transaction and at
-  start-up of the management UI) restores every file to its state before the transaction and
+  the journal (an ``OSError`` then becomes ``INTEGRATION_WRITE_FAILED`` naming the file); a crash
+  leaves the journal, and ``recover`` (called before every transaction and at start-up of the
+  management UI) restores every file to its state before the transaction and
   removes the folders it created. A committed journal is only cleaned up.
 - Symbolic links are never written through: a link in a changed file's place is ``UNSAFE_PATH``.
+- A change marked ``backup`` (an edit of the user's own settings file) first leaves a copy of the
+  file as it was in ``<home>/backups/integrations/<UTC time>/`` with an ``index.json`` naming
+  each copy's original path; the newest ``KEEP_BACKUPS`` folders are kept. They outlive the
+  transaction, for the user to go back to by hand.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from cmrunner.core import fsutil
 from cmrunner.core.errors import CmError
 
 JOURNAL_DIR = "integrations.txn"
+BACKUP_DIR = os.path.join("backups", "integrations")
+KEEP_BACKUPS = 20
 FILE_LIMIT = 4 << 20
 NEW_FILE_MODE = 0o644
 
@@ -49,6 +56,7 @@ class Change:
     mode: int | None = None
     prune: list[str] = field(default_factory=list)  # cm's own folders, removed when a deletion empties them
     created_dirs: list[str] = field(default_factory=list)
+    backup: bool = False  # keep a copy of the file as it was (see module contract)
 
 
 def _journal(home: str) -> str:
@@ -99,6 +107,39 @@ def _restore(home: str) -> None:
                 pass
 
 
+def _keep_backups(home: str, changes: list[Change]) -> str | None:
+    """Copy the files of ``backup`` changes aside; the folder, or ``None`` when none was needed."""
+    import time
+
+    wanted: list[tuple[str, bytes]] = []
+    for change in changes:
+        data = read_bytes(change.path) if change.backup else None
+        if data is not None:
+            wanted.append((change.path, data))
+    if not wanted:
+        return None
+    root = os.path.join(home, BACKUP_DIR)
+    fsutil.ensure_private_dir(root, "backups folder")
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    folder = os.path.join(root, stamp)
+    suffix = 1
+    while os.path.exists(folder):
+        suffix += 1
+        folder = os.path.join(root, f"{stamp}-{suffix}")
+    os.mkdir(folder, 0o700)
+    index = []
+    for number, (path, data) in enumerate(wanted):
+        name = f"{number}-{os.path.basename(path)}"
+        fsutil.write_atomic(os.path.join(folder, name), data, 0o600)
+        index.append({"path": path, "copy": name})
+    fsutil.write_atomic(os.path.join(folder, "index.json"), json.dumps({"files": index}, indent=2).encode("utf-8"),
+                        0o600)
+    fsutil.fsync_dir(root)
+    for old in sorted(os.listdir(root))[:-KEEP_BACKUPS]:
+        shutil.rmtree(os.path.join(root, old), ignore_errors=True)
+    return folder
+
+
 def recover(home: str) -> bool:
     """Finish or roll back a transaction a crash interrupted; ``True`` if one was found."""
     journal = _journal(home)
@@ -119,6 +160,7 @@ def apply(home: str, changes: list[Change]) -> None:
         return
     journal = _journal(home)
     fsutil.ensure_private_dir(home, "configuration home")
+    _keep_backups(home, changes)
     os.mkdir(journal, 0o700)
     entries: list[dict] = []
     for index, change in enumerate(changes):
@@ -134,8 +176,10 @@ def apply(home: str, changes: list[Change]) -> None:
                         "createdDirs": change.created_dirs})
     fsutil.write_atomic(os.path.join(journal, "journal.json"), json.dumps({"files": entries}).encode("utf-8"))
     fsutil.fsync_dir(journal)
+    current_path = ""
     try:
         for change, entry in zip(changes, entries):
+            current_path = change.path
             if change.after is None:
                 if os.path.lexists(change.path):
                     os.unlink(change.path)
@@ -143,9 +187,13 @@ def apply(home: str, changes: list[Change]) -> None:
                 _prune_empty_dirs(change.prune)
             else:
                 _write(change.path, change.after, change.mode or entry["mode"])
-    except BaseException:
+    except BaseException as exc:
         _restore(home)
         shutil.rmtree(journal, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise CmError("INTEGRATION_WRITE_FAILED", f"writing {current_path} failed ({exc.strerror or exc}); every "
+                                                      "file was put back as it was, fix the cause and try again"
+                          ) from None
         raise
     fsutil.write_atomic(os.path.join(journal, "COMMITTED"), b"")
     shutil.rmtree(journal)

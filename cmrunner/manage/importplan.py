@@ -1,0 +1,165 @@
+"""The plan of an import: the parts a text becomes, what they will cost, and whether to ask first.
+
+Contract (any imported text: ``cm import <file.md>`` today, other sources later):
+- ``split(text, limit)`` cuts a normalised Markdown text into parts at top-level block boundaries
+  (headings, paragraphs, lists, quotes, tables, code; markdown-it-py), preferring to start a part
+  at a heading once the current part is three quarters full; each part's envelope, read into a request,
+  takes at most ``limit`` wire bytes (``cmrunner.writer_proc.budget.wire_bytes``). A block too
+  large for a part is cut between its lines; a single line too large is refused before anything
+  is queued: ``SOURCE_TOO_LARGE`` (or ``IMPORT_CHUNK_TOO_LARGE`` when an explicit disclosure cap
+  is the smaller limit), saying which line and what to do. Nothing is ever dropped or truncated:
+  the parts' texts joined are the text.
+- A text that fits one part is one part (``part 1 of 1``), as before parts existed.
+- ``Plan``: the parts' envelopes, the file's bytes, the wire bytes of all parts and an estimate of
+  the tokens processing them will cost (``estimate_tokens``), which asks for confirmation above
+  ``CONFIRM_TOKENS``. The estimate counts each part's envelope with the ledger's tokenizer
+  (``cmrunner.writer_proc.tokencount``, loaded only here, on the first estimate) and applies the
+  cost shape measured by ``bench/import_cost.py`` (docs/benchmarks.md, "Import cost"): a part is
+  read once and carried by the requests after its read, and each job's requests carry the fixed
+  instructions, tools and task.
+- ``MAX_IMPORT_BYTES`` (16 MiB, about 20 M tokens to process: months of the default caps) is the
+  largest file cm imports at all (``IMPORT_TOO_LARGE``, checked before the file is read).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from dataclasses import dataclass
+
+from cmrunner.core.errors import CmError
+from cmrunner.writer_proc import budget
+
+MAX_IMPORT_BYTES = 16 << 20
+# Above this estimate an import asks first (or needs --yes): about a tenth of a heavy coding day
+# (docs/benchmarks.md, "Default spend caps"); a file of up to about 50 KB of prose passes without a question.
+CONFIRM_TOKENS = 100_000
+# The cost shape of one part (one job), measured by bench/import_cost.py with a reader that makes
+# one tool call per response: its envelope is sent READS_PER_PART times (the read, then the
+# memory read and the submission carry it) and REQUESTS_PER_PART requests carry the fixed text.
+READS_PER_PART = 2
+REQUESTS_PER_PART = 3
+FIXED_TOKENS_PER_REQUEST = 2_800
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """One part's text and where it sits in the file."""
+
+    text: str
+    first_line: int           # 1-based line of the file where the part starts
+    heading_path: list[str]   # the headings above the part's first line
+    blocks: list[dict]        # the file's block index entries of this part, lines relative to the part
+
+
+JOIN_BYTES = 8  # a line break between two units, escaped three times
+
+
+def _lines_bytes(lines: list[str]) -> int:
+    """Wire bytes of these lines inside an envelope (escaped once there, twice more in a request)."""
+    return budget.escaped_bytes(json.dumps("\n".join(lines), ensure_ascii=False)[1:-1])
+
+
+def split(text: str, blocks: list[dict], limit: int, reserve: int, cap_code: str = "SOURCE_TOO_LARGE") -> list[Piece]:
+    """The text's parts, each within ``limit`` wire bytes once its envelope's other fields
+    (``reserve`` wire bytes) are added (see module contract)."""
+    lines = text.split("\n")
+    room = limit - reserve
+    if _lines_bytes(lines) + _index_bytes(blocks) <= room:
+        return [Piece(text, 1, [], blocks)]
+    by_start: dict[int, list[dict]] = {}
+    for blk in blocks:
+        by_start.setdefault(blk["lines"][0] - 1, []).append(blk)
+    starts = sorted(set(by_start) | {0})
+    spans: list[tuple[int, int]] = []
+    start, size = 0, 0
+    for unit_start, unit_end in zip(starts, starts[1:] + [len(lines)], strict=True):
+        if unit_end <= unit_start:
+            continue
+        heading = any(blk["kind"] == "heading" for blk in by_start.get(unit_start, []))
+        for a, b in _fit(lines, unit_start, unit_end, room, cap_code):
+            cost = _lines_bytes(lines[a:b]) + JOIN_BYTES + (_index_bytes(by_start.get(a, [])) if a == unit_start else 0)
+            if size and (size + cost > room or (heading and a == unit_start and size >= room * 3 // 4)):
+                spans.append((start, a))
+                start, size = a, 0
+            size += cost
+    spans.append((start, len(lines)))
+    block_starts = [blk["lines"][0] - 1 for blk in blocks]
+    return [_piece(lines, blocks, block_starts, a, b) for a, b in spans]
+
+
+def _fit(lines: list[str], start: int, end: int, room: int, cap_code: str) -> list[tuple[int, int]]:
+    """The unit itself, or line runs of it when it alone is larger than ``room``."""
+    if _lines_bytes(lines[start:end]) + JOIN_BYTES <= room // 2:
+        return [(start, end)]
+    runs, a, size = [], start, 0
+    for index in range(start, end):
+        cost = _lines_bytes(lines[index:index + 1]) + JOIN_BYTES
+        if cost > room // 2:
+            raise CmError(cap_code, f"line {index + 1} alone is larger than one import part may carry "
+                                    f"({room // 2:,} bytes as sent); break it into paragraphs, then import again")
+        if size and size + cost > room // 2:
+            runs.append((a, index))
+            a, size = index, 0
+        size += cost
+    runs.append((a, end))
+    return runs
+
+
+def _within(blocks: list[dict], starts: list[int], a: int, b: int) -> list[dict]:
+    """The blocks that start on 0-based lines ``[a, b)``; ``starts`` are their first lines, in order."""
+    return blocks[bisect.bisect_left(starts, a):bisect.bisect_left(starts, b)]
+
+
+def _index_bytes(blocks: list[dict]) -> int:
+    return budget.escaped_bytes(json.dumps(blocks, ensure_ascii=False)) + JOIN_BYTES if blocks else 0
+
+
+def _piece(lines: list[str], blocks: list[dict], starts: list[int], a: int, b: int) -> Piece:
+    inside = [{**blk, "lines": [blk["lines"][0] - a, min(blk["lines"][1], b) - a]}
+              for blk in _within(blocks, starts, a, b)]
+    heading_path: list[str] = []
+    previous = _within(blocks, starts, 0, a + 1)[-1:]  # the block in effect at the part's first line
+    if previous:
+        block = previous[0]
+        heading_path = list(block["headingPath"])
+        if block["kind"] == "heading" and block["lines"][0] - 1 < a:
+            heading_path.append(_title(lines, block))
+    return Piece("\n".join(lines[a:b]), a + 1, heading_path, inside)
+
+
+def _title(lines: list[str], heading: dict) -> str:
+    return lines[heading["lines"][0] - 1].lstrip("#").strip()
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A validated import split into parts, with its estimated cost (see module contract)."""
+
+    scope: str
+    import_id: str
+    namespace: str
+    envelopes: list[str]
+    file_bytes: int
+    wire_bytes: int
+    tokens: int
+    token_method: str
+
+    @property
+    def count(self) -> int:
+        return len(self.envelopes)
+
+    @property
+    def needs_confirmation(self) -> bool:
+        return self.tokens > CONFIRM_TOKENS
+
+
+def estimate_tokens(envelopes: list[str]) -> tuple[int, str]:
+    """Tokens processing these parts will cost, and the tokenizer that counted them."""
+    from cmrunner.writer_proc import tokencount
+
+    total, method = 0, tokencount.BYTES_SOURCE
+    for envelope in envelopes:
+        tokens, method = tokencount.estimate(envelope.encode("utf-8"))
+        total += READS_PER_PART * tokens + REQUESTS_PER_PART * FIXED_TOKENS_PER_REQUEST
+    return total, method

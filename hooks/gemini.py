@@ -1,0 +1,21 @@
+"""``cm hook gemini --home <abs>``: one Gemini CLI hook event (see ``cmrunner.hooks.agenthook``).
+
+Gemini CLI (hosts-more.md §3): stdout must be JSON only; BeforeAgent carries the typed ``prompt``,
+AfterAgent the final ``prompt_response``; SessionEnd is best effort (the CLI does not wait), so a
+session whose end never arrives is sealed by the drain's exit detection. ``EVENTS`` is what
+``cm agents install gemini`` wires; the other events Gemini CLI documents are ignored.
+"""
+
+from __future__ import annotations
+
+from cmrunner.hooks import agenthook
+from cmrunner.reading import reader
+
+EVENTS = ("SessionStart", "BeforeAgent", "AfterAgent", "PreCompress", "SessionEnd")
+IGNORED = ("BeforeModel", "AfterModel", "BeforeToolSelection", "BeforeTool", "AfterTool", "Notification")
+SPEC = agenthook.HostSpec("gemini", "Gemini CLI", EVENTS, "prompt", "prompt_response", IGNORED,
+                          reader.INJECTION_LIMIT, "cm hook gemini --home <absolute path>", chat_record=True)
+
+
+def main(argv: list[str]) -> int:
+    return agenthook.main(SPEC, argv)
