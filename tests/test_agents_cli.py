@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 from conftest import REAL_CM, hook_env, run_cm
-from support import hosts
+from support.agenthosts import claude_binary, gemini_binary
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -88,14 +88,6 @@ def write(path, text: str) -> bytes:
 def snapshot(root) -> dict[str, bytes]:
     return {os.path.relpath(os.path.join(d, f), root): open(os.path.join(d, f), "rb").read()
             for d, _dirs, files in os.walk(root) for f in files}
-
-
-def claude_binary():
-    return hosts.install_host("@anthropic-ai/claude-code", "2.1.328", "claude", "2.1.328")
-
-
-def gemini_binary():
-    return hosts.install_host("@google/gemini-cli", "0.61.0", "gemini", "0.61.0")
 
 
 def test_list_shows_every_host_found_installed_and_version(user, home, tmp_path):

@@ -128,6 +128,8 @@ def test_doctor_fails_without_a_model_or_its_key_and_never_prints_the_key(home, 
     envfile.update(home, {"COMMON_MEMORY_API_KEY": KEY})
     code, out, checks = _doctor_text(tmp_path)
     assert checks["model"]["state"] == "ok" and "fake-model" in checks["model"]["detail"]
+    # the model's URL here answers nothing: "ok" must not read as "it answers"
+    assert "the endpoint was not contacted (`cm network-test` sends one small request)" in checks["model"]["detail"]
     assert KEY not in out and KEY not in json.dumps(checks) and KEY[:8] not in out
 
 
@@ -179,3 +181,59 @@ def test_doctor_fails_a_shared_or_linked_or_uncreatable_data_root(home, tmp_path
 def test_doctor_fails_a_data_root_it_cannot_create(home, tmp_path):
     code, check = _root_check(home, tmp_path, "/proc/1/cm-data")
     assert code == 1 and check["detail"].startswith("DATA_ROOT_UNWRITABLE: ") and "/proc/1 is not writable" in check["detail"]
+
+
+# --- one group per agent ------------------------------------------------------------------------
+
+
+def _user_env(user) -> dict[str, str]:
+    env = hook_env(HOME=str(user), PATH="/usr/bin:/bin")
+    for name in ("CODEX_HOME", "PI_CODING_AGENT_DIR", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME"):
+        env.pop(name, None)
+    return env
+
+
+def _groups(user) -> tuple[int, dict[tuple[str, str], dict]]:
+    proc = run_cm(["doctor", "--json"], env=_user_env(user), timeout=120)
+    return proc.returncode, {(c.get("group", ""), c["name"]): c for c in json.loads(proc.stdout)}
+
+
+def test_doctor_without_codex_or_any_agent_passes_and_skips_each_host(home, tmp_path):
+    configure(home)
+    _with_model(home)
+    user = tmp_path / "user"
+    user.mkdir()
+    code, checks = _groups(user)
+    assert code == 0, checks
+    hosts_seen = {g for g, _n in checks if g}
+    assert hosts_seen == {"Codex CLI", "Claude Code", "Gemini CLI", "Pi", "ChatGPT Desktop (Work)"}
+    assert all(checks[(g, "integration")]["state"] == "skip" for g in hosts_seen)
+    text = run_cm(["doctor"], env=_user_env(user)).stdout.decode()
+    assert "skip  Codex CLI · integration: not on this machine; nothing to check" in text
+
+
+def test_doctor_checks_each_installed_agent_in_its_own_group(home, tmp_path):
+    configure(home)
+    _with_model(home)
+    user = tmp_path / "user"
+    (user / ".claude").mkdir(parents=True)
+    (user / ".gemini").mkdir()
+    (user / ".codex").mkdir()
+    assert run_cm(["agents", "install", "claude-code"], env=_user_env(user)).returncode == 0
+    code, checks = _groups(user)
+    assert code == 0, checks
+    assert {n: checks[("Claude Code", n)]["state"] for n in ("settings", "hooks", "read MCP")} == {
+        "settings": "ok", "hooks": "ok", "read MCP": "ok"}
+    assert checks[("Gemini CLI", "integration")]["state"] == "warn"  # here, not connected: says how
+    assert "cm agents install gemini" in checks[("Gemini CLI", "integration")]["detail"]
+    assert checks[("Codex CLI", "integration")]["state"] == "warn"
+    assert checks[("Pi", "integration")]["state"] == "skip"
+
+    settings = user / ".claude" / "settings.json"
+    data = json.loads(settings.read_text())
+    data["hooks"]["Stop"][0]["hooks"][0]["timeout"] = 30  # the user edits cm's hook
+    settings.write_text(json.dumps(data, indent=2))
+    code, checks = _groups(user)
+    assert code == 1
+    assert checks[("Claude Code", "settings")]["state"] == "fail"
+    assert checks[("Claude Code", "settings")]["detail"].startswith("HOST_FILE_MODIFIED: hooks.Stop missing or changed")

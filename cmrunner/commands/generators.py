@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import click
+from click.core import ParameterSource
 
 from cmrunner.commands.base import _home, cli, echo
 from cmrunner.core.errors import CmError
@@ -57,19 +58,23 @@ def work_config_command(ctx: click.Context, mode: str, output: str, distro: str 
 
 
 @cli.command("mcp-config")
+@click.option("--host", default="codex", show_default=True, metavar="HOST",
+              help="codex, claude-code, claude-desktop, cursor, vscode, gemini, windsurf or zed.")
 @click.option("--wsl", is_flag=True, help="Blocks for a Windows host that reaches this WSL runtime via wsl.exe.")
 @click.option("--distro", default=None, help="WSL distribution to pin (default WSL_DISTRO_NAME).")
 @click.option("--user", default=None, help="Linux user to pin (default this one).")
 @click.option("--workspace", "workspaces", multiple=True, help="Registered project to read (repeatable).")
 @click.pass_context
-def mcp_config_command(ctx: click.Context, wsl: bool, distro: str | None, user: str | None,
+def mcp_config_command(ctx: click.Context, host: str, wsl: bool, distro: str | None, user: str | None,
                        workspaces: tuple[str, ...]) -> None:
-    """Print the init and read [mcp_servers.*] blocks with this runtime's pinned paths."""
+    """Print cm's MCP server configuration for HOST with this runtime's pinned paths (Codex: TOML, others: JSON)."""
     from cmrunner.manage import mcp_config
 
     if (distro or user) and not wsl:
         raise CmError("WSL_OPTIONS_WITHOUT_WSL", "--distro and --user go with --wsl")
-    echo(mcp_config.render(_home(ctx), list(workspaces), wsl, distro, user), nl=False)
+    echo(mcp_config.render(_home(ctx), list(workspaces), wsl, distro, user, host), nl=False)
+    if host != "codex":
+        echo(mcp_config.where(host), err=True)
 
 
 @cli.command("doctor")
@@ -78,14 +83,19 @@ def mcp_config_command(ctx: click.Context, wsl: bool, distro: str | None, user: 
 @click.option("--json", "as_json", is_flag=True, help="One JSON object for scripts.")
 @click.pass_context
 def doctor_command(ctx: click.Context, codex_home: str | None, profile_name: str, as_json: bool) -> None:
-    """Check the installation for Codex (files, hooks and their trust, the read MCP server); changes nothing."""
+    """Check the installation (model, data root, secrets) and every agent here, one group each; changes nothing."""
     from cmrunner.manage import bundles, doctor
+    from cmrunner.manage.integrations import checks as host_checks
 
-    checks = doctor.run(_home(ctx), codex_home or bundles.codex_home(), profile_name)
+    home = _home(ctx)
+    explicit = codex_home is not None or ctx.get_parameter_source("profile_name") is not ParameterSource.DEFAULT
+    found = doctor.run(home) + host_checks.host_groups(home, codex_home or bundles.codex_home(), profile_name,
+                                                       explicit)
     if as_json:
-        echo(json.dumps([c.as_json() for c in checks], indent=2))
+        echo(json.dumps([c.as_json() for c in found], indent=2))
     else:
-        for check in checks:
-            echo(f"{check.state:<5} {check.name}: {check.detail}")
-    if any(c.state == "fail" for c in checks):
+        for check in found:
+            group = f"{check.group} · " if check.group else ""
+            echo(f"{check.state:<5} {group}{check.name}: {check.detail}")
+    if any(c.state == "fail" for c in found):
         ctx.exit(1)

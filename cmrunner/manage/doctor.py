@@ -1,12 +1,15 @@
-"""``cm doctor``: check an installation for Codex without changing anything.
+"""``cm doctor``: the checks of an installation that change nothing, and the Codex profile's.
 
-Contract: every check reports ``ok``, ``warn`` or ``fail`` with a one-line detail and never writes
-a file; a ``fail`` detail starts with a stable ``CODE:`` and says the fix, and any ``fail`` makes
-``cm doctor`` exit 1. It checks the configuration; the model (``remote`` with base URL and model,
-and its key present in the private ``.env`` — the key itself is never read into a message); the
-data root (a real directory — no symlinked component — of mode 0700 that this user can write, or
-one that can be created: its nearest existing ancestor is a writable real directory); the Codex
-profile file that ``cm codex-config`` generates
+Contract: every check reports ``ok``, ``warn``, ``fail`` or ``skip`` (a host that is not here:
+nothing to check) with a one-line detail, and an optional ``group`` (the host it belongs to), and
+never writes a file; a ``fail`` detail starts with a stable ``CODE:`` and says the fix, and any
+``fail`` makes ``cm doctor`` exit 1. The per-host groups are put together by
+``integrations/checks.py:host_groups``; this module has the general checks (``run``) and the Codex
+profile's (``codex_profile``). ``run`` checks the configuration; the model (``remote`` with base
+URL and model, and its key present in the private ``.env`` — the key itself is never read into a
+message); the data root (a real directory — no symlinked component — of mode 0700 that this user
+can write, or one that can be created: its nearest existing ancestor is a writable real
+directory). ``codex_profile`` checks the profile file that ``cm codex-config`` generates
 (``$CODEX_HOME/<profile>.config.toml``): the six hooks with ``timeout = 3`` pinned to an existing
 interpreter and to this home; their trust; and that the profile's read MCP server starts and lists
 exactly ``memory_read`` and ``memory_status`` (the SDK client, the real command line).
@@ -34,15 +37,19 @@ from cmrunner.manage import hostconfig
 
 
 class Check:
-    __slots__ = ("name", "state", "detail")
+    __slots__ = ("name", "state", "detail", "group")
 
-    def __init__(self, name: str, state: str, detail: str) -> None:
+    def __init__(self, name: str, state: str, detail: str, group: str = "") -> None:
         self.name = name
         self.state = state
         self.detail = detail
+        self.group = group
 
     def as_json(self) -> dict:
-        return {"name": self.name, "state": self.state, "detail": self.detail}
+        raw = {"name": self.name, "state": self.state, "detail": self.detail}
+        if self.group:
+            raw["group"] = self.group
+        return raw
 
 
 def event_snake(event: str) -> str:
@@ -159,7 +166,9 @@ def _check_model(cfg: config_mod.Config) -> Check:
     if not present:
         return _failed("model", "API_KEY_MISSING", f"{remote['apiKeyEnv']} is not set in the private "
                        f"{cfg.home}/.env; run `cm config` or pipe the key into `cm config init … --api-key-stdin`")
-    return Check("model", "ok", f"{remote['model']} at {remote['baseUrl']}; key {remote['apiKeyEnv']} present in .env")
+    # doctor never sends a request (it changes nothing, costs nothing): say so, so "ok" is not read as "answers"
+    return Check("model", "ok", f"{remote['model']} at {remote['baseUrl']}; key {remote['apiKeyEnv']} present in .env; "
+                 "the endpoint was not contacted (`cm network-test` sends one small request)")
 
 
 def _check_data_root(root: str) -> Check:
@@ -188,7 +197,8 @@ def _check_secrets(home: str) -> list[Check]:
     return checks
 
 
-def run(home: str, codex_home: str, profile_name: str = "common-memory") -> list[Check]:
+def run(home: str) -> list[Check]:
+    """The checks every installation gets: configuration, model, data root, secrets."""
     checks: list[Check] = []
     try:
         cfg = config_mod.load(home)
@@ -199,16 +209,21 @@ def run(home: str, codex_home: str, profile_name: str = "common-memory") -> list
         checks += _check_secrets(home)
     except CmError as exc:
         checks.append(_failed("configuration", exc.code, exc.message))
+    return checks
+
+
+def codex_profile(home: str, codex_home: str, profile_name: str = "common-memory") -> list[Check]:
+    """The Codex profile ``cm codex-config`` generates: the file, its hooks, their trust, its read server."""
     path = os.path.join(codex_home, f"{profile_name}.config.toml")
     try:
         profile = _load_toml(path)
         base = _load_toml(os.path.join(codex_home, "config.toml")) or {}
     except CmError as exc:
-        return checks + [Check("codex profile", "fail", exc.message)]
+        return [Check("codex profile", "fail", exc.message)]
     if profile is None:
-        return checks + [Check("codex profile", "fail",
-                               f"{path} does not exist; save `cm codex-config` output there")]
-    checks.append(Check("codex profile", "ok", path))
+        return [Check("codex profile", "fail", f"{path} does not exist; save `cm codex-config` output there, or run "
+                                               "`cm agents install codex`")]
+    checks = [Check("codex profile", "ok", path)]
     hooks, found = _check_hooks(home, profile)
     checks.append(hooks)
     checks.append(_check_trust(path, found, [base, profile]))

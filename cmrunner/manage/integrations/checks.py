@@ -7,20 +7,37 @@ Contract:
   starts with its configured command line and lists exactly ``memory_read`` and ``memory_status``
   (it reads no memory and starts no Writer); for Pi the wrapper's interpreter exists and no second
   bridge is present.
+  For Claude Code and Gemini CLI: every entry cm recorded is in the settings file as cm wrote it,
+  the hooks are pinned to an existing interpreter and this home, and the read server starts and
+  lists exactly the read tools.
 - ``Report.cannot`` says what no file check can prove: that a running host has loaded the
   configuration, and that Codex itself (not cm's computation) considers the hooks trusted.
+- ``host_groups`` is ``cm doctor``'s per-host part: one group per host cm knows. A host cm
+  installed gets the checks above; Codex set up by hand (its profile file exists, or
+  ``--codex-home`` was given) gets ``doctor.codex_profile``; a host found here but not connected
+  is a ``warn`` saying how to connect it; a host that is not here is a ``skip``, never a failure.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import tomllib
 from dataclasses import dataclass, field
 
 from cmrunner.core.errors import CmError
 from cmrunner.manage import doctor, hostconfig
 from cmrunner.manage.doctor import Check
-from cmrunner.manage.integrations import codexroot, discovery, manifest as manifest_mod, pi as pi_mod, txn
+from cmrunner.manage.integrations import (
+    codexroot,
+    discovery,
+    jsonedit,
+    jsonhosts,
+    manifest as manifest_mod,
+    pi as pi_mod,
+    txn,
+)
+from cmrunner.manage.integrations.tomledit import Entry
 
 
 @dataclass
@@ -105,6 +122,62 @@ def _codex_root(home: str, root: str, owners: list[str]) -> list[Check]:
     return [pinned, trust, mcp]
 
 
+def _json_host(home: str, host: str, manifest: dict, start_servers: bool) -> list[Check]:
+    """Claude Code / Gemini CLI: entries in place, hooks pinned, the read server answering."""
+    recorded = [e for e in manifest["entries"] if host in e["owners"]]
+    problems, handlers, server = [], [], None
+    for path in sorted({e["file"] for e in recorded}):
+        try:
+            text = (txn.read_bytes(path) or b"").decode("utf-8")
+            for raw in (e for e in recorded if e["file"] == path):
+                entry = Entry.from_json(raw)
+                if jsonedit.find(text, entry, path, entry.fmt == "jsonc") is None:
+                    problems.append(f"{'.'.join(entry.key)} missing or changed in {path}")
+                elif entry.key[0] == "hooks":
+                    handlers += [(entry.key[-1], h) for h in entry.value["hooks"]]
+                else:
+                    server = entry.value
+        except (CmError, UnicodeDecodeError) as exc:
+            problems.append(exc.message if isinstance(exc, CmError) else f"{path} is not UTF-8 text")
+    settings = (Check("settings", "fail", "HOST_FILE_MODIFIED: " + "; ".join(problems)
+                      + f"; reinstall with `cm agents remove {host}` then `cm agents install {host}`")
+                if problems else Check("settings", "ok", f"{len(jsonhosts.events(host))} hooks and the read MCP "
+                                                         "server exactly as cm wrote them"))
+    unpinned = []
+    for event, handler in handlers:
+        try:
+            argv = shlex.split(handler.get("command", ""))
+        except ValueError:
+            argv = []
+        pinned_home = argv[argv.index("--home") + 1:][:1] if "--home" in argv else []
+        if not argv or not os.access(argv[0], os.X_OK):
+            unpinned.append(f"{event} interpreter missing")
+        elif pinned_home != [home]:
+            unpinned.append(f"{event} pinned to another home")
+    hooks = (Check("hooks", "fail", "HOOK_NOT_PINNED: " + "; ".join(unpinned)
+                   + f"; run `cm agents install {host}` again from this installation") if unpinned else
+             Check("hooks", "ok", f"{len(handlers)} hooks pinned to an existing interpreter and this home"))
+    result = [settings, hooks]
+    if start_servers and server is not None:
+        result.append(doctor._check_mcp({"mcp_servers": {"common_memory": server}}))
+    return result
+
+
+def _pi(home: str, root: str) -> Check:
+    duplicates = pi_mod.duplicates(root)
+    if duplicates:
+        return Check("bridge", "fail", "PI_BRIDGE_DUPLICATE: also loaded from " + "; ".join(duplicates))
+    if not os.path.exists(hostconfig.Pins.current(home).python):
+        return Check("bridge", "fail", "INTERPRETER_NOT_FOUND: the pinned interpreter is gone; reinstall Pi from "
+                                       "this installation (`cm agents install pi`)")
+    return Check("bridge", "ok", "one copy in extensions/common-memory, pinned to an existing interpreter")
+
+
+def _titled(title: str, checks: list[Check], group: str = "") -> list[Check]:
+    """``checks`` named ``<title> <name>`` (the installation check) or in ``group`` (``cm doctor``)."""
+    return [Check(f"{title} {c.name}" if title else c.name, c.state, c.detail, group) for c in checks]
+
+
 def run(home: str, start_servers: bool = True) -> Report:
     manifest = manifest_mod.load(home)
     report = Report()
@@ -113,7 +186,8 @@ def run(home: str, start_servers: bool = True) -> Report:
         report.cannot.append("no agent is installed by cm")
         return report
     for host in hosts:
-        report.checks.append(_files(host, manifest))
+        if host not in jsonhosts.HOSTS:  # those own entries in the user's files, not files
+            report.checks.append(_files(host, manifest))
     codex_roots: dict[str, list[str]] = {}
     for host in ("codex", "chatgpt"):
         if host in hosts:
@@ -122,15 +196,16 @@ def run(home: str, start_servers: bool = True) -> Report:
         checks = _codex_root(home, root, owners) if start_servers else []
         report.checks.extend(Check(f"{'/'.join(discovery.TITLES[o] for o in owners)} {c.name}", c.state, c.detail)
                              for c in checks)
+    for host in jsonhosts.HOSTS:
+        if host in hosts:
+            report.checks.extend(_titled(discovery.TITLES[host], _json_host(home, host, manifest, start_servers)))
     if "pi" in hosts:
-        root = hosts["pi"]["root"]
-        duplicates = pi_mod.duplicates(root)
-        report.checks.append(Check("Pi bridge", "fail" if duplicates else "ok",
-                                   ("also loaded from " + "; ".join(duplicates)) if duplicates
-                                   else "one copy in extensions/common-memory, pinned to an existing interpreter"
-                                   if os.path.exists(hostconfig.Pins.current(home).python) else "interpreter missing"))
+        report.checks.extend(_titled("Pi", [_pi(home, hosts["pi"]["root"])]))
     report.cannot.append("these checks read files and start the read server; they cannot prove that a running agent "
-                         "has loaded the configuration: restart Pi, Codex or ChatGPT after a change")
+                         "has loaded the configuration: restart the agent after a change")
+    if any(h in hosts for h in jsonhosts.HOSTS):
+        report.cannot.append("Claude Code and Gemini CLI run user hooks and servers only in folders they trust; "
+                             "cm cannot see which folders you trusted")
     if codex_roots:
         report.cannot.append("hook trust is computed the way Codex 0.169 does; only Codex's /hooks screen is "
                              "authoritative")
@@ -145,3 +220,39 @@ def summary_lines(home: str) -> list[str]:
         return [f"the check failed: {exc.code}: {exc.message}"]
     return [f"{c.state:<4} {c.name}: {c.detail}" for c in report.checks] + [f"not proven: {line}" for line in report.cannot]
 
+
+def host_groups(home: str, codex_home: str, profile_name: str = "common-memory", codex_explicit: bool = False,
+                hosts: dict[str, discovery.Host] | None = None) -> list[Check]:
+    """``cm doctor``'s per-host groups (see module contract)."""
+    hosts = hosts or discovery.discover()
+    try:
+        manifest = manifest_mod.load(home)
+    except CmError as exc:
+        return [Check("integrations manifest", "fail", f"{exc.code}: {exc.message}", "Agents")]
+    installed = manifest["hosts"]
+    result: list[Check] = []
+    for host in discovery.LISTED:
+        found = hosts[host]
+        title = found.title
+        public = discovery.public_id(host)
+        if host in jsonhosts.HOSTS and host in installed:
+            result += _titled("", _json_host(home, host, manifest, True), title)
+        elif host in installed:
+            checks = [_files(host, manifest)]
+            if host == "pi":
+                checks.append(_pi(home, installed["pi"]["root"]))
+            else:
+                root = installed[host]["root"]
+                owners = [h for h in ("codex", "chatgpt") if installed.get(h, {}).get("root") == root]
+                if owners[0] == host:  # a shared Codex root is checked once, under its first owner
+                    checks += _codex_root(home, root, owners)
+            result += _titled("", checks, title)
+        elif host == "codex" and (codex_explicit or os.path.exists(
+                os.path.join(codex_home, f"{profile_name}.config.toml"))):
+            result += _titled("", doctor.codex_profile(home, codex_home, profile_name), title)
+        elif found.available:
+            result.append(Check("integration", "warn", f"found ({found.found}) but cm is not connected: run "
+                                                       f"`cm agents install {public}`", title))
+        else:
+            result.append(Check("integration", "skip", "not on this machine; nothing to check", title))
+    return result

@@ -91,29 +91,29 @@ def _which(name: str, env: Mapping[str, str]) -> str | None:
     return shutil.which(name, path=env.get("PATH", os.defpath))
 
 
+def _local(host: str, command: str, root: str, folder: str, env: Mapping[str, str], missing: str, limits: str,
+           mcp_file: str | None = None) -> Host:
+    """A host found by its command on ``PATH`` or its configuration folder."""
+    binary = _which(command, env)
+    found = ", ".join(x for x in (f"{command} at {binary}" if binary else "",
+                                  f"{folder} {root}" if os.path.isdir(root) else "") if x)
+    return Host(host, TITLES[host], bool(binary) or os.path.isdir(root), root, found or missing, limits, binary,
+                mcp_file)
+
+
 def discover(env: Mapping[str, str] | None = None, platform: str | None = None,
              chatgpt_apps: tuple[str, ...] = CHATGPT_APPS) -> dict[str, Host]:
     env = os.environ if env is None else env
     platform = platform or sys.platform
     hosts: dict[str, Host] = {}
 
-    root = codex_root(env)
-    binary = _which("codex", env)
-    found = ", ".join(x for x in (f"codex at {binary}" if binary else "",
-                                  f"config in {root}" if os.path.isdir(root) else "") if x)
-    hosts["codex"] = Host("codex", TITLES["codex"], bool(binary) or os.path.isdir(root), root,
-                          found or "neither the codex command nor a Codex configuration folder was found",
-                          "start it with `codex --profile common-memory`; trust the six hooks in /hooks; cm cannot "
-                          "see whether a running Codex has loaded them", binary)
-
-    root = pi_root(env)
-    binary = _which("pi", env)
-    found = ", ".join(x for x in (f"pi at {binary}" if binary else "",
-                                  f"agent folder {root}" if os.path.isdir(root) else "") if x)
-    hosts["pi"] = Host("pi", TITLES["pi"], bool(binary) or os.path.isdir(root), root,
-                       found or "neither the pi command nor a Pi agent folder was found",
-                       "restart Pi to load the extension; no other copy of the Common Memory bridge may be loaded",
-                       binary)
+    hosts["codex"] = _local("codex", "codex", codex_root(env), "config in", env,
+                            "neither the codex command nor a Codex configuration folder was found",
+                            "start it with `codex --profile common-memory`; trust the six hooks in /hooks; cm cannot "
+                            "see whether a running Codex has loaded them")
+    hosts["pi"] = _local("pi", "pi", pi_root(env), "agent folder", env,
+                         "neither the pi command nor a Pi agent folder was found",
+                         "restart Pi to load the extension; no other copy of the Common Memory bridge may be loaded")
 
     apps = [os.path.expanduser(p) for p in chatgpt_apps]
     app = next((p for p in apps if os.path.isdir(p)), None)
@@ -131,21 +131,10 @@ def discover(env: Mapping[str, str] | None = None, platform: str | None = None,
             why = "ChatGPT Desktop runs on macOS and Windows, not on this system"
         hosts["chatgpt"] = Host("chatgpt", TITLES["chatgpt"], False, codex_root(env), "not found", why)
 
-    root = claude_root(env)
-    binary = _which("claude", env)
-    found = ", ".join(x for x in (f"claude at {binary}" if binary else "",
-                                  f"config in {root}" if os.path.isdir(root) else "") if x)
-    hosts["claude-code"] = Host("claude-code", TITLES["claude-code"], bool(binary) or os.path.isdir(root), root,
-                                found or "no claude command and no Claude Code configuration folder",
-                                "new sessions load the hooks; `claude --bare` skips them", binary,
-                                claude_mcp_file(env))
-
-    root = gemini_root(env)
-    binary = _which("gemini", env)
-    found = ", ".join(x for x in (f"gemini at {binary}" if binary else "",
-                                  f"settings in {root}" if os.path.isdir(root) else "") if x)
-    hosts["gemini"] = Host("gemini", TITLES["gemini"], bool(binary) or os.path.isdir(root), root,
-                           found or "no gemini command and no ~/.gemini folder",
-                           "new sessions load the hooks; an exit without SessionEnd is sealed later by cm",
-                           binary)
+    hosts["claude-code"] = _local("claude-code", "claude", claude_root(env), "config in", env,
+                                  "no claude command and no Claude Code configuration folder",
+                                  "new sessions load the hooks; `claude --bare` skips them", claude_mcp_file(env))
+    hosts["gemini"] = _local("gemini", "gemini", gemini_root(env), "settings in", env,
+                             "no gemini command and no ~/.gemini folder",
+                             "new sessions load the hooks; an exit without SessionEnd is sealed later by cm")
     return {h: hosts[h] for h in HOST_IDS}

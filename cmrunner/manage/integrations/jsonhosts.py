@@ -9,9 +9,9 @@ and ``cm hook gemini``, which read the event from the payload's ``hook_event_nam
   ``{"type": "stdio", "command", "args", "env"}``.
 - Gemini CLI, ``~/.gemini/settings.json`` (JSON with comments): one group
   ``{"hooks": [{"type": "command", "command": …, "name": "common-memory", "timeout": 3000}]}``
-  (milliseconds) per event of ``GEMINI_EVENTS``, and ``mcpServers.common_memory`` with
-  ``timeout`` 30000, ``trust: false`` (Gemini asks before each call; memory_read only reads) and
-  ``includeTools`` = the read tools.
+  (milliseconds) per event of ``GEMINI_EVENTS``, and ``mcpServers.common_memory``.
+- The server entries are ``cm mcp-config --host <host>``'s (``mcp_config.entry``), so what is
+  installed and what is printed for pasting cannot drift apart.
 - Commands are pinned as for Codex (``hostconfig.Pins``): ``<abs python> -I -m cmrunner hook
   claude --home <abs home>``, the same entry as the ``cm`` script without depending on its shebang,
   ``PATH`` or the project directory's modules. The read server runs ``mcp --client-id <host>
@@ -22,18 +22,18 @@ from __future__ import annotations
 
 import os
 
-from cmrunner.manage import hostconfig
+from cmrunner.hooks import claude, gemini
+from cmrunner.manage import hostconfig, mcp_config
 from cmrunner.manage.integrations.tomledit import Entry
 
-CLAUDE_EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "PreCompact", "SessionEnd")
-GEMINI_EVENTS = ("SessionStart", "BeforeAgent", "AfterAgent", "PreCompress", "SessionEnd")
+HOSTS = ("claude-code", "gemini")
+CLAUDE_EVENTS = claude.EVENTS  # what `cm hook claude` handles (hooks room): one list, no drift
+GEMINI_EVENTS = gemini.EVENTS
 CLAUDE_TIMEOUT_S = hostconfig.HOOK_TIMEOUT
 GEMINI_TIMEOUT_MS = hostconfig.HOOK_TIMEOUT * 1000
-GEMINI_MCP_TIMEOUT_MS = 30000
 SERVER = "common_memory"
 HOOK_NAME = "common-memory"
 SETTINGS = "settings.json"
-MCP_CLIENT = {"claude-code": "claude-code", "gemini": "gemini-cli"}
 
 
 def hook_command(pins: hostconfig.Pins, host: str) -> str:
@@ -42,13 +42,9 @@ def hook_command(pins: hostconfig.Pins, host: str) -> str:
 
 
 def read_server(pins: hostconfig.Pins, host: str) -> dict:
-    """The read MCP server entry in ``host``'s own format (see module contract)."""
-    argv = pins.module_argv(*hostconfig.mcp_args(MCP_CLIENT[host], "read"))
-    env = {"COMMON_MEMORY_HOME": pins.home}
-    if host == "claude-code":
-        return {"type": "stdio", "command": argv[0], "args": argv[1:], "env": env}
-    return {"command": argv[0], "args": argv[1:], "env": env, "timeout": GEMINI_MCP_TIMEOUT_MS, "trust": False,
-            "includeTools": list(hostconfig.READ_TOOLS)}
+    """The read MCP server entry in ``host``'s own format (``mcp_config.entry``)."""
+    argv = pins.module_argv(*hostconfig.mcp_args(mcp_config.CLIENT_IDS[host], "read"))
+    return mcp_config.entry(host, argv[0], argv[1:], {"COMMON_MEMORY_HOME": pins.home})
 
 
 def hook_group(pins: hostconfig.Pins, host: str) -> dict:

@@ -46,7 +46,6 @@ from cmrunner.manage.integrations import (
 from cmrunner.manage.integrations.tomledit import Entry
 
 CODEX_HOSTS = ("codex", "chatgpt")
-JSON_HOSTS = ("claude-code", "gemini")
 Keys = set[tuple[str, ...]]
 
 
@@ -122,7 +121,7 @@ def _collect(home: str, pins: Pins, roots: dict[str, str], init: bool, recorded_
     if "pi" in roots:
         for path, data in pi_mod.desired(roots["pi"], pins).items():
             files[path] = (data, ["pi"], pi_mod.prune_dirs(roots["pi"]))
-    for host in JSON_HOSTS:
+    for host in jsonhosts.HOSTS:
         if host in roots:
             for path, listed in jsonhosts.desired(host, roots[host], mcp_files.get(host), pins).items():
                 entries.setdefault(path, []).extend((e, [host]) for e in listed)
