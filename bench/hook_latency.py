@@ -12,7 +12,8 @@ spawn until exit with stdout at EOF (what Codex waits for). Drains spawned by ho
 production (default linger). The Claude Code rows run in the same rounds: (3) `cm hook claude`
 UserPromptSubmit with a 4 KiB prompt (console script), (3b) the same through `python -I -m cmrunner`
 (what `cm agents install claude-code` pins), (4) its Stop. SessionEnd is timed after the rounds on
-`--runs / 4` fresh sessions (each opened by an untimed SessionStart). Usage:
+`--runs / 4` fresh sessions, each opened by a SessionStart that reads and injects memory, also timed
+(the injection path: file reads plus the one indexed count of waiting turns). Usage:
 `python bench/hook_latency.py [--runs 200] [--write]`.
 """
 
@@ -111,11 +112,13 @@ def main() -> None:
                 assert code == 0, "claude Stop failed"
                 stop_ms.append(ms)
         end_ms: list[float] = []
+        start_ms: list[float] = []
         for n in range(max(1, args.runs // 4)):
             fresh = dict(claude_common, session_id=f"bench-end-{n}")
             ms, code = timed_run(claude_module, json.dumps(dict(fresh, hook_event_name="SessionStart",
                                                                 source="startup")).encode(), env)
             assert code == 0
+            start_ms.append(ms)
             ms, code = timed_run(claude_module, json.dumps(dict(fresh, hook_event_name="SessionEnd",
                                                                 reason="other")).encode(), env)
             assert code == 0, "claude SessionEnd failed"
@@ -127,6 +130,8 @@ def main() -> None:
                 ("`python -I -m cmrunner hook claude` UserPromptSubmit (the form `cm agents install` pins)",
                  summary(claude_module_ms)),
                 ("`python -I -m cmrunner hook claude` Stop", summary(stop_ms)),
+                (f"`python -I -m cmrunner hook claude` SessionStart, memory read and injected with its freshness "
+                 f"line ({len(start_ms)} fresh sessions)", summary(start_ms)),
                 (f"`python -I -m cmrunner hook claude` SessionEnd ({len(end_ms)} fresh sessions; budget ~1,500 ms)",
                  summary(end_ms))]
         claude_ratio = summary(claude_ms)["p95"] / floor["p95"]
