@@ -168,10 +168,10 @@ def handle(spec: HostSpec, home: str, payload: dict) -> dict:
     paths = DataPaths(cfg.data_root)
     instance = identity.launcher_instance(spec.label)
     scope = projects.scope_for(paths, ev.cwd)
-    fresh: tuple[str, str | None] | None = None
+    fresh: reader.MemoryView | None = None
     if ev.name == spec.start and ev.source != "compact":
         contexts = reader.authorized_contexts(cfg.allowed_scopes, scope if scope != "global" else None)
-        fresh = reader.render_block(reader.read_memory(paths, contexts, home), spec.context_limit)
+        fresh = reader.read_memory(paths, contexts, home)
     conn = store.open_store(paths, store.HOOK_BUSY_MS)
     # Closed only on failure: after a commit it is left to the process exit (cmrunner.core.db, "hook connections").
     try:
@@ -183,7 +183,7 @@ def handle(spec: HostSpec, home: str, payload: dict) -> dict:
 
 
 def _admit(conn: sqlite3.Connection, spec: HostSpec, cfg: config_mod.Config, home: str, instance: str, scope: str,
-           ev: Event, fresh: tuple[str, str | None] | None) -> dict:
+           ev: Event, fresh: reader.MemoryView | None) -> dict:
     base = capture.session_key(spec.client, instance, ev.session)
     row = activations.activation(conn, base)
     if ev.name == spec.start:
@@ -202,7 +202,9 @@ def _admit(conn: sqlite3.Connection, spec: HostSpec, cfg: config_mod.Config, hom
             return _context_output(ev.name, frozen, None)
         if fresh is None:
             return {}
-        block, warning = fresh
+        from cmrunner.capture import observations  # a reading SessionStart only: per-turn events skip it
+
+        block, warning = reader.render_block(fresh, spec.context_limit, observations.waiting(conn, scope))
         activations.freeze_snapshot(conn, session_id, block, capture.canonical_json(sorted({"global", scope})),
                                     capture.now_ms())
         return _context_output(ev.name, block, warning)

@@ -159,28 +159,30 @@ def handle(client_flag: str, home: str, event: dict) -> dict:
     paths = DataPaths(cfg.data_root)
     instance = identity.host_instance()
     scope = projects.scope_for(paths, ev.cwd)
-    fresh_block: tuple[str, str | None] | None = None
+    fresh_view: reader.MemoryView | None = None
     if ev.name == "SessionStart" and ev.source in READING_SOURCES:
         contexts = reader.authorized_contexts(cfg.allowed_scopes, scope if scope != "global" else None)
-        fresh_block = reader.render_block(reader.read_memory(paths, contexts, home))
+        fresh_view = reader.read_memory(paths, contexts, home)
     conn = store.open_store(paths, store.HOOK_BUSY_MS)
     # Closed only on failure: after a commit it is left to the process exit (cmrunner.core.db, "hook connections").
     try:
         with store.immediate(conn, store.HOOK_BUSY_MS):
-            return _admit(conn, cfg, home, client, instance, scope, ev, fresh_block)
+            return _admit(conn, cfg, home, client, instance, scope, ev, fresh_view)
     except BaseException:
         conn.close()
         raise
 
 
 def _admit(conn: sqlite3.Connection, cfg: config_mod.Config, home: str, client: str, instance: str, scope: str,
-           ev: HookEvent, fresh_block: tuple[str, str | None] | None) -> dict:
+           ev: HookEvent, fresh_view: reader.MemoryView | None) -> dict:
     act = _activation(conn, client, instance, ev)
     output: dict = {}
     if ev.name == "SessionStart":
         frozen = activations.frozen_snapshot(conn, act.session_id)
-        if frozen is None and fresh_block is not None:
-            block, warning = fresh_block
+        if frozen is None and fresh_view is not None:
+            from cmrunner.capture import observations  # a reading SessionStart only: per-turn events skip it
+
+            block, warning = reader.render_block(fresh_view, waiting=observations.waiting(conn, scope))
             if ev.transcript is None:
                 warning = EPHEMERAL_NOTE if warning is None else f"{warning}; {EPHEMERAL_NOTE}"
             activations.freeze_snapshot(conn, act.session_id, block, capture.canonical_json(sorted({"global", scope})),

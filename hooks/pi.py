@@ -98,7 +98,10 @@ def handle(home: str, event: dict) -> dict:
     if event["event"] in READ_ONLY or (event["event"] == "session_start" and event["payload"].get("readMemory") is True):
         scope = projects.scope_for(paths, event["cwd"])
         contexts = reader.authorized_contexts(cfg.allowed_scopes, scope if scope != "global" else None)
-        answer["context"], warning = reader.render_block(reader.read_memory(paths, contexts, home))
+        view = reader.read_memory(paths, contexts, home)
+        from cmrunner.capture import observations  # memory reads only: per-turn captures skip it
+
+        answer["context"], warning = reader.render_block(view, waiting=observations.waiting_in(paths, [scope]))
         if warning:
             answer["warning"] = warning
         if event["event"] in READ_ONLY:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-from cmrunner.capture import activations, admission as capture
+from cmrunner.capture import activations, admission as capture, observations
 from cmrunner.core import config as config_mod, identity, projects, store
 from cmrunner.core.errors import CmError, InputError
 from cmrunner.core.home import DataPaths, resolve_home
@@ -64,7 +64,8 @@ def refresh(home: str, client: str, thread: str | None) -> dict:
         session_id, cwd, _thread = rows[0]
         scope = projects.scope_for(paths, cwd)
         contexts = reader.authorized_contexts(cfg.allowed_scopes, scope if scope != "global" else None)
-        block, warning = reader.render_block(reader.read_memory(paths, contexts, home))
+        block, warning = reader.render_block(reader.read_memory(paths, contexts, home),
+                                             waiting=observations.waiting(conn, scope))
         with store.immediate(conn, store.HOOK_BUSY_MS):
             activations.replace_snapshot(conn, session_id, block, capture.canonical_json(contexts), capture.now_ms())
     finally:

@@ -24,11 +24,10 @@ import hashlib
 import json
 import sqlite3
 import time
-import unicodedata
-from typing import NamedTuple
 
-from cmrunner.core import jobstore, scopes
+from cmrunner.core import scopes
 from cmrunner.core.errors import CmError
+from cmrunner.core.home import DataPaths
 
 PROVENANCE = {
     "interactive": "user_explicit",
@@ -54,6 +53,8 @@ def provenance_of(source: str) -> str | None:
 
 def content_digest(text: str) -> str:
     """Digest of the normalised text, the key of forget tombstones (exact text, not paraphrase)."""
+    import unicodedata  # deferred: a reading SessionStart imports this module for its count (~15 ms cold)
+
     normal = unicodedata.normalize("NFC", text).strip()
     return hashlib.sha256(normal.encode("utf-8")).hexdigest()
 
@@ -81,6 +82,8 @@ def _check_text(text: object) -> str:
 
 def agent_instance(conn: sqlite3.Connection, agent: str) -> str:
     """The stable, non-secret id of one client integration of this install: ``<agent>:<install id>``."""
+    from cmrunner.core import jobstore  # deferred: admission only; the hooks' freshness count skips it
+
     return f"{agent}:{jobstore.install_id(conn)}"
 
 
@@ -233,6 +236,34 @@ def queued_counts(conn: sqlite3.Connection) -> list[tuple[str, int]]:
     ).fetchall()
 
 
+def waiting(conn: sqlite3.Connection, scope: str) -> int:
+    """Captured turns of ``scope`` not yet processed (imports are not turns): the freshness line's
+    count, answered from the partial index ``observations_waiting_scope`` (m012)."""
+    return int(conn.execute(
+        "SELECT COUNT(*) FROM observations WHERE scope = ? AND state IN ('buffered', 'pending', 'claimed')"
+        " AND source != 'document_import'", (scope,)).fetchone()[0])
+
+
+def waiting_in(paths: DataPaths, scopes_: list[str]) -> int | None:
+    """``waiting`` summed over ``scopes_`` for a reader without a connection (Pi's read, MCP reads,
+    ``cm show``): the store opened read-only, never created. ``None`` when there is none yet or it
+    cannot be read: the line then omits the count and the read goes on (``cm status`` reports the store)."""
+    from cmrunner.core import store
+
+    try:
+        conn = store.open_existing(paths, store.HOOK_BUSY_MS)
+    except (CmError, sqlite3.Error):
+        return None
+    if conn is None:
+        return None
+    try:
+        return sum(waiting(conn, scope) for scope in scopes_)
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+
+
 # -- the queue: pending work and a job's batch ---------------------------------------------------
 
 def has_pending(conn: sqlite3.Connection) -> bool:
@@ -330,17 +361,25 @@ def texts(conn: sqlite3.Connection, ids: list[int]) -> dict[int, str | None]:
                              (json.dumps(ids),)).fetchall())
 
 
-class Evidence(NamedTuple):
-    id: int
-    text: str | None  # None once pruned, forgotten or purged
-    provenance: str | None
-    source: str
-    namespace: str
-    observed_at: str
-    state: str
-    processed_at: int | None
-    agent_instance: str | None
-    forgotten: bool  # its words are tombstoned in its scope (a forget or a purge)
+class Evidence:
+    """One observation as ``cm why`` shows it (a plain class: ``typing`` stays off the hook path)."""
+
+    __slots__ = ("id", "text", "provenance", "source", "namespace", "observed_at", "state", "processed_at",
+                 "agent_instance", "forgotten")
+
+    def __init__(self, id_: int, text: str | None, provenance: str | None, source: str, namespace: str,
+                 observed_at: str, state: str, processed_at: int | None, agent_instance: str | None,
+                 forgotten: bool) -> None:
+        self.id = id_
+        self.text = text                      # None once pruned, forgotten or purged
+        self.provenance = provenance
+        self.source = source
+        self.namespace = namespace
+        self.observed_at = observed_at
+        self.state = state
+        self.processed_at = processed_at
+        self.agent_instance = agent_instance
+        self.forgotten = forgotten            # its words are tombstoned in its scope (a forget or a purge)
 
 
 def captured_by(conn: sqlite3.Connection, observation_id: int) -> tuple[str | None, str | None]:

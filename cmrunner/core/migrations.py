@@ -401,9 +401,19 @@ def m011_isolation_detail(conn: sqlite3.Connection) -> None:
     _run_script(conn, "ALTER TABLE codex_failures ADD COLUMN detail TEXT;")
 
 
+def m012_waiting_by_scope(conn: sqlite3.Connection) -> None:
+    """The freshness line of every injection counts one scope's turns still waiting
+    (``capture.observations.waiting``) from this small partial index, never from the whole queue."""
+    _run_script(conn, """
+        CREATE INDEX observations_waiting_scope ON observations(scope, state, source)
+            WHERE state IN ('buffered', 'pending', 'claimed');
+    """)
+
+
 MIGRATIONS: list[Migration] = [m001_write_path, m002_claim_and_prune_indexes, m003_codex_progress, m004_pi_inputs,
                                m005_drain_failures, m006_section_history, m007_disclosure_ledger, m008_agent_hooks,
-                               m009_cancellations, m010_job_cause, m011_isolation_detail]
+                               m009_cancellations, m010_job_cause, m011_isolation_detail,
+                               m012_waiting_by_scope]
 LATEST = len(MIGRATIONS)
 
 

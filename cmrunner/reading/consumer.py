@@ -63,8 +63,10 @@ class ConsumerRead:
         return body
 
 
-def read(paths: DataPaths, contexts: list[str], home: str | None = None, deep: bool = False) -> ConsumerRead:
-    """Read and render the documents of ``contexts`` (already authorized by the caller)."""
+def read(paths: DataPaths, contexts: list[str], home: str | None = None, deep: bool = False,
+         waiting: int | None = None) -> ConsumerRead:
+    """Read and render the documents of ``contexts`` (already authorized by the caller); ``waiting``
+    is the caller's count of their turns not yet processed, for the block's freshness line."""
     view = reader.read_memory(paths, contexts, home, deep)
     if view.errors:
         raise CmError(
@@ -83,5 +85,6 @@ def read(paths: DataPaths, contexts: list[str], home: str | None = None, deep: b
                               "empty": empty})
             if not empty:
                 shown.append((target, content))
-    text, _warning = reader.render_block(reader.MemoryView(list(contexts), shown, []), READ_LIMIT)
+    text, _warning = reader.render_block(reader.MemoryView(list(contexts), shown, [], updated=view.updated), READ_LIMIT,
+                                         waiting)
     return ConsumerRead(list(contexts), documents, all(d["empty"] for d in documents), text, view.withheld)

@@ -7,6 +7,11 @@ Contract:
   ``disclosure.allowedScopes``, a project's document when its ``project:<id>`` is.
 - The rendered block frames memory as data, never as instructions, between marker lines that
   carry a random token, so a document cannot forge the end of the block.
+- The block ends, after its end marker, with one line of state (``freshness_line``): when the
+  documents read were last published (their newest mtime; the Writer publishes by rename) and,
+  when the caller counted them, how many of this scope's captured turns are still waiting to be
+  processed, so an agent knows what may be missing. The count is the caller's (one indexed query,
+  ``capture.observations.waiting``); this module still never opens SQLite.
 - A block over ``limit`` bytes is replaced by a short "unavailable" block plus a warning.
 - Secrets never leave: every document passes ``withhold.document`` as it is read, so a section
   holding what looks like a secret is delivered as a placeholder (``MemoryView.withheld`` says
@@ -18,6 +23,7 @@ Stdlib only (SessionStart injection runs in the hook).
 from __future__ import annotations
 
 import os
+import time
 
 from cmrunner.core import fsutil
 from cmrunner.core.errors import CmError
@@ -32,14 +38,15 @@ _TITLES = {"profile": "Profile", "preferences": "Preferences"}
 class MemoryView:
     """The authorized documents of one read, in a fixed order."""
 
-    __slots__ = ("contexts", "documents", "errors", "withheld")
+    __slots__ = ("contexts", "documents", "errors", "withheld", "updated")
 
     def __init__(self, contexts: list[str], documents: list[tuple[str, str]], errors: list[str],
-                 withheld: list | None = None) -> None:
+                 withheld: list | None = None, updated: float | None = None) -> None:
         self.contexts = contexts          # authorized contexts: 'global' and/or 'project:<id>'
         self.documents = documents        # (target, markdown) for documents that exist, secrets withheld
         self.errors = errors              # targets that could not be read safely
         self.withheld = withheld or []    # sections delivered as placeholders
+        self.updated = updated            # newest mtime (epoch seconds) of the documents read; None if none
 
 
 def authorized_contexts(allowed_scopes: list[str], project_scope: str | None) -> list[str]:
@@ -58,6 +65,7 @@ def read_memory(paths: DataPaths, contexts: list[str], home: str | None = None, 
 
     withheld: list[withhold.Withheld] = []
     targets: list[str] = []
+    updated: float | None = None
     for context in contexts:
         targets.extend(["profile", "preferences"] if context == "global" else [context])
     for target in targets:
@@ -65,16 +73,40 @@ def read_memory(paths: DataPaths, contexts: list[str], home: str | None = None, 
             raw = fsutil.read_regular_file(paths.document(target), DOCUMENT_LIMIT, f"memory document {target}")
             if raw is None:
                 continue
+            mtime = os.stat(paths.document(target)).st_mtime
+            updated = mtime if updated is None else max(updated, mtime)
             text, held = withhold.document(raw.decode("utf-8"), target, home, paths, deep)
             documents.append((target, text))
             withheld += held
         except (CmError, UnicodeDecodeError):
             errors.append(target)
-    return MemoryView(contexts, documents, errors, withheld)
+    return MemoryView(contexts, documents, errors, withheld, updated)
 
 
-def render_block(view: MemoryView, limit: int = INJECTION_LIMIT) -> tuple[str, str | None]:
-    """The injected block and an optional warning for the user (``systemMessage``)."""
+def _ago(seconds: float) -> str:
+    if seconds < 60:
+        return "just now"
+    for unit, size in (("day", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            count = int(seconds // size)
+            return f"{count} {unit}{'s' if unit == 'day' and count > 1 else ''} ago"
+    return "just now"  # pragma: no cover - the loop ends at one minute
+
+
+def freshness_line(updated: float | None, waiting: int | None, now: float | None = None) -> str:
+    """``Memory state: updated 3 min ago; 4 turns still being processed.`` (see contract)."""
+    now = time.time() if now is None else now
+    head = "no memory saved yet" if updated is None else f"updated {_ago(max(0.0, now - updated))}"
+    if waiting is None:
+        return f"Memory state: {head}."
+    if waiting == 0:
+        return f"Memory state: {head}; no turns waiting to be processed."
+    return f"Memory state: {head}; {waiting} turn{'s' if waiting != 1 else ''} still being processed."
+
+
+def render_block(view: MemoryView, limit: int = INJECTION_LIMIT, waiting: int | None = None) -> tuple[str, str | None]:
+    """The injected block and an optional warning for the user (``systemMessage``); ``waiting`` is
+    the caller's count of this scope's turns not yet processed (``None``: not counted)."""
     token = os.urandom(6).hex()
     scopes = ", ".join(view.contexts) if view.contexts else "none"
     head = [
@@ -91,7 +123,7 @@ def render_block(view: MemoryView, limit: int = INJECTION_LIMIT) -> tuple[str, s
     for target, markdown in view.documents:
         body.append(f"[document: {target}]")
         body.append(markdown.rstrip("\n"))
-    tail = [f"<<<end-common-memory-data {token}>>>"]
+    tail = [f"<<<end-common-memory-data {token}>>>", freshness_line(view.updated, waiting)]
     warning = None
     if view.errors:
         warning = "cm: some memory documents could not be read safely: " + ", ".join(view.errors)
@@ -104,6 +136,7 @@ def render_block(view: MemoryView, limit: int = INJECTION_LIMIT) -> tuple[str, s
         block = "\n".join(head[:1] + [
             "(memory is unavailable in this session: it is larger than the injection limit;",
             " use the memory_read tool for an explicit read)",
+            freshness_line(view.updated, waiting),
         ]) + "\n"
         warning = f"cm: memory exceeds the {limit // 1024} KiB injection limit and was not injected"
     return block, warning
