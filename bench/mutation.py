@@ -5,7 +5,8 @@ Method: the committed tree (``git archive HEAD``) is unpacked in a temporary fol
 tests run against an *installed* cm, as the suite always does, so the test command first copies the
 mutated file over the installed copy in ``--venv`` (a virtual environment holding cm installed from
 this same commit, plus cosmic-ray and the test extras; bytecode writing is off so no stale ``.pyc``
-is read), then runs ``pytest -x`` on ``--tests``. Mutants of ``|`` are left out: in these modules it
+is read), then runs ``pytest -x`` on ``--tests``; a mutant counts as killed only when pytest reports a
+failing test (any other failure of the command stops the run: the harness is broken). Mutants of ``|`` are left out: in these modules it
 appears only in type annotations, which ``from __future__ import annotations`` never evaluates, so
 every such mutant is equivalent. Of the rest, ``--sample`` mutants are drawn with
 ``random.Random(--seed)``. Score = killed / (killed + survived); a mutant that times out counts as
@@ -21,6 +22,7 @@ import argparse
 import collections
 import os
 import random
+import re
 import shlex
 import shutil
 import sqlite3
@@ -32,6 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _util import ROOT, machine, write_section
 
 ANNOTATION_ONLY = "core/ReplaceBinaryOperator_BitOr_"
+PYTEST_FAILED = re.compile(r"\b\d+ (failed|errors?)\b")
 
 
 def _installed(venv: str, module: str) -> str:
@@ -87,7 +90,7 @@ def main() -> None:
     config = os.path.join(work, "config.toml")
     with open(config, "w", encoding="utf-8") as handle:
         handle.write(f'[cosmic-ray]\nmodule-path = "{args.module}"\ntimeout = 300.0\nexcluded-modules = []\n'
-                     f"test-command = {sh_toml(command)}\n\n[cosmic-ray.distributor]\nname = \"local\"\n")
+                     f"test-command = {sh_toml('sh -c ' + shlex.quote(command))}\n\n[cosmic-ray.distributor]\nname = \"local\"\n")
     cosmic = os.path.join(args.venv, "bin", "cosmic-ray")
     try:
         if subprocess.run(["sh", "-c", command], cwd=src, capture_output=True).returncode != 0:
@@ -96,17 +99,24 @@ def main() -> None:
         total, pool = _sample(session, args.sample, args.seed)
         subprocess.run([cosmic, "exec", config, session], cwd=src, check=True, capture_output=True)
         conn = sqlite3.connect(session)
-        rows = conn.execute("SELECT r.worker_outcome, r.test_outcome, s.operator_name, s.start_pos_row FROM work_results r"
-                            " JOIN mutation_specs s ON s.job_id = r.job_id ORDER BY s.start_pos_row").fetchall()
+        rows = conn.execute("SELECT r.worker_outcome, r.test_outcome, s.operator_name, s.start_pos_row, r.output"
+                            " FROM work_results r JOIN mutation_specs s ON s.job_id = r.job_id"
+                            " ORDER BY s.start_pos_row").fetchall()
         conn.close()
+        # A kill counts only when pytest itself reported a failing test: a test command that broke
+        # before reaching the tests would otherwise score every mutant as killed.
+        broken = [row for row in rows if row[1] == "KILLED" and not PYTEST_FAILED.search(row[4] or "")]
+        if broken:
+            raise SystemExit(f"{len(broken)} mutant(s) 'killed' without a failing test; the harness is broken:\n"
+                             + (broken[0][4] or "")[-800:])
     finally:
         with open(installed, "wb") as handle:
             handle.write(original)
         shutil.rmtree(work, ignore_errors=True)
     outcome = collections.Counter("timeout" if worker == "TIMEOUT" else (test or worker).lower()
-                                  for worker, test, _op, _row in rows)
+                                  for worker, test, _op, _row, _output in rows)
     killed, survived = outcome["killed"] + outcome["timeout"], outcome["survived"]
-    survivors = [f"line {row + 1} {op.removeprefix('core/')}" for worker, test, op, row in rows if test == "SURVIVED"]
+    survivors = [f"line {row + 1} {op.removeprefix('core/')}" for _w, test, op, row, _o in rows if test == "SURVIVED"]
     body = "\n".join([
         f"Machine: {machine()}; cosmic-ray {version(cosmic)}; `{args.module}`; tests: `{args.tests}`"
         f"{f' (without -k {args.deselect})' if args.deselect else ''}.", "",
