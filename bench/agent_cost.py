@@ -10,9 +10,10 @@ hooks spawn the real detached drain, which seals the batches and runs the real M
 the Responses protocol. Once the home is idle, the fake model's request log is the ground truth:
 requests, bytes (each body serialized compactly, as the agent sends it) and tokens.
 
-Tokens: the fake model reports none of its own worth trusting, and no maintained tokenizer works
-here without fetching its encoding files at run time, so tokens are estimated from bytes:
-``ceil(bytes / 4)`` (about right for English and JSON with GPT-family tokenizers).
+Tokens: the fake model reports none of its own worth trusting, so tokens are estimated from bytes,
+``ceil(bytes / 4)`` (roughly right for English and JSON with GPT-family tokenizers), the rule every
+recorded run of this benchmark used, so its before and after rows compare; the ledger's own
+estimate (``writer_proc/tokencount.py``) counts ``o200k_base`` tokens instead.
 
 Sessions: the 21-turn session (short prompts and replies, three of them "remember that ...",
 sealed 10 + 10 + 1) in two model styles: one tool call per response (as ``cm demo`` runs) and

@@ -6,6 +6,9 @@ The event is one JSON object on stdin::
      "event": "<Pi event name>", "cwd": "/abs", "hostInstance": "<optional>", "payload": {...}}
 
 Contract:
+- The event is strict JSON (``hooks.stdin``) and is validated whole before anything is written:
+  ``payload.text`` of ``input``/``message_end`` is a string and ``payload.timestamp``, when given,
+  is a number of milliseconds a date can hold; otherwise ``INVALID_CAPTURE_INPUT`` names the field.
 - ``eventId`` is the idempotency key inside the session: the same id with the same payload is a
   duplicate (admitted once); the same id with a different payload is ``CAPTURE_CONFLICT``.
 - The host instance is ``hostInstance``, else ``COMMON_MEMORY_HOST_INSTANCE``, else the identity
@@ -35,6 +38,8 @@ PI_EVENTS = ("session_start", "input", "message_end", "agent_end", "session_shut
 READ_ONLY = ("memory_read",)
 KEYS = ("version", "sessionId", "eventId", "event", "cwd", "hostInstance", "payload")
 USAGE = "cm capture --home <absolute path>"
+TEXT_EVENTS = ("input", "message_end")  # the drain reads payload.text of these
+LATEST_TIMESTAMP_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: the last instant a date can hold
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._-]{0,199}$")
 
 
@@ -62,8 +67,15 @@ def validate(event: dict) -> dict:
         raise _bad("cwd", "an absolute path")
     if "hostInstance" in event and (not isinstance(event["hostInstance"], str) or not _ID_RE.match(event["hostInstance"])):
         raise _bad("hostInstance", "1-200 characters of letters, digits and :._-")
-    if not isinstance(event.get("payload"), dict):
+    payload = event.get("payload")
+    if not isinstance(payload, dict):
         raise _bad("payload", "an object")
+    if name in TEXT_EVENTS and not isinstance(payload.get("text"), str):
+        raise _bad("payload.text", "a string")
+    stamp = payload.get("timestamp")
+    if stamp is not None and (isinstance(stamp, bool) or not isinstance(stamp, (int, float))
+                              or not 0 <= stamp <= LATEST_TIMESTAMP_MS):
+        raise _bad("payload.timestamp", f"milliseconds since 1970 between 0 and {LATEST_TIMESTAMP_MS}")
     return event
 
 
@@ -131,6 +143,6 @@ def main(argv: list[str]) -> int:
 
     def body() -> dict:
         home = runner.parse_home(argv, USAGE)
-        return handle(home, stdin.read_event(0))
+        return handle(home, stdin.read_event(0, code="INVALID_CAPTURE_INPUT"))
 
-    return runner.run(body)
+    return runner.run(body, "capture")

@@ -5,7 +5,9 @@ Contract:
 - Any failure prints one controlled line ``cm: CODE: message`` on stderr and exits 1. Exit 2 is
   never used: for Codex it would block the user's prompt, and cm must never stand between the
   user and their agent. Unexpected exceptions become ``INTERNAL_ERROR`` without a traceback or any
-  event text, so user words never reach the host's logs through cm.
+  event text, so user words never reach the host's logs through cm; input cm can classify never
+  gets there (``hooks.stdin``, ``cmrunner.core.strictjson``). Each one is a cm bug and is recorded
+  like a drain failure (``drainfailures``, process ``hook`` or ``capture``) for ``cm status``.
 - Because every write happens in one transaction, a failure leaves no half-written row.
 Stdlib only.
 """
@@ -21,6 +23,12 @@ from cmrunner.core import jsonfast
 from cmrunner.core.errors import CmError, InputError
 from cmrunner.core.home import resolve_home
 
+INTERNAL_CODE = "INTERNAL_ERROR"
+
+
+# The home this process works for, once known: an INTERNAL_ERROR is recorded there (``_record``).
+_home: list[str] = []
+
 
 def parse_home(args: list[str], usage: str) -> str:
     """``--home <abs>`` (required to be absolute when given); else the environment's home."""
@@ -34,7 +42,9 @@ def parse_home(args: list[str], usage: str) -> str:
             home = arg.split("=", 1)[1]
         else:
             raise InputError("INVALID_ARGUMENTS", f"unexpected argument {arg!r}; usage: {usage}")
-    return resolve_home(home)
+    resolved = resolve_home(home)
+    _home[:] = [resolved]
+    return resolved
 
 
 def emit(result: dict) -> None:
@@ -44,8 +54,28 @@ def emit(result: dict) -> None:
         view = view[os.write(1, view):]
 
 
-def run(body: Callable[[], dict]) -> int:
-    """Run one hook body under the contract above; returns the exit code."""
+def _record(exc: Exception, process: str) -> None:
+    """Best effort: keep a cm bug where ``cm status`` shows it ("last drain failure", code
+    ``INTERNAL_ERROR``: class and ``file:line:function`` only). Loaded only on this path."""
+    if not _home:
+        return
+    try:
+        from cmrunner.core import config as config_mod, drainfailures, store
+        from cmrunner.core.home import DataPaths
+
+        conn = store.open_store(DataPaths(config_mod.load(_home[0]).data_root), store.HOOK_BUSY_MS)
+        try:
+            with store.immediate(conn, store.HOOK_BUSY_MS):
+                drainfailures.record(conn, process, exc, None, INTERNAL_CODE)
+        finally:
+            conn.close()
+    except Exception:  # the answer to the host matters more than the record
+        pass
+
+
+def run(body: Callable[[], dict], process: str = "hook") -> int:
+    """Run one hook body under the contract above; returns the exit code. ``process`` names it
+    in the failure record."""
     try:
         emit(body())
         return 0
@@ -56,7 +86,8 @@ def run(body: Callable[[], dict]) -> int:
     except MemoryError:
         message = "cm: INTERNAL_ERROR: out of memory while handling the event"
     except Exception as exc:
-        message = f"cm: INTERNAL_ERROR: unexpected {type(exc).__name__}; please report it"
+        message = f"cm: {INTERNAL_CODE}: unexpected {type(exc).__name__}; please report it (`cm status` shows where)"
+        _record(exc, process)
     try:
         sys.stderr.write(message + "\n")
         sys.stderr.flush()

@@ -2,7 +2,9 @@
 
 Contract: at most ``limit`` bytes are read (the limit is enforced while reading, so a huge or
 endless stdin cannot exhaust memory); the bytes must be strict UTF-8 without NUL and parse as one
-JSON object whose strings contain no NUL. Anything else raises ``InputError`` with a stable code.
+JSON object that is strict JSON (``cmrunner.core.strictjson``: no NaN or Infinity, no duplicate
+key, no lone surrogate, no NUL, bounded depth). Anything else raises ``InputError`` with a stable
+code naming the field.
 Stdlib only.
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from cmrunner.core import jsonfast
+from cmrunner.core import strictjson
 from cmrunner.core.errors import InputError
 
 EVENT_LIMIT = 1 << 20
@@ -30,39 +32,23 @@ def read_bytes(fd: int, limit: int = EVENT_LIMIT) -> bytes:
     return b"".join(chunks)
 
 
-def _reject_nul(value: object) -> None:
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise InputError("INVALID_HOOK_INPUT", "the event contains a NUL character; it was not admitted")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _reject_nul(key)
-            _reject_nul(item)
-    elif isinstance(value, list):
-        for item in value:
-            _reject_nul(item)
-
-
-def parse_event(raw: bytes) -> dict:
-    """Decode one event; see module contract."""
+def parse_event(raw: bytes, code: str = "INVALID_HOOK_INPUT") -> dict:
+    """Decode one event; see module contract. ``code`` is the entry's code for input that is not
+    strict JSON (``strictjson.code_for`` keeps its own for bad text and depth)."""
     if b"\x00" in raw:
-        raise InputError("INVALID_HOOK_INPUT", "the event contains a NUL byte; it was not admitted")
+        raise InputError(code, "the event contains a NUL byte; it was not admitted")
     try:
         text = raw.decode("utf-8", errors="strict")
     except UnicodeDecodeError:
         raise InputError("INVALID_ENCODING", "the event on stdin is not valid UTF-8; it was not admitted") from None
     try:
-        event = jsonfast.loads(text)
-    except (ValueError, RecursionError):
-        raise InputError("INVALID_HOOK_INPUT", "the event on stdin is not valid JSON; it was not admitted") from None
+        event = strictjson.loads(text)
+    except strictjson.Rejected as exc:
+        raise InputError(strictjson.code_for(exc, code), f"{exc.what()}; the event was not admitted") from None
     if not isinstance(event, dict):
-        raise InputError("INVALID_HOOK_INPUT", "the event on stdin must be a JSON object; it was not admitted")
-    try:
-        _reject_nul(event)
-    except RecursionError:
-        raise InputError("INVALID_HOOK_INPUT", "the event on stdin is nested too deeply; it was not admitted") from None
+        raise InputError(code, "the event on stdin must be a JSON object; it was not admitted")
     return event
 
 
-def read_event(fd: int = 0, limit: int = EVENT_LIMIT) -> dict:
-    return parse_event(read_bytes(fd, limit))
+def read_event(fd: int = 0, limit: int = EVENT_LIMIT, code: str = "INVALID_HOOK_INPUT") -> dict:
+    return parse_event(read_bytes(fd, limit), code)

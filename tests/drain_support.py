@@ -55,14 +55,20 @@ def start_drain(home: str, env: dict[str, str]) -> subprocess.Popen:
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def check_end_state(paths: DataPaths) -> dict:
-    """The invariants every crash must leave true; returns a few facts for further asserts."""
+def check_end_state(paths: DataPaths, receipts: int, published: int | None = None) -> dict:
+    """The invariants every crash must leave true; returns a few facts for further asserts.
+
+    ``receipts`` is how many commits (agent and user receipts together) the test expects the store
+    to hold, and ``published`` how many of them changed a document (default: all). A commit that
+    changed nothing (an ``ignore``) has its receipt row but no receipt file; every other one has
+    its file, and each file is checked. So a missing file, or counts that are not the test's own,
+    fail instead of checking nothing."""
     conn = sqlite3.connect(paths.db)
     try:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        receipts = {r[0]: r[1] for r in conn.execute("SELECT id, committed_at FROM receipts")}
+        found = {r[0]: r[1] for r in conn.execute("SELECT id, committed_at FROM receipts")}
         done = {r[0] for r in conn.execute("SELECT id FROM jobs WHERE state = 'done'")}
-        agents = {r for r in receipts if not r.startswith(usercommit.RECEIPT_PREFIX)}  # a user action has no job
+        agents = {r for r in found if not r.startswith(usercommit.RECEIPT_PREFIX)}  # a user action has no job
         assert agents == done, "a job is done exactly when its receipt row exists"
         processed_without_receipt = conn.execute(
             "SELECT COUNT(*) FROM observations o WHERE o.state = 'processed'"
@@ -71,13 +77,20 @@ def check_end_state(paths: DataPaths) -> dict:
         order = [r[0] for r in conn.execute("SELECT id FROM receipts ORDER BY committed_at, rowid")]
     finally:
         conn.close()
+    assert len(order) == receipts, f"expected {receipts} receipts, the store holds {len(order)}"
     # Every document equals the after-hash of the last receipt that touched it.
     last_after: dict[str, str] = {}
+    checked = 0
     for job_id in order:
         path = os.path.join(paths.receipts, f"{job_id}.json")
         if os.path.exists(path):
-            for doc in json.load(open(path))["documents"]:
+            documents = json.load(open(path))["documents"]
+            assert documents, f"receipt {job_id} has a file but published nothing"
+            for doc in documents:
                 last_after[doc["target"]] = doc["after"]
+            checked += 1
+    expected = receipts if published is None else published
+    assert checked == expected, f"{expected} receipt files expected (commits that changed a document), found {checked}"
     for target, after in last_after.items():
         with open(paths.document(target), "rb") as handle:
             assert hashlib.sha256(handle.read()).hexdigest() == after, target
@@ -106,14 +119,14 @@ def transaction_dirs(paths: DataPaths) -> list[str]:
     return os.listdir(paths.transactions) if os.path.isdir(paths.transactions) else []
 
 
-def check_crash_state(paths: DataPaths) -> None:
+def check_crash_state(paths: DataPaths, receipts: int, published: int | None = None) -> None:
     """Right after a kill, before any recovery: either the end-state invariants hold, or a marked
     transaction is pending and every live document sits at that journal's before or after hash
-    (recovery will publish it forward and replay its receipt)."""
+    (recovery will publish it forward and replay its receipt). ``receipts`` as for ``check_end_state``."""
     pending = [d for d in transaction_dirs(paths) if not d.startswith("done.")]
     marked = [d for d in pending if os.path.exists(os.path.join(paths.transactions, d, "COMMITTING"))]
     if not marked:
-        check_end_state(paths)
+        check_end_state(paths, receipts, published)
         return
     assert len(marked) == 1, marked
     conn = sqlite3.connect(paths.db)

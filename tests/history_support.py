@@ -40,5 +40,5 @@ def run_commits(home: str, tmp_path, count: int = 3) -> tuple[DataPaths, list[by
         drain = start_drain(home, drain_env(script, str(tmp_path / "calls")))
         assert drain.wait(timeout=60) == 0, drain.stderr.read()
         after.append(open(paths.document("preferences"), "rb").read())
-    check_end_state(paths)
+    check_end_state(paths, receipts=count)  # one commit per drain
     return paths, after

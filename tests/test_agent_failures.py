@@ -127,7 +127,8 @@ def test_invalid_json_arguments_are_fed_back_and_the_model_recovers(home, tmp_pa
     assert outcome.state == "committed" and TEXT in read_doc(paths, "profile")
     rejected = _tool_results(log[1]["body"])[0]  # the first answer was the broken call
     assert rejected == {"error": "MEMORY_TOOL_REJECTED", "tool": "read_ingest", "code": "TOOL_ARGUMENTS_INVALID",
-                        "schema_errors": [{"path": "$", "rule": "json"}], "hint": rejected["hint"]}
+                        "schema_errors": [{"path": "$", "rule": "json"}],
+                        "hint": "send a JSON object with exactly the parameters this tool declares"}
     assert _tool_calls(log[1]["body"])[0] == ("read_ingest", "{}"), "rejected arguments are blanked"
 
 

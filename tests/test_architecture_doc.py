@@ -66,3 +66,56 @@ def test_every_room_exists_and_says_what_it_is_for():
     packages = {d for d in os.listdir(os.path.join(REPO, "cmrunner"))
                 if os.path.isfile(os.path.join(REPO, "cmrunner", d, "__init__.py"))}
     assert {f"cmrunner/{p}/" for p in packages} <= set(rooms), "every package of cmrunner is a room on the page"
+
+
+# -- the rooms table and the import contracts say the same thing -----------------------------------
+
+ROW = re.compile(r"^\| (`[^|]+) \| (?:[^|\\]|\\.)* \| ([^|]*) \|$", re.M)  # a cell may hold an escaped pipe
+ROOM_NAME = re.compile(r"`(?:cmrunner/)?([a-z_]+)(?:/|\.py)`")
+
+
+def _table() -> tuple[list[str], dict[str, set[str]]]:
+    """The rooms top to bottom (as modules) and the rooms each may import, as the table says."""
+    text = open(DOC, encoding="utf-8").read()
+    section = text.split("## Rooms", 1)[1].split("\n## ", 1)[0]
+    rows = [([f"cmrunner.{m}" for m in ROOM_NAME.findall(first.split(" (")[0])], may)
+            for first, may in ROW.findall(section)]
+    order = [module for modules, _may in rows for module in modules]
+    allowed: dict[str, set[str]] = {}
+    for modules, may in rows:
+        rooms = re.sub(r"\([^)]*\)", "", may).split(";")[0].strip()
+        for module in modules:
+            below = order[order.index(module) + 1:]
+            if rooms in ("everything below", "every room below"):
+                allowed[module] = set(below)
+            elif rooms == "the standard library":
+                allowed[module] = set()
+            else:
+                named = [f"cmrunner.{name.strip()}" for name in rooms.removesuffix(" and below").replace(" and ", ", ")
+                         .split(",")]
+                assert set(named) <= set(order), (module, named)
+                allowed[module] = set(named) | (set(order[order.index(named[-1]) + 1:])
+                                                if rooms.endswith(" and below") else set())
+    return order, allowed
+
+
+def test_the_import_contracts_state_exactly_the_rooms_table():
+    import tomllib
+
+    order, allowed = _table()
+    assert len(order) >= 13 and order[0] == "cmrunner.entry" and order[-1] == "cmrunner.core", order
+    contracts = tomllib.load(open(os.path.join(REPO, "pyproject.toml"), "rb"))["tool"]["importlinter"]["contracts"]
+    [layers] = [c for c in contracts if c["type"] == "layers"]
+    assert layers["layers"] == order, "the layers contract lists the table's rooms in its order"
+    forbidden: dict[str, set[str]] = {}
+    for contract in contracts:
+        if contract["type"] == "forbidden":
+            assert contract.get("allow_indirect_imports") is True, "the table is about direct imports"
+            [source] = contract["source_modules"]
+            assert source not in forbidden, f"one forbidden contract per room: {source}"
+            forbidden[source] = set(contract["forbidden_modules"])
+    for module in order:
+        below = set(order[order.index(module) + 1:])
+        assert forbidden.get(module, set()) <= below, f"{module}: forbid only rooms the layers would allow"
+        assert below - forbidden.get(module, set()) == allowed[module], \
+            f"{module}: the contracts let it import other rooms than the table's 'may import' column"

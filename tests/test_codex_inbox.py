@@ -171,7 +171,8 @@ def test_compact_and_resume_do_not_seal(home, tmp_path, workdir):
     drain(home)
     assert db_rows(home, "SELECT COUNT(*) FROM session_batches") == [(0,)]
     assert db_rows(home, "SELECT COUNT(*) FROM observations WHERE state = 'buffered'") == [(5,)]
-    run_cm(["flush"])  # a flush does not seal an unfinished batch either
+    flushed = run_cm(["flush"])  # a flush does not seal an unfinished batch either
+    assert flushed.returncode == 0, flushed.stderr
     assert db_rows(home, "SELECT COUNT(*) FROM session_batches") == [(0,)]
 
 

@@ -40,7 +40,8 @@ def test_sigkill_during_a_user_action(home, tmp_path, action, fault):
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     drain = start_drain(home, drain_env(write_script(str(tmp_path), SCRIPT), str(tmp_path / "calls")))
     assert drain.wait(timeout=60) == 0, drain.stderr.read()
-    facts = check_end_state(paths)
+    commits = 2 if action == "undo" else 3
+    facts = check_end_state(paths, receipts=commits + (fault in PUBLISHED))
     assert transaction_dirs(paths) == []
     now = open(paths.document("preferences"), "rb").read()
     trashed = json.loads(run_cm(["trash", "--json", "--home", home]).stdout)
@@ -53,7 +54,7 @@ def test_sigkill_during_a_user_action(home, tmp_path, action, fault):
         again = run_cm([*args, "--home", home])
         assert again.returncode == 0, again.stderr
         assert open(paths.document("preferences"), "rb").read() == expected
-        check_end_state(paths)
+        check_end_state(paths, receipts=commits + 1)
 
 
 @pytest.mark.parametrize("fault", FAULTS)
@@ -64,11 +65,11 @@ def test_sigkill_during_a_purge_then_running_it_again_finishes_it(home, tmp_path
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     drain = start_drain(home, drain_env(write_script(str(tmp_path), SCRIPT), str(tmp_path / "calls")))
     assert drain.wait(timeout=60) == 0, drain.stderr.read()
-    check_end_state(paths)  # consistent at once: the document, history and trash agree
+    check_end_state(paths, receipts=2 + (fault in PUBLISHED))  # consistent at once: document, history, trash agree
     again = run_cm(["purge", "preferences", "Indentation", "--yes", "--home", home])
     assert again.returncode == 0, again.stderr
     assert open(paths.document("preferences")).read() == "# Preferences\n\n"
-    check_end_state(paths)
+    check_end_state(paths, receipts=3)
     leftovers = []
     for folder, _dirs, files in os.walk(home):
         for name in files:

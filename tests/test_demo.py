@@ -41,7 +41,7 @@ def test_demo_shows_memory_filed_by_topic_then_a_correction_and_a_forget(home):
     # what it cost, from the ledger: every request the two drains made (they print their own counts)
     made = sum(int(n) for n in re.findall(r"the Memory Agent made (\d+) model requests", out))
     spend = re.search(r"^spend:       (\d+) request\(s\), [\d,]+ tokens", out, re.M)
-    assert spend and int(spend.group(1)) == made, out[-600:]
+    assert made > 0 and spend and int(spend.group(1)) == made, out[-600:]
     assert not os.path.exists(home), "the demo never touches the configured home"
     # without --keep it says the home is gone, and suggests no command on it
     removed = re.search(r"^removed:     (\S+) \(the demo's temporary home\)", out, re.M)

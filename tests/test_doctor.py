@@ -128,6 +128,8 @@ def test_doctor_fails_without_a_model_or_its_key_and_never_prints_the_key(home, 
     envfile.update(home, {"COMMON_MEMORY_API_KEY": KEY})
     code, out, checks = _doctor_text(tmp_path)
     assert checks["model"]["state"] == "ok" and "fake-model" in checks["model"]["detail"]
+    # the model's URL here answers nothing: "ok" must not read as "it answers"
+    assert "the endpoint was not contacted (`cm network-test` sends one small request)" in checks["model"]["detail"]
     assert KEY not in out and KEY not in json.dumps(checks) and KEY[:8] not in out
 
 

@@ -1,5 +1,6 @@
-"""The drain never dies silently: an unexpected exception in a real drain (and in `cm flush`) is
-recorded for `cm status`, gives the held job back to retry, frees the drain lease, and leaves a
+"""The drain never dies silently: an unexpected failure of the environment (here a disk error: a
+failure a job provokes by itself is set aside instead, see test_poison.py) in a real drain (and
+in `cm flush`) is recorded for `cm status`, gives the held job back to retry, frees the drain lease, and leaves a
 private log with no user text. A later clean drain marks the failure resolved.
 
 The fault is injected only into the test's own subprocess: a ``sitecustomize`` on its PYTHONPATH
@@ -10,16 +11,20 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import stat
 import subprocess
 import textwrap
+import time
 
 from agent_support import configure_remote, policy
 from conftest import CM, db_rows, hook_env, run_cm
-from writer_support import admit
+from drain_support import TEMPLATES, drain_env, write_script
+from writer_support import admit, configure
 
-from cmrunner.core import config as config_mod
+from cmrunner.core import config as config_mod, drainfailures, store
 from cmrunner.synthetic import fakemodel
+from cmrunner.writer_proc import jobs
 
 TEXT = "I keep my dotfiles in a bare git repo, marker-user-text-5150."
 MARKER = "marker-exception-message-5150"
@@ -32,7 +37,7 @@ def _crashing_env(tmp_path) -> dict[str, str]:
         from cmrunner.writer_proc import writer
 
         def _snapshot(self, job):
-            raise RuntimeError("{MARKER}: " + self._sources(job)[0].text)
+            raise OSError(5, "{MARKER}: " + self._sources(job)[0].text)
 
         writer.Writer._snapshot = _snapshot
     """))
@@ -70,19 +75,19 @@ def test_a_crashing_drain_is_visible_and_strands_nothing(home, tmp_path):
     report = json.loads(run_cm(["status", "--json"]).stdout)
     failure = report["lastDrainFailure"]
     assert (failure["process"], failure["code"], failure["exception"], failure["message"], failure["jobId"],
-            failure["resolvedAt"]) == ("drain", "DRAIN_CRASHED", "RuntimeError", None, job_id, None)
+            failure["resolvedAt"]) == ("drain", "DRAIN_CRASHED", "OSError", None, job_id, None)
     assert failure["frames"][-1].startswith("sitecustomize.py:") and failure["frames"][-1].endswith(":_snapshot")
     assert any(f.startswith("cmrunner/writer_proc/writer.py:") and f.endswith(":_attempt") for f in failure["frames"])
     assert str(tmp_path) not in json.dumps(failure), "frames carry no user paths"
     [job] = report["jobList"]["jobs"]
     assert (job["id"], job["state"], job["issue"]) == (job_id[:12], "retry", "DRAIN_CRASHED")
     text = run_cm(["status"]).stdout.decode()
-    assert "last drain failure: " in text and "in drain: DRAIN_CRASHED (RuntimeError) at sitecustomize.py:" in text
+    assert "last drain failure: " in text and "in drain: DRAIN_CRASHED (OSError) at sitecustomize.py:" in text
     assert f"job {job_id[:12]} went back to retry" in text
     assert "marker-" not in text + json.dumps(report)
 
     log = _assert_private_log_without_user_text(home)
-    assert f"job {job_id[:12]} claimed" in log and "drain failed: DRAIN_CRASHED (RuntimeError)" in log
+    assert f"job {job_id[:12]} claimed" in log and "drain failed: DRAIN_CRASHED (OSError)" in log
     assert f"job {job_id[:12]} given back to retry (DRAIN_CRASHED)" in log
 
     # The same in the foreground: `cm flush` waits through the backoff, crashes on the same job,
@@ -132,3 +137,31 @@ def test_an_unexpected_error_outside_a_job_is_recorded_too(home, tmp_path):
     assert (failure["code"], failure["exception"], failure["jobId"]) == ("DRAIN_CRASHED", "KeyError", None)
     assert failure["frames"][-1].startswith("sitecustomize.py:")
     _assert_private_log_without_user_text(home)
+
+
+def test_a_failure_stays_open_while_its_job_still_waits_and_resolves_once_nothing_does(home, tmp_path):
+    paths, cfg = configure(home)
+    admit(paths, "I use tabs in Go.", "e1")
+    conn = store.open_store(paths)
+    now = int(time.time() * 1000)
+    with store.immediate(conn):  # a crash gave the job back; its backoff ends beyond the drain's wait bound
+        job = jobs.claim(conn, cfg.scheduler, now)
+        assert job is not None
+        assert jobs.fail(conn, job, "UNAVAILABLE", now, retry_after_ms=600_000) == "retry"
+        drainfailures.record(conn, "drain", RuntimeError("boom"), job.id)
+    conn.close()
+    env = drain_env(write_script(str(tmp_path), TEMPLATES), str(tmp_path / "calls"))
+
+    def drain_then_failure() -> dict:
+        drain = subprocess.run([CM, "session-drain", "--home", home], env=env, capture_output=True, timeout=60)
+        assert drain.returncode == 0, drain.stderr
+        return json.loads(run_cm(["status", "--json"]).stdout)["lastDrainFailure"]
+
+    assert drain_then_failure()["resolvedAt"] is None, "work still waits: the failure is not behind us"
+    assert _job(home)[1] == "retry"
+    ready = sqlite3.connect(paths.db)
+    ready.execute("UPDATE jobs SET available = 0")  # the backoff ends, as time would
+    ready.commit()
+    ready.close()
+    assert drain_then_failure()["resolvedAt"] is not None
+    assert _job(home)[1] == "done"

@@ -12,9 +12,11 @@ from conftest import on_terminal
 from eval_support import cm_eval as run_eval, eval_env
 
 from cmrunner.core import config as config_mod, envfile
+from cmrunner.evals import world as evals_world
 from cmrunner.synthetic import fakemodel
 
 KEY = "sk-eval-test-key-0123456789"
+REMEMBER_PREFERENCES = os.path.join(os.path.dirname(evals_world.__file__), "worlds", "01-remember-preferences.toml")
 POLICY = '''from cmrunner.synthetic.careful import careful
 
 
@@ -120,7 +122,8 @@ def test_the_judge_is_reported_apart_and_never_scored(tmp_path):
     report = json.loads(proc.stdout)
     assert report["judge"] == f"judge-1 at {judge.base_url}"
     (world,) = report["worlds"]
-    assert world["judge"] == [{"class": "remember", "question": world["judge"][0]["question"], "verdict": "FAIL",
+    [question] = [c.question for c in evals_world.load(REMEMBER_PREFERENCES).checks if c.kind == "judge"]
+    assert world["judge"] == [{"class": "remember", "question": question, "verdict": "FAIL",
                                "reason": "the headings are vague"}]
     assert world["status"] == "passed" and report["score"]["percent"] == 100.0
     assert len(asked) == 1 and "## Indentation" in json.dumps(asked[0]["body"])

@@ -21,7 +21,7 @@ READERS = {
     "project list": [], "project register": ["/tmp", "x"], "project remove": ["x"], "secrets list": [], "secrets allow": ["ab"], "secrets disallow": ["ab"], "secrets purge-quarantine": [],
     "doctor": [], "flush": [], "network-test": [], "why": ["profile"], "codex-config": [], "mcp-config": [],
     "work-config": ["--mode", "posix", "--output", "/tmp/nc-x"], "undo": ["v1"], "purge": ["profile", "X", "--yes"],
-    "restore": ["t"], "retry": ["abcdefgh"], "release": ["1"], "import": ["/tmp/x.md"],
+    "restore": ["t"], "retry": ["abcdefgh"], "cancel": ["abcdefgh"], "release": ["1"], "import": ["/tmp/x.md"],
     "eval": ["--synthetic", "careful", "--world", "remember-profile"],
     "agents": [], "agents install": ["claude-code"], "agents remove": ["claude-code"],
 }

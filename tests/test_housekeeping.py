@@ -57,7 +57,7 @@ def test_a_drain_without_a_model_purges_expired_trash(home, tmp_path):
     assert _trash(home) == []
     assert _texts(paths.db, "SELECT state FROM trash") == ["purged"]
     assert _texts(paths.db, "SELECT text FROM section_versions WHERE text IS NOT NULL") == []
-    check_end_state(paths)
+    check_end_state(paths, receipts=3)  # expiring the trash commits nothing
 
 
 def test_a_drain_without_a_model_drops_processed_and_quarantined_bodies_after_seven_days(home, tmp_path):
@@ -88,4 +88,19 @@ def test_an_interrupted_restore_is_replayed_before_its_expired_trash_entry_could
     assert transaction_dirs(paths) == []
     assert open(paths.document("preferences"), "rb").read() == after[1]  # the restore, published forward
     assert _trash(home) == [] and _texts(paths.db, "SELECT state FROM trash") == ["restored"]
-    check_end_state(paths)  # history holds the restored section: it was settled before the expiry ran
+    check_end_state(paths, receipts=4)  # history holds the restored section: it was settled before the expiry ran
+
+
+def test_the_drain_expires_the_trash_after_the_configured_retention(home, tmp_path):
+    paths, _after = run_commits(home, tmp_path)  # put, correct, forget: "Indentation" is in the trash
+    data = config_mod.load(home).data
+    data["history"] = {"trashRetentionDays": 2}
+    config_mod.save(home, data)
+    [entry] = _trash(home)
+    _age(paths.db, "UPDATE trash SET removed_at = removed_at - ?", 1 * DAY)
+    _modelless_drain(home)
+    assert [e["id"] for e in _trash(home)] == [entry["id"]], "one day old: inside a two-day retention"
+    _age(paths.db, "UPDATE trash SET removed_at = removed_at - ?", 2 * DAY)
+    _modelless_drain(home)
+    assert _trash(home) == [] and _texts(paths.db, "SELECT state FROM trash") == ["purged"], \
+        "three days old: past a two-day retention (the default 30 days would keep it)"

@@ -100,6 +100,25 @@ def test_usage_a_provider_cannot_have_meant_is_estimated_never_a_crash(home, tmp
         assert row["cached_tokens"] is None and row["reasoning_tokens"] is None
 
 
+@pytest.mark.parametrize("api", APIS)
+def test_cached_and_reasoning_tokens_are_stored_as_the_provider_reported_them(home, tmp_path, api):
+    inputs, outputs = ("input_tokens", "output_tokens") if api == "responses" else ("prompt_tokens", "completion_tokens")
+    reported = {inputs: 1200, outputs: 300, f"{inputs}_details": {"cached_tokens": 800},
+                f"{outputs}_details": {"reasoning_tokens": 120}}
+    paths, result, log = _attempt(home, tmp_path, policy(default={"policy": True, "raw_usage": reported}), api)
+    assert result.state == "committed"
+    rows = _rows(paths)
+    assert len(rows) == len(log) and rows
+    assert {(r["input_tokens"], r["cached_tokens"], r["output_tokens"], r["reasoning_tokens"], r["token_source"])
+            for r in rows} == {(1200, 800, 300, 120, "provider")}
+    conn = store.connect(paths.db, 1000)
+    try:
+        total = ledger.totals(conn)
+    finally:
+        conn.close()
+    assert (total["cachedTokens"], total["reasoningTokens"]) == (800 * len(rows), 120 * len(rows))
+
+
 def test_the_ledger_holds_no_user_text(home, tmp_path):
     paths, result, _log = _attempt(home, tmp_path, policy(), text=f"Remember that {PLANTED}.")
     assert result.state == "committed"

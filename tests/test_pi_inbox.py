@@ -36,7 +36,7 @@ def drain(home: str) -> None:
     wait_no_drain(home)
 
 
-def test_first_session_start_returns_memory_and_reads_admit_nothing(home, workdir):
+def test_first_session_start_returns_memory_and_reads_admit_nothing(home, workdir, quiet_drain):
     pi = PiSession(home, workdir)
     answer = pi.send("session_start", {"reason": "startup", "readMemory": True}, event_id="pi-s1:session_start")
     assert "no memory is stored yet" in answer["context"]
@@ -44,7 +44,7 @@ def test_first_session_start_returns_memory_and_reads_admit_nothing(home, workdi
     assert again["duplicate"] is True  # Pi's duplicate session_start after fork/new is harmless
     read = pi.send("memory_read", {})
     assert "context" in read and "admitted" not in read
-    assert db_rows(home, "SELECT COUNT(*) FROM pi_inbox")[0][0] <= 1
+    assert db_rows(home, "SELECT COUNT(*) FROM pi_inbox") == [(1,)], "the session start once; reads admit nothing"
 
 
 def test_delivered_turns_become_evidence_and_quit_seals_the_tail(home, workdir):

@@ -10,7 +10,8 @@ import re
 
 import cmrunner
 from cmrunner.capture import codex_consumer, hook_consumer, pi_inbox
-from cmrunner.core import drainfailures, reasons
+from cmrunner.core import drainfailures, poison, reasons
+from cmrunner.hooks import runner
 from cmrunner.writer_proc import drain, jobs
 
 PACKAGE = os.path.dirname(cmrunner.__file__)
@@ -80,7 +81,7 @@ def recordable_codes() -> set[str]:
         found |= _codes_in(_module_path(relative))
     found |= set(jobs.PERMANENT) | set(jobs.NOT_RETRYABLE) | set(jobs.QUARANTINE)
     found |= set(codex_consumer.ISOLATING) | set(pi_inbox.ISOLATING) | set(hook_consumer.ISOLATING)
-    found |= {drainfailures.CRASH_CODE, drain.INTERRUPTED_CODE}
+    found |= {drainfailures.CRASH_CODE, drain.INTERRUPTED_CODE, poison.UNEXPECTED, runner.INTERNAL_CODE}
     return found - NOT_RECORDED
 
 

@@ -31,7 +31,7 @@ def test_forget_then_restore_brings_the_section_back(home, tmp_path, workdir):
     assert "restored preferences / Indentation (receipt user-" in proc.stdout.decode()
     assert open(paths.document("preferences"), "rb").read() == after[1]  # the bytes before the forget
     assert _trash(home) == []
-    facts = check_end_state(paths)
+    facts = check_end_state(paths, receipts=4)
     assert facts["receipts"][-1].startswith("user-")
     assert "## Indentation\nSpaces in Go.\n" in _injected(home, tmp_path, workdir, "restored")
     proc = run_cm(["restore", entry["id"], "--home", home])

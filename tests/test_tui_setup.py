@@ -209,7 +209,7 @@ def test_the_config_shortcut_reopens_the_model_form_and_leaves(home, tmp_path):
             await pilot.press("enter", "enter")
             await wait_for(pilot, "fake-model")
             await pilot.press("enter")
-            await wait_for(pilot, "Model saved")
+            await wait_for(pilot, "Model unchanged")  # the same choices: nothing to save or restart
             await pilot.press("enter")
 
         app = CmApp(home, start="config", discover=temp_hosts(str(tmp_path)))

@@ -20,7 +20,7 @@ from cmrunner.synthetic import fakemodel
 pytestmark = pytest.mark.timeout(120)
 
 
-def session(tmp_path, home: str, name: str) -> Tmux:
+def session(tmp_path, home: str, name: str, size: tuple[int, int] = (110, 36)) -> Tmux:
     script = tmp_path / f"{name}.sh"
     before, after = tmp_path / f"{name}.before", tmp_path / f"{name}.after"
     script.write_text(f"stty -a > {shlex.quote(str(before))}\n{shlex.quote(CM)}\n"
@@ -29,7 +29,8 @@ def session(tmp_path, home: str, name: str) -> Tmux:
            "PI_CODING_AGENT_DIR": str(tmp_path / "no-pi"), "PATH": f"{BIN}:/usr/bin:/bin",
            "CM_TEST_DRAIN_LINGER_MS": "0", "HOME": str(tmp_path / "userhome")}  # never the real ~/.claude
     os.makedirs(env["CODEX_HOME"], exist_ok=True)
-    return Tmux(f"cm-{name}-{os.getpid()}-{abs(hash(str(tmp_path))) % 10**8}", f"sh {shlex.quote(str(script))}", env)
+    return Tmux(f"cm-{name}-{os.getpid()}-{abs(hash(str(tmp_path))) % 10**8}", f"sh {shlex.quote(str(script))}", env,
+                *size)
 
 
 def restored(tmp_path, name: str) -> bool:
@@ -38,7 +39,7 @@ def restored(tmp_path, name: str) -> bool:
 
 def test_first_run_then_home_in_a_real_terminal_restore_the_terminal(home, tmp_path):
     with fakemodel.running(str(tmp_path / "fake")) as fake:
-        pane = session(tmp_path, home, "first")
+        pane = session(tmp_path, home, "first", (140, 45))
         try:
             pane.wait("1/4 Provider")
             pane.keys("Enter")
@@ -54,8 +55,13 @@ def test_first_run_then_home_in_a_real_terminal_restore_the_terminal(home, tmp_p
             pane.keys("Enter")
             pane.wait("[x] Codex CLI")
             pane.keys("Enter")
-            pane.wait("Installation check:", timeout=30)
-            pane.keys("Enter")
+            screen = pane.wait("Installation check:", timeout=30)
+            assert "Run `cm` again" not in screen and "Enter opens cm's home screen" in screen
+            pane.keys("Enter")  # the last setup screen leads on to Home, as it says
+            pane.wait("Model & Configuration")
+            pane.text("?")
+            pane.wait("? this help")
+            pane.text("q")
             pane.wait("CM-EXIT:0")
         finally:
             pane.close()

@@ -34,7 +34,7 @@ def test_undo_of_a_correction_gives_the_first_bytes_back(home, tmp_path):
     assert newest["receipt"].startswith("user-") and "-Spaces in Go.\n+Tabs in Go.\n" in newest["diff"]
     receipt = json.load(open(f"{paths.receipts}/{newest['receipt']}.json"))
     assert receipt["decisions"] == ["undo"] and receipt["model"] == "user" and receipt["observationIds"] == []
-    facts = check_end_state(paths)
+    facts = check_end_state(paths, receipts=3)
     assert facts["receipts"][-1] == newest["receipt"]
     # undoing the undo is refused; the same undo again finds the section changed since
     _fails(home, ["undo", newest["id"]], "UNDO_OF_UNDO")
@@ -48,7 +48,7 @@ def test_undo_of_a_first_put_removes_the_section(home, tmp_path):
     assert run_cm(["undo", v1["id"], "--home", home]).returncode == 0
     assert open(paths.document("preferences")).read() == "# Preferences\n\n"
     assert json.loads(run_cm(["trash", "--json", "--home", home]).stdout) == []  # the user's own undo is not trash
-    check_end_state(paths)
+    check_end_state(paths, receipts=2)
 
 
 def test_a_hand_edit_blocks_undo_unless_forced(home, tmp_path):

@@ -9,6 +9,7 @@ import sqlite3
 from conftest import run_cm
 from drain_support import drain_env, start_drain, write_script
 from history_support import SAID, SCRIPT, ref, run_commits
+from writer_support import admit
 
 
 def _why(home: str, *args: str) -> list[dict]:
@@ -59,3 +60,27 @@ def test_bad_names_get_codes(home, tmp_path):
     assert proc.returncode == 1 and proc.stderr.decode().startswith("cm: UNKNOWN_SECTION: ")
     proc = run_cm(["why", "notes", "--home", home])
     assert proc.returncode == 1 and proc.stderr.decode().startswith("cm: INVALID_TARGET_REFERENCE: ")
+
+
+def test_a_section_edited_by_hand_then_seen_by_a_commit_says_edited_by_you(home, tmp_path):
+    paths, _after = run_commits(home, tmp_path, count=1)  # "Indentation": Tabs in Go.
+    text = open(paths.document("preferences")).read()
+    with open(paths.document("preferences"), "w") as handle:
+        handle.write(text.replace("Tabs in Go.", "Tabs, always."))
+    # The next commit writes another section of the document, and so records the hand edit in history.
+    shell = [{"kind": "retain", "applicability": "global", "confidence": 0.9, "evidence": "$EVIDENCE", "reason": "r",
+              "admission": "remember", "lifetime": "stable",
+              "operations": [{"op": "put_section", "target": "preferences", "section": None, "title": "Shell",
+                              "body": "fish\n"}]}]
+    admit(paths, "I use fish.", "e2", batch="b2")
+    script = write_script(str(tmp_path), {"decisions": [SCRIPT["decisions"][0], shell]})
+    drain = start_drain(home, drain_env(script, str(tmp_path / "calls")))
+    assert drain.wait(timeout=60) == 0, drain.stderr.read()
+    [indentation] = _why(home, "preferences", "Indentation")
+    assert [v["kind"] for v in indentation["versions"]] == ["hand_edit", "put"], indentation
+    assert indentation["editedByYou"] is not None
+    shown = run_cm(["why", "preferences", "Indentation", "--home", home]).stdout.decode()
+    assert f"  edited by you on {indentation['editedByYou']}\n" in shown
+    [written] = _why(home, "preferences", "Shell")
+    assert written["editedByYou"] is None and "edited by you" not in run_cm(
+        ["why", "preferences", "Shell", "--home", home]).stdout.decode()

@@ -277,14 +277,18 @@ def _give_back(paths: DataPaths, me: identity.Identity, work: list[Consumer], ex
         conn.close()
 
 
-def _request_recovery(home: str, cfg: config_mod.Config, recovery_id: str) -> None:
-    """Mark an isolated session for another try, then let this (or the running) drain take it."""
-    from cmrunner.capture.failures import request_recovery
+def _request_recovery(cfg: config_mod.Config, recovery_id: str | None, code: str | None) -> None:
+    """Mark isolated sessions for another try — one by its recovery id, or every one with ``code``
+    (``all``: every one) — then let this (or the running) drain take them."""
+    from cmrunner.capture import failures
 
     conn = store.open_store(DataPaths(cfg.data_root))
     try:
         with store.immediate(conn):
-            request_recovery(conn, recovery_id)
+            if recovery_id is not None:
+                failures.request_recovery(conn, recovery_id)
+            elif not failures.request_recovery_of(conn, None if code == "all" else code):
+                raise CmError("CODEX_RECOVERY_UNAVAILABLE", "no isolated session waits with that code; see `cm status`")
     finally:
         conn.close()
 
@@ -295,6 +299,7 @@ def main(argv: list[str]) -> int:
 
     home_arg: str | None = None
     recover_id: str | None = None
+    recover_code: str | None = None
     rest = list(argv)
     try:
         while rest:
@@ -303,14 +308,16 @@ def main(argv: list[str]) -> int:
                 home_arg = rest.pop(0)
             elif arg == "--recover" and rest:
                 recover_id = rest.pop(0)
+            elif arg == "--recover-code" and rest:
+                recover_code = rest.pop(0)
             else:
-                raise InputError("INVALID_ARGUMENTS",
-                                 "usage: cm session-drain [--home <absolute path>] [--recover <recovery id>]")
+                raise InputError("INVALID_ARGUMENTS", "usage: cm session-drain [--home <absolute path>] "
+                                 "[--recover <recovery id> | --recover-code <CODE>|all]")
         home = resolve_home(home_arg)
         safety.configure(home, deep=True)  # every scan of this drain: deep rules and the home's allow-list
         cfg = config_mod.load(home)
-        if recover_id is not None:
-            _request_recovery(home, cfg, recover_id)
+        if recover_id is not None or recover_code is not None:
+            _request_recovery(cfg, recover_id, recover_code)
         stopping = {"flag": False}
 
         def on_term(_signum: int, _frame: object) -> None:

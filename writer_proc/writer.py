@@ -20,9 +20,12 @@ attempt whose next request meets a cap ends with ``SPEND_CAP_REACHED`` and its j
 (``meter.Meter``: the ledger row, the grant it went under: the scopes of its sources and documents
 and its sources' provenance classes).
 Failures become job outcomes through ``jobs.fail`` (retry with backoff, dead, quarantined). A
-lost lease is never recorded as anything: the job belongs to whoever holds it now. While an
-attempt runs, ``holding`` is the claimed job; if anything but a ``CmError`` escapes, it stays set
-so the drain can give the job back (``drain.WriterConsumer.abandon``). Claims, outcomes and
+lost lease is never recorded as anything: the job belongs to whoever holds it now. Anything else a
+job provokes (not a ``CmError``) sets that job aside as dead with ``UNEXPECTED_FAILURE`` and its
+class and ``file:line:function`` as the diagnostic (``cmrunner.core.poison``), so the drain goes
+on with the rest; only a failure of the environment (``poison.transient``) escapes. While an
+attempt runs, ``holding`` is the claimed job; if such a failure escapes, it stays set so the
+drain can give the job back (``drain.WriterConsumer.abandon``). Claims, outcomes and
 timings go to the drain log (ids, codes and numbers only).
 """
 
@@ -33,7 +36,7 @@ import time
 from collections.abc import Callable
 
 from cmrunner.capture import observations
-from cmrunner.core import config as config_mod, history, ledger, projects, reasons, records, sections, spend, store
+from cmrunner.core import config as config_mod, history, ledger, poison, projects, reasons, records, sections, spend, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.core.sections import Document
@@ -133,24 +136,36 @@ class Writer:
         try:
             return self._attempt(job)
         except CmError as exc:
-            if exc.code == "STALE_LEASE":
-                return Outcome(job.id, "stale", exc.code)
-            if exc.code == spend.CODE:
-                with store.immediate(self.conn):
-                    jobs.defer(self.conn, job, exc.code, self.now())
-                return Outcome(job.id, "waiting", exc.code)
-            retryable = getattr(exc, "retryable", exc.code not in jobs.NOT_RETRYABLE)
-            diagnostic = getattr(exc, "diagnostic", None)
-            rejection = getattr(exc, "rejection", None)
-            try:
-                with store.immediate(self.conn):
-                    state, issue = jobs.fail(self.conn, job, exc.code, self.now(), retryable, diagnostic,
-                                             getattr(exc, "retry_after_ms", None), rejection)
-            except CmError as lost:
-                if lost.code == "STALE_LEASE":
-                    return Outcome(job.id, "stale", lost.code)
-                raise
-            return Outcome(job.id, state, issue, reasons.cause(issue, exc.code, rejection))
+            return self._failed(job, exc)
+        except Exception as exc:
+            if poison.transient(exc):
+                raise  # the environment failed, not the job: the drain gives it back to retry
+            # The job's own data provoked a cm bug: set it aside (dead, with where it surfaced) so
+            # the drain goes on with the rest; it is never claimed again until `cm retry`.
+            detail = poison.detail(exc)
+            log.error("job %s failed unexpectedly: %s", job.id[:12], detail)
+            return self._failed(job, CmError(poison.UNEXPECTED, detail), {"unexpected": detail})
+
+    def _failed(self, job: jobs.Job, exc: CmError, unexpected: dict | None = None) -> Outcome:
+        """Record the attempt's failure as the job's outcome (retry, dead, quarantined, waiting)."""
+        if exc.code == "STALE_LEASE":
+            return Outcome(job.id, "stale", exc.code)
+        if exc.code == spend.CODE:
+            with store.immediate(self.conn):
+                jobs.defer(self.conn, job, exc.code, self.now())
+            return Outcome(job.id, "waiting", exc.code)
+        retryable = unexpected is None and getattr(exc, "retryable", exc.code not in jobs.NOT_RETRYABLE)
+        diagnostic = unexpected or getattr(exc, "diagnostic", None)
+        rejection = getattr(exc, "rejection", None)
+        try:
+            with store.immediate(self.conn):
+                state, issue = jobs.fail(self.conn, job, exc.code, self.now(), retryable, diagnostic,
+                                         getattr(exc, "retry_after_ms", None), rejection)
+        except CmError as lost:
+            if lost.code == "STALE_LEASE":
+                return Outcome(job.id, "stale", lost.code)
+            raise
+        return Outcome(job.id, state, issue, reasons.cause(issue, exc.code, rejection))
 
     # -- one attempt ------------------------------------------------------------------------
     def _sources(self, job: jobs.Job) -> list[Source]:

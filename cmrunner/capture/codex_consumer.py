@@ -7,9 +7,11 @@ Contract:
   message must match an unconsumed UserPromptSubmit candidate of its turn by digest
   (``CODEX_UNCONFIRMED_DELIVERY``), and the candidate's text is then cleared; records become session
   messages and turn outcomes (``cmrunner.capture.sessions``); the row is deleted and the progress advanced.
-- A failure with one of the session-level codes rolls that transaction back and records a
-  ``codex_failures`` row instead, isolating the session; other sessions go on. ``failures.request_recovery``
-  (``cm session-drain --recover <id>``) lets it be tried again. Any other error propagates.
+- A failure rolls the row's work back and, in the same transaction, records a ``codex_failures``
+  row instead, isolating the session: a session-level code as itself, anything else as
+  ``UNEXPECTED_FAILURE`` with its class and ``file:line:function``; other sessions go on.
+  ``failures.request_recovery`` (``cm session-drain --recover <id>``) lets it be tried again. Only
+  a failure of the environment (``cmrunner.core.poison.transient``) propagates.
 - Stop and Interrupt leave a watch while their turn is still open: Codex writes the final record
   after the hook ran. ``reconcile`` appends the transcript's newer complete lines as a
   ``Reconcile`` row (the same path a hook takes), so the turn settles without waiting for another
@@ -30,10 +32,12 @@ import time
 
 from cmrunner.capture import codex_inbox, failures, rollout, sessions, transcript
 from cmrunner.capture.admission import sha256_text
-from cmrunner.core import store
+from cmrunner.core import poison, store
 from cmrunner.core.config import Config
 from cmrunner.core.errors import CmError
 
+# The session-level codes this consumer raises by design; anything else a row provokes isolates
+# its session too, as UNEXPECTED_FAILURE (``sessions.consume_or_isolate``).
 ISOLATING = frozenset({
     rollout.UNKNOWN, rollout.UNKNOWN_COMPLETION, rollout.UNSUPPORTED_VERSION, rollout.UNSETTLED_TURN,
     "CODEX_CURSOR_CONFLICT", "CODEX_UNCONFIRMED_DELIVERY", "CODEX_TRANSCRIPT_REPLACED", "CODEX_UNSAFE_TRANSCRIPT",
@@ -78,7 +82,7 @@ class CodexInbox:
             with store.immediate(conn):
                 return self._reconcile(conn)
         sessions.consume_or_isolate(conn, lambda: self._consume(conn, row), ISOLATING,
-                                    lambda code: self._isolate(conn, row, code))
+                                    lambda code, detail: self._isolate(conn, row, code, detail))
         return True
 
     # -- consumption ------------------------------------------------------------------------
@@ -136,11 +140,11 @@ class CodexInbox:
         scope = codex_inbox.turn_candidate_scope(conn, session_id, turn_id)
         return scope if scope is not None else "global"
 
-    def _isolate(self, conn: sqlite3.Connection, row: tuple, code: str) -> None:
+    def _isolate(self, conn: sqlite3.Connection, row: tuple, code: str, detail: str | None) -> None:
         inbox_id, session_id = row[0], row[1]
         if not codex_inbox.row_still_queued(conn, inbox_id, session_id, row[4]):
             return  # consumed by someone else meanwhile: not a failure of this session
-        failures.isolate(conn, session_id, inbox_id, code)
+        failures.isolate(conn, session_id, inbox_id, code, detail)
 
     # -- watches ----------------------------------------------------------------------------
     def _reconcile(self, conn: sqlite3.Connection) -> bool:
@@ -152,9 +156,11 @@ class CodexInbox:
                 continue
             try:
                 tail = transcript.read_tail(cursor, cursor.path, self.limit)
-            except CmError as exc:
+            except Exception as exc:  # this session's transcript only: set it aside, go on
+                if poison.transient(exc):
+                    raise
                 codex_inbox.drop_watches(conn, session_id)
-                failures.isolate(conn, session_id, None, exc.code)
+                failures.isolate(conn, session_id, None, *poison.code_of(exc, transcript.CODES))
                 continue
             if not tail.body:
                 continue

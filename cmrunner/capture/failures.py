@@ -7,6 +7,10 @@ Contract (every function runs on the caller's connection, inside its transaction
   failure replaces the old one with a fresh recovery id.
 - A consumer clears the record (``clear``) when it takes the session's next row, so a recovered
   session that fails again is isolated again.
+- A failure nobody expected (not a known session-level code) is ``UNEXPECTED_FAILURE`` with a
+  ``detail``: the exception's class and ``file:line:function`` (``cmrunner.core.poison``).
+- ``request_recovery_of`` asks for another try of every isolated session, or of those with one
+  code, in one command (``cm status`` shows them grouped by code).
 - ``held_back`` and ``recorded`` are SQL predicates for queries over other tables that must skip
   isolated sessions in the same statement (the same snapshot); they are the only SQL about this
   table written outside its functions, so its shape stays known here alone.
@@ -33,11 +37,14 @@ def recorded(session_column: str) -> str:
     return f"EXISTS (SELECT 1 FROM codex_failures f WHERE f.session_id = {session_column})"
 
 
-def isolate(conn: sqlite3.Connection, session_id: str, inbox_id: int | None, code: str) -> None:
-    """Record a session-level failure with ``code``; the session's inbox waits for a recovery."""
+def isolate(conn: sqlite3.Connection, session_id: str, inbox_id: int | None, code: str,
+            detail: str | None = None) -> None:
+    """Record a session-level failure with ``code`` (and, for an unexpected one, ``detail``: the
+    exception's class and ``file:line:function``); the session's inbox waits for a recovery."""
     conn.execute(
-        "INSERT OR REPLACE INTO codex_failures(session_id, inbox_id, recovery_id, issue, failed_at, retry_requested)"
-        " VALUES (?, ?, ?, ?, ?, 0)", (session_id, inbox_id, os.urandom(16).hex(), code, int(time.time() * 1000)),
+        "INSERT OR REPLACE INTO codex_failures(session_id, inbox_id, recovery_id, issue, failed_at, retry_requested,"
+        " detail) VALUES (?, ?, ?, ?, ?, 0, ?)",
+        (session_id, inbox_id, os.urandom(16).hex(), code, int(time.time() * 1000), detail),
     )
 
 
@@ -55,6 +62,15 @@ def request_recovery(conn: sqlite3.Connection, recovery_id: str) -> str:
     return row[0]
 
 
-def listed(conn: sqlite3.Connection) -> list[tuple[str, str, int]]:
-    """Every failure on record as ``(recovery_id, issue, failed_at)``, oldest first."""
-    return conn.execute("SELECT recovery_id, issue, failed_at FROM codex_failures ORDER BY failed_at").fetchall()
+def request_recovery_of(conn: sqlite3.Connection, issue: str | None) -> int:
+    """Mark every isolated session (``issue``: only those with that code) for another try, inside
+    the caller's transaction; returns how many."""
+    if issue is None:
+        return conn.execute("UPDATE codex_failures SET retry_requested = 1 WHERE retry_requested = 0").rowcount
+    return conn.execute("UPDATE codex_failures SET retry_requested = 1 WHERE retry_requested = 0 AND issue = ?",
+                        (issue,)).rowcount
+
+
+def listed(conn: sqlite3.Connection) -> list[tuple[str, str, int, str | None]]:
+    """Every failure on record as ``(recovery_id, issue, failed_at, detail)``, oldest first."""
+    return conn.execute("SELECT recovery_id, issue, failed_at, detail FROM codex_failures ORDER BY failed_at").fetchall()

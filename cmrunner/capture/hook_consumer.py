@@ -17,8 +17,9 @@ Contract (one transaction per row, oldest first; rows come from ``cmrunner.captu
   not wait for its SessionEnd hook and a killed host sends none, so the tail is still sealed by
   the next drain (any hook, ``cm flush``), never lost. An explicit bridge-chosen instance cannot
   be checked and waits for its end event.
-- A session-level failure (``ISOLATING``) isolates the session (``cmrunner.capture.failures``);
-  other sessions go on, and ``cm session-drain --recover`` retries it.
+- A session-level failure (``ISOLATING``), or anything else a row provokes (``UNEXPECTED_FAILURE``,
+  ``sessions.consume_or_isolate``), isolates the session (``cmrunner.capture.failures``); other
+  sessions go on, and ``cm session-drain --recover`` retries it.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class HookInbox:
         row = hook_inbox.next_row(conn)  # a plain WAL read: the write lock is taken only to change something
         if row is not None:
             sessions.consume_or_isolate(conn, lambda: self._consume(conn, row), ISOLATING,
-                                        lambda code: failures.isolate(conn, row[1], row[0], code))
+                                        lambda code, detail: failures.isolate(conn, row[1], row[0], code, detail))
             return True
         gone = self._exited(conn)
         if not gone:

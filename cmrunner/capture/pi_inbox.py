@@ -32,6 +32,8 @@ from cmrunner.core import jsonfast
 from cmrunner.core.config import Config
 from cmrunner.core.errors import CmError
 
+# The session-level codes this consumer raises by design; anything else a row provokes isolates
+# its session too, as UNEXPECTED_FAILURE (``sessions.consume_or_isolate``).
 ISOLATING = frozenset({"SESSION_MESSAGE_CONFLICT", "SESSION_TURN_CLOSED", "SESSION_SETTLE_CONFLICT",
                        "SESSION_CAPACITY_EXCEEDED", "INVALID_OBSERVATION", "INVALID_SESSION_MESSAGE"})
 USER_SOURCES = ("interactive", "rpc")
@@ -71,7 +73,7 @@ class PiInbox:
         if row is None:
             return False
         sessions.consume_or_isolate(conn, lambda: self._consume(conn, row), ISOLATING,
-                                    lambda code: failures.isolate(conn, row[1], row[0], code))
+                                    lambda code, detail: failures.isolate(conn, row[1], row[0], code, detail))
         return True
 
     def _open_turn(self, conn: sqlite3.Connection, session_id: str, event_id: str) -> str:

@@ -33,9 +33,9 @@ Stdlib only (it runs in the drain's hot loop).
 
 from __future__ import annotations
 
-import json
 import re
 
+from cmrunner.core import strictjson
 from cmrunner.core.errors import CmError
 
 # Oldest release the reference accepted. Newer releases are admitted without an upper bound; the
@@ -234,15 +234,11 @@ def _id(value: object, what: str, code: str, offset: int) -> str:
     raise _fail(code, f"{what} without a valid id", offset)
 
 
-def _reject_constant(name: str) -> float:
-    raise ValueError(name)
-
-
 def _row(line: bytes, offset: int) -> dict:
-    try:
-        row = json.loads(line.decode("utf-8"), parse_constant=_reject_constant)
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise _fail(UNKNOWN, "a line that is not JSON", offset) from None
+    try:  # strict: no NaN or 1e400, no lone surrogate (text that cannot be stored), bounded depth
+        row = strictjson.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, strictjson.Rejected):
+        raise _fail(UNKNOWN, "a line that is not strict JSON", offset) from None
     if not isinstance(row, dict) or not isinstance(row.get("type"), str) or not isinstance(row.get("payload"), dict):
         raise _fail(UNKNOWN, "a row without a type and an object payload", offset)
     if row["type"] not in ROW_TYPES:

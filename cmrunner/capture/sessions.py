@@ -1,7 +1,8 @@
 """The session cache: turns, messages and sealed batches of Codex, Work, Pi, Claude Code and Gemini CLI sessions.
 
 Contract (the specification's session rules; every function runs inside the caller's
-``BEGIN IMMEDIATE`` transaction):
+``BEGIN IMMEDIATE`` transaction, except ``consume_or_isolate``, the consumers' unit of work, which
+opens its own):
 - A delivered user message becomes one ``buffered`` observation (namespace = session key,
   identity = message id); assistant and tool text is kept only as context (never evidence), and
   is dropped (``unavailable = 'sensitive_context'``) when the scanner flags it.
@@ -333,20 +334,29 @@ def ended(conn: sqlite3.Connection, session_id: str) -> bool:
     return row is not None and bool(row[0])
 
 
-def consume_or_isolate(conn: sqlite3.Connection, consume: Callable[[], None], isolating: frozenset[str],
-                       isolate_with: Callable[[str], None]) -> None:
-    """One inbox row in its own transaction. A session-level failure (a code in ``isolating``)
-    rolls the row's work back and records the isolation in a second transaction instead; any other
-    error propagates, so the drain stops rather than guessing."""
-    try:
-        with store.immediate(conn):
-            consume()
-    except CmError as exc:
-        if exc.code not in isolating:
-            raise
-        with store.immediate(conn):
-            isolate_with(exc.code)
+def consume_or_isolate(conn: sqlite3.Connection, consume: Callable[[], None], expected: frozenset[str],
+                       isolate_with: Callable[[str, str | None], None]) -> None:
+    """The consumer loop's one step over an inbox row, in ONE transaction.
 
+    Whatever consuming the row raises — a session-level ``CmError`` (a code in ``expected``) or
+    anything else the row's content provokes — rolls the row's work back to a savepoint and, in the
+    same transaction, sets its session aside (``isolate_with(code, detail)``, see
+    ``cmrunner.core.poison``): the row is never read again until a recovery is asked for, and the
+    drain goes on with other sessions. Only a failure of the environment (``poison.transient``:
+    a busy or full store, a disk error) propagates, so the drain stops and retries later rather
+    than isolating good data."""
+    from cmrunner.core import poison  # drain-only: the hooks import this module
+
+    with store.immediate(conn):
+        conn.execute("SAVEPOINT consume_row")
+        try:
+            consume()
+        except Exception as exc:
+            if poison.transient(exc):
+                raise
+            conn.execute("ROLLBACK TO consume_row")
+            isolate_with(*poison.code_of(exc, expected))
+        conn.execute("RELEASE consume_row")
 
 
 def clear_texts(conn: sqlite3.Connection, observation_ids: list[int], needles: list[str]) -> int:

@@ -1,8 +1,8 @@
 """Reading the new complete lines of a host transcript since the session's cursor.
 
 Contract:
-- The transcript must be a regular file reached without following a symlink
-  (``CODEX_UNSAFE_TRANSCRIPT``).
+- The transcript must be a regular file reached without following a symlink, that can be read
+  (``CODEX_UNSAFE_TRANSCRIPT``: a link, a FIFO, a directory, ``/proc/self/mem``).
 - A cursor records the file's device and inode, the byte offset read so far and a digest of the
   first and the last (up to) 256 bytes before it. A different file, a file shorter than the cursor or changed bytes
   before the cursor is ``CODEX_TRANSCRIPT_REPLACED``: nothing is admitted from it.
@@ -20,6 +20,9 @@ from cmrunner.core.errors import CmError
 from cmrunner.core.sha import sha256
 
 _DIGEST_WINDOW = 256
+# The codes this module raises (a session-level failure each).
+CODES = frozenset({"CODEX_TRANSCRIPT_MISSING", "CODEX_UNSAFE_TRANSCRIPT", "CODEX_TRANSCRIPT_REPLACED",
+                   "CODEX_PARTIAL_TRANSCRIPT", "SESSION_CAPACITY_EXCEEDED"})
 
 
 class Cursor:
@@ -63,7 +66,10 @@ def _open(path: str) -> tuple[int, os.stat_result]:
 def _pread_exact(fd: int, offset: int, length: int) -> bytes:
     chunks = []
     while length > 0:
-        chunk = os.pread(fd, min(length, 1 << 20), offset)
+        try:
+            chunk = os.pread(fd, min(length, 1 << 20), offset)
+        except OSError:  # e.g. /proc/self/mem: a "regular file" that refuses to be read
+            raise CmError("CODEX_UNSAFE_TRANSCRIPT", "the session transcript cannot be read; nothing was admitted") from None
         if not chunk:
             break
         chunks.append(chunk)

@@ -1,11 +1,12 @@
 """The ``drain_failures`` table: why a drain or ``cm flush`` stopped unexpectedly.
 
 Contract:
-- ``record`` stores one failure: time, process (``drain``/``flush``), code (a ``CmError``'s code,
-  else ``DRAIN_CRASHED``), the exception's class name, a ``CmError``'s message (messages of other
+- ``record`` stores one failure: time, process (``drain``/``flush``, or ``hook``/``capture`` for an
+  ``INTERNAL_ERROR`` at a hook's boundary), code (a ``CmError``'s code, else ``DRAIN_CRASHED``, or
+  the caller's), the exception's class name, a ``CmError``'s message (messages of other
   exceptions may quote anything, so they are never kept), the traceback as ``file:line:function``
   frames only, and the job the process held. Only the newest ``KEEP`` rows are kept.
-- ``resolve`` marks every open failure resolved when a later drain finishes cleanly, so
+- ``resolve`` marks every open drain or flush failure resolved when a later drain finishes cleanly, so
   ``cm status`` can tell a past crash from a current one.
 - ``latest`` returns the newest failure as a plain dict for ``cm status`` (text and JSON).
 Stdlib only; this module is the only one that reads or writes the table.
@@ -52,9 +53,12 @@ def describe(exc: BaseException) -> tuple[str, str | None]:
     return CRASH_CODE, None
 
 
-def record(conn: sqlite3.Connection, process: str, exc: BaseException, job_id: str | None) -> None:
-    """Inside the caller's transaction: store one failure and prune old ones."""
-    code, message = describe(exc)
+def record(conn: sqlite3.Connection, process: str, exc: BaseException, job_id: str | None,
+           code: str | None = None) -> None:
+    """Inside the caller's transaction: store one failure (``code`` overrides the described one)
+    and prune old ones."""
+    described, message = describe(exc)
+    code = code or described
     conn.execute(
         "INSERT INTO drain_failures(at, process, code, exception, message, frames, job_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
         (int(time.time() * 1000), process, code, type(exc).__name__, message, json.dumps(frames(exc.__traceback__)),
@@ -65,8 +69,10 @@ def record(conn: sqlite3.Connection, process: str, exc: BaseException, job_id: s
 
 
 def resolve(conn: sqlite3.Connection, now: int) -> None:
-    """Inside the caller's transaction: a drain finished cleanly after every open failure."""
-    conn.execute("UPDATE drain_failures SET resolved_at = ? WHERE resolved_at IS NULL", (now,))
+    """Inside the caller's transaction: a drain finished cleanly after every open drain or flush
+    failure (a hook's failure is not the drain's to resolve)."""
+    conn.execute("UPDATE drain_failures SET resolved_at = ? WHERE resolved_at IS NULL AND process IN ('drain', 'flush')",
+                 (now,))
 
 
 def latest(conn: sqlite3.Connection) -> dict | None:

@@ -395,9 +395,15 @@ def m010_job_cause(conn: sqlite3.Connection) -> None:
     )
 
 
+def m011_isolation_detail(conn: sqlite3.Connection) -> None:
+    """Where an isolated session's unexpected failure surfaced (owner: ``capture.failures``):
+    the exception's class and ``file:line:function``, never its message."""
+    _run_script(conn, "ALTER TABLE codex_failures ADD COLUMN detail TEXT;")
+
+
 MIGRATIONS: list[Migration] = [m001_write_path, m002_claim_and_prune_indexes, m003_codex_progress, m004_pi_inputs,
                                m005_drain_failures, m006_section_history, m007_disclosure_ledger, m008_agent_hooks,
-                               m009_cancellations, m010_job_cause]
+                               m009_cancellations, m010_job_cause, m011_isolation_detail]
 LATEST = len(MIGRATIONS)
 
 

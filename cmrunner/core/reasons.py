@@ -8,7 +8,7 @@ Contract:
 - Each entry says *why* (``reason``), what to change first (``fix``, may be empty) and which
   command applies (``action``): ``release`` (``cm release --code CODE``: back to the queue),
   ``retry`` (``cm retry <job id>``), ``auto`` (cm tries again by itself), ``recover``
-  (``cm session-drain --recover <id>``), ``wait`` (it resumes by itself when a condition lifts,
+  (``cm session-drain --recover <id>``; ``--recover-code CODE`` for a group), ``wait`` (it resumes by itself when a condition lifts,
   sooner if the user changes what ``fix`` names) or ``none`` (nothing to run: the item is final).
 - ``releasable`` is the release policy: only an entry whose action is ``release``; never
   secrets or sensitive content, unauthorized scope or provenance, forgotten or unclassifiable
@@ -221,6 +221,11 @@ TABLE: dict[str, Reason] = {
     "SESSION_CAPACITY_EXCEEDED": Reason("the session holds more unprocessed text than its capacity",
                                         "process the queue first (`cm flush`)", RECOVER),
     "INVALID_SESSION_MESSAGE": Reason(_SESSION.format(what="a malformed session message"), "", RECOVER),
+    "INTERNAL_ERROR": Reason("a hook or capture failed unexpectedly (a cm bug; `cm status` shows where); that event "
+                             "was not admitted and the host went on", "report it and upgrade cm", NONE),
+    # -- a session or job that provoked a failure nobody expected (cmrunner.core.poison) --------
+    "UNEXPECTED_FAILURE": Reason("cm failed unexpectedly on it (a cm bug; `cm status` shows where), so it was set "
+                                 "aside and the rest went on", "report it and upgrade cm", RECOVER),
 }
 
 UNKNOWN = Reason("an unexpected failure", "find the cause in the drain log", RETRY)
@@ -288,7 +293,9 @@ def remedy(code: str | None, state: str, ids: list[str] | None = None,
     fix = entry.fix
     if code == "SENSITIVE_CONTENT_REJECTED" and rejection and rejection.get("code") == code:
         fix = _secret_fix(rejection) or fix
-    if state == "isolated":
+    if state == "isolated" and len(ids) > 1:
+        command = f"`cm session-drain --recover-code {code}` (all {len(ids)})"
+    elif state == "isolated":
         command = _ids("cm session-drain --recover", ids) if ids else "`cm session-drain --recover <id>`"
     elif state == "quarantined" and entry.action == RELEASE:
         command = f"`cm release --code {code}`"

@@ -166,7 +166,9 @@ def _check_model(cfg: config_mod.Config) -> Check:
     if not present:
         return _failed("model", "API_KEY_MISSING", f"{remote['apiKeyEnv']} is not set in the private "
                        f"{cfg.home}/.env; run `cm config` or pipe the key into `cm config init … --api-key-stdin`")
-    return Check("model", "ok", f"{remote['model']} at {remote['baseUrl']}; key {remote['apiKeyEnv']} present in .env")
+    # doctor never sends a request (it changes nothing, costs nothing): say so, so "ok" is not read as "answers"
+    return Check("model", "ok", f"{remote['model']} at {remote['baseUrl']}; key {remote['apiKeyEnv']} present in .env; "
+                 "the endpoint was not contacted (`cm network-test` sends one small request)")
 
 
 def _check_data_root(root: str) -> Check:

@@ -58,7 +58,7 @@ PRESETS: tuple[Preset, ...] = (
     Preset("zhipu", "Zhipu GLM", "https://open.bigmodel.cn/api/paas/v4", "chat_completions"),
     Preset("kimi", "Kimi (Moonshot)", "https://api.moonshot.cn/v1", "chat_completions"),
     Preset("opencode-go", "OpenCode Go", "https://opencode.ai/zen/go/v1", "chat_completions"),
-    Preset("custom", "Custom (OpenAI-compatible Chat Completions)", "", "chat_completions"),
+    Preset("custom", "Custom (OpenAI-compatible)", "", "chat_completions"),
 )
 
 
@@ -207,6 +207,16 @@ def build_remote(old: dict | None, choice: ModelChoice, key_env: str) -> dict:
                    "model": check_model_name(choice.model), "api": choice.api, "preset": choice.preset,
                    "apiKeyEnv": key_env, "apiKeySource": "private-env"})
     return remote
+
+
+def would_change(home: str, choice: ModelChoice, api_key: str | None) -> bool:
+    """Whether ``commit_model`` would change anything: the model settings, or the key (``None`` keeps it)."""
+    old = config_mod.load(home).remote
+    if not old:
+        return True
+    if api_key is not None and api_key != envfile.get_secret(home, old["apiKeyEnv"]):
+        return True
+    return build_remote(old, choice, old["apiKeyEnv"]) != old
 
 
 def commit_model(home: str, choice: ModelChoice, api_key: str | None) -> dict:

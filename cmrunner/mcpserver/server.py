@@ -5,7 +5,9 @@ Contract:
   ``init``: ``memory_init``; ``read``: ``memory_read``; always ``memory_status``). Each has a title,
   a strict input schema (``additionalProperties: false``), an ``outputSchema`` that the SDK checks
   every success against, ``structuredContent`` plus text, and annotations (hints, not grants).
-- Arguments reach cm unparsed, so every refusal is cm's own ``isError`` result with
+- Arguments reach cm unparsed and are first held to strict JSON (``cmrunner.core.strictjson``: no
+  NaN or Infinity, no lone surrogate, no NUL, bounded depth; ``INVALID_ARGUMENTS``,
+  ``INVALID_TEXT`` or ``INPUT_TOO_DEEP`` naming the argument), so every refusal is cm's own ``isError`` result with
   ``structuredContent {code, message}``; messages name fields, never submitted values, paths or
   provider text. Unexpected local failures become ``MEMORY_UNAVAILABLE``.
 - Tools are synchronous and run in the SDK's worker threads: each call opens and closes its own
@@ -43,7 +45,7 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetad
 from mcp.types import CallToolResult, Completion, Resource as MCPResource, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
-from cmrunner.core import scopes
+from cmrunner.core import scopes, strictjson
 from cmrunner.core.errors import CmError
 from cmrunner.mcpserver import access as mcp_access
 from cmrunner.mcpserver.access import Access, Binding, ToolFailure
@@ -208,6 +210,11 @@ def _failure(exc: CmError) -> CallToolResult:
 def _tool(binding: Binding, name: str, title: str, description: str, schema: dict, output: type[BaseModel],
           hints: ToolAnnotations, body: Callable[[Access, object], tuple[dict, str]]) -> Tool:
     def call(raw: object) -> CallToolResult:
+        try:
+            strictjson.check(raw)
+        except strictjson.Rejected as exc:
+            return _failure(ToolFailure(strictjson.code_for(exc, "INVALID_ARGUMENTS"),
+                                        f"{exc.what()}; nothing was accepted"))
         try:
             structured, text = body(binding.access(), raw)
         except CmError as exc:

@@ -168,12 +168,14 @@ class DisclosureScreen(CmScreen):
 class ResultScreen(CmScreen):
     TITLE_TEXT = "Agent Integration · Result"
     HINT = "Enter or Esc to continue"
-    BINDINGS = [Binding("enter", "back", show=False)]
+    BINDINGS = [Binding("enter", "onward", show=False)]
 
     def __init__(self, planned: manager.Plan, setup: bool) -> None:
         super().__init__()
         self.planned = planned
         self.setup = setup
+        if setup:
+            self.HINT = "Enter open cm's home screen · Esc quit"
 
     def body(self) -> ComposeResult:
         names = lambda hosts: ", ".join(discovery.TITLES[h] for h in hosts) or "none"  # noqa: E731
@@ -183,7 +185,7 @@ class ResultScreen(CmScreen):
             lines.append("Disclosure: agent_observation is now allowed (saved with the installation).")
         lines += self.planned.notes
         if self.setup:
-            lines.append("Setup is complete. Run `cm` again to manage memory, agents and the model.")
+            lines.append("Setup is complete. Enter opens cm's home screen (memory, agents, the model); Esc quits.")
         if "codex" in self.planned.selected:
             lines.append("Codex: start it with `codex --profile common-memory` and trust the hooks in /hooks.")
         yield Text("\n".join(lines))
@@ -195,6 +197,12 @@ class ResultScreen(CmScreen):
     def _check(self) -> None:
         lines = checks.summary_lines(self.app.home)  # type: ignore[attr-defined]
         self.app.call_from_thread(self.query_one("#checks", Text).set, "Installation check:\n" + "\n".join(lines))
+
+    def action_onward(self) -> None:
+        if self.setup:
+            self.app.setup_complete()  # type: ignore[attr-defined]
+        else:
+            self.app.pop_screen()
 
     def action_back(self) -> None:
         if self.setup:

@@ -41,6 +41,9 @@ Input { margin-bottom: 1; }
 """
 
 
+UNCHANGED = "The model configuration is as it was: nothing was saved, and no client needs a restart."
+
+
 class ErrorScreen(CmScreen):
     TITLE_TEXT = "cm"
     HINT = "Esc quit"
@@ -119,22 +122,32 @@ class CmApp(App):
             self.pop_screen()
         self.push_screen(screen)
 
-    def setup_model_done(self) -> None:
+    def setup_model_done(self, _changed: bool) -> None:
         from cmrunner.tui import agents
 
         setupstate.begin_integrations(self.home)
         self._reset(agents.AgentsScreen(setup=True))
 
-    def config_shortcut_done(self) -> None:
-        self._reset(DoneScreen("Model saved", "The model configuration was saved. Restart active Pi, Codex and MCP "
-                                              "clients so they use it."))
+    def config_shortcut_done(self, changed: bool) -> None:
+        if changed:
+            self._reset(DoneScreen("Model saved", "The model configuration was saved. Restart active Pi, Codex and "
+                                                  "MCP clients so they use it."))
+        else:
+            self._reset(DoneScreen("Model unchanged", UNCHANGED))
 
-    def change_model_done(self) -> None:
+    def change_model_done(self, changed: bool) -> None:
         from cmrunner.tui.home import HomeScreen
 
         while not isinstance(self.screen, HomeScreen):
             self.pop_screen()
-        self.screen.notice.show("Model saved. Restart active Pi, Codex and MCP clients so they use it.", "ok")
+        self.screen.notice.show("Model saved. Restart active Pi, Codex and MCP clients so they use it." if changed
+                                else UNCHANGED, "ok")
+
+    def setup_complete(self) -> None:
+        """The first run's last screen leads on to Home (it used to quit while saying to run cm again)."""
+        from cmrunner.tui.home import HomeScreen
+
+        self._reset(HomeScreen())
 
     def show_result(self, screen: CmScreen) -> None:
         """Show an Agent Integration result on top of Home (or alone during first run)."""

@@ -15,6 +15,7 @@ Contract:
 
 from __future__ import annotations
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Input, OptionList
@@ -141,7 +142,8 @@ class AdjustScreen(CmScreen):
                    "tabs global”. Choose where it applies:")
         yield Menu([], id="scopes")
         yield Text("", id="disclosure")
-        yield Input(placeholder="your request, in your own words", id="request")
+        # no select-all on focus: a letter typed on the scope list moves here and must not be replaced by the next
+        yield Input(placeholder="your request, in your own words", id="request", select_on_focus=False)
         yield Text("", id="request-status")
 
     def on_mount(self) -> None:
@@ -174,6 +176,24 @@ class AdjustScreen(CmScreen):
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.scope = str(event.option_id)
         self.query_one("#request", Input).focus()
+
+    def on_key(self, event: events.Key) -> None:
+        """Typing while the scope list has focus types into the request (the list has no use for letters)."""
+        request = self.query_one("#request", Input)
+        if event.is_printable and event.character and not request.disabled \
+                and self.focused is self.query_one("#scopes", Menu):
+            event.stop()
+            event.prevent_default()
+            request.focus()
+            request.insert_text_at_cursor(event.character)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self._warned = False  # a changed request is warned about afresh
+
+    def leaving_loses(self) -> str | None:
+        if self.query_one("#request", Input).value.strip():
+            return "Your request is not sent yet: Enter sends it; Esc again leaves without it."
+        return None
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if self.scope is None:

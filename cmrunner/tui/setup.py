@@ -24,7 +24,8 @@ from cmrunner.tui.widgets import CmScreen, Menu, Text, error_text, option
 class ModelFlow:
     """What the form collected so far, and what happens after the commit."""
 
-    def __init__(self, home: str, done: Callable[[], None]) -> None:
+    def __init__(self, home: str, done: Callable[[bool], None]) -> None:
+        """``done`` hears whether the commit changed the configuration (nothing is saved when not)."""
         self.home = home
         self.done = done
         self.preset = "openai"
@@ -206,8 +207,10 @@ class ModelScreen(CmScreen):
     def commit(self, model: str) -> None:
         try:
             choice = providers.ModelChoice(self.flow.preset, self.flow.base_url, providers.check_model_name(model))
-            providers.commit_model(self.flow.home, choice, self.flow.api_key)
+            changed = providers.would_change(self.flow.home, choice, self.flow.api_key)
+            if changed:
+                providers.commit_model(self.flow.home, choice, self.flow.api_key)
         except CmError as exc:
             self.notice.show(error_text(exc))
             return
-        self.flow.done()
+        self.flow.done(changed)

@@ -120,12 +120,40 @@ class CheckList(OptionList):
         self.post_message(self.Continued(self.selected))
 
 
-class CmScreen(Screen):
-    """Title, body, key hint; Esc goes back one level (and quits from the first screen)."""
+HELP = ("Keys everywhere: Esc back one level (it quits from the first screen) · q quit cm · ? this help · "
+        "Ctrl+C quit. Typing in a field types; these keys work outside one.")
 
-    BINDINGS = [Binding("escape", "back", "Back", show=False)]
+
+class CmScreen(Screen):
+    """Title, body, key hint; Esc goes back one level (and quits from the first screen), ``q``
+    quits, ``?`` shows the keys. A screen holding something unsent (``leaving_loses``) warns once
+    before Esc or ``q`` would discard it."""
+
+    BINDINGS = [Binding("escape", "back", "Back", show=False), Binding("q", "quit_cm", show=False),
+                Binding("question_mark", "help", show=False)]
     TITLE_TEXT = "cm"
     HINT = "↑↓ move · Enter choose · Esc back"
+    _warned = False
+
+    def leaving_loses(self) -> str | None:
+        """What leaving now would discard, said as a warning; ``None`` when nothing would be lost."""
+        return None
+
+    def may_leave(self) -> bool:
+        """Whether Esc or ``q`` may leave now: the first attempt that would lose something only warns."""
+        lost = self.leaving_loses()
+        if lost is None or self._warned:
+            return True
+        self._warned = True
+        self.notice.show(lost)
+        return False
+
+    def action_quit_cm(self) -> None:
+        if self.may_leave():
+            self.app.exit()
+
+    def action_help(self) -> None:
+        self.notice.show(f"{HELP} This screen: {self.HINT}.", "ok")
 
     def compose(self) -> ComposeResult:
         yield Text(self.TITLE_TEXT, id="title")
@@ -141,6 +169,8 @@ class CmScreen(Screen):
         return self.query_one("#notice", Notice)
 
     def action_back(self) -> None:
+        if not self.may_leave():
+            return
         if len(self.app.screen_stack) <= 2:
             self.app.exit()
         else:

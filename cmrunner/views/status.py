@@ -11,7 +11,7 @@ that predates history.
 
 Everything stuck explains itself (``problems``): quarantined observations grouped by code and dead
 jobs grouped by cause (issue, the code the last attempt ended with and the last rejection the model
-received: ``reasons.cause``), each group with its reason and remedy from ``cmrunner.core.reasons``; isolated sessions likewise;
+received: ``reasons.cause``), each group with its reason and remedy from ``cmrunner.core.reasons``; isolated sessions grouped by code with one remedy per group;
 the unfinished jobs with their 12-character ids, state and next attempt time; and the last
 failure of a drain or flush (``cmrunner.core.drainfailures``) with the drain log's path. The
 Processing Status screen shows the same ``problems``. ``spend`` is today's and this month's use
@@ -129,6 +129,7 @@ def gather(home: str) -> dict:
     report["observations"] = {}
     report["jobs"] = {}
     report["isolatedSessions"] = []
+    report["isolatedGroups"] = []
     report["hookRejections"] = []
     report["problems"] = {"quarantined": [], "dead": []}
     report["jobList"] = {"jobs": [], "total": 0}
@@ -154,14 +155,16 @@ def gather(home: str) -> dict:
             ]
         report["observations"] = observations.count_by_state(conn)
         report["jobs"] = jobstore.count_by_state(conn)
+        isolated = failures.listed(conn)
         if version >= CANCELLATIONS_SCHEMA:
             cancels, cancelled = observations.cancellations(conn)
             report["cancelled"] = {"cancels": cancels, "observations": cancelled}
         report["isolatedSessions"] = [
-            {"recoveryId": row[0], "issue": row[1], "failedAt": row[2], "reason": reasons.explain(row[1]).reason,
-             "remedy": reasons.remedy(row[1], "isolated", [row[0]])}
-            for row in failures.listed(conn)
+            {"recoveryId": row[0], "issue": row[1], "failedAt": row[2], "detail": row[3],
+             "reason": reasons.explain(row[1]).reason, "remedy": reasons.remedy(row[1], "isolated", [row[0]])}
+            for row in isolated
         ]
+        report["isolatedGroups"] = isolated_groups(isolated)
         report["problems"] = problems(conn)
         report["jobList"] = job_list(conn)
         report["lastDrainFailure"] = drainfailures.latest(conn)
@@ -173,6 +176,20 @@ def gather(home: str) -> dict:
     finally:
         conn.close()
     return report
+
+
+def isolated_groups(rows: list[tuple[str, str, int, str | None]]) -> list[dict]:
+    """Isolated sessions (``failures.listed``) grouped by code, most numerous first: the count,
+    where the newest unexpected one surfaced, the reason, and one remedy for the whole group."""
+    by_code: dict[str, list[tuple[str, str, int, str | None]]] = {}
+    for row in rows:
+        by_code.setdefault(row[1], []).append(row)
+    groups = []
+    for issue, members in sorted(by_code.items(), key=lambda item: (-len(item[1]), item[0])):
+        groups.append({"issue": issue, "count": len(members), "detail": members[-1][3],
+                       "reason": reasons.explain(issue).reason,
+                       "remedy": reasons.remedy(issue, "isolated", [m[0] for m in members])})
+    return groups
 
 
 def healthy(report: dict) -> bool:
@@ -260,9 +277,10 @@ def problem_lines(report: dict) -> list[str]:
         lines.append(f"dead:        {group['count']} job(s) × {group['cause']} ({group['observations']} observation(s)): "
                      f"{group['reason']}")
         lines.append(f"             remedy: {group['remedy']}")
-    for failure in report.get("isolatedSessions", []):
-        lines.append(f"isolated:    {failure['issue']}: {failure.get('reason') or ''}")
-        lines.append(f"             remedy: {failure.get('remedy') or ''}")
+    for group in report.get("isolatedGroups", []):
+        where = f" ({group['detail']})" if group.get("detail") else ""
+        lines.append(f"isolated:    {group['count']} session(s) × {group['issue']}{where}: {group['reason']}")
+        lines.append(f"             remedy: {group['remedy']}")
     for rejected in report.get("hookRejections", []):
         lines.append(f"hook:        {rejected['count']} × {rejected['code']} from {rejected['host']}: {rejected['message']}")
         lines.append("             remedy: the host was not blocked; check its hook settings (`cm agents`) if this keeps growing")

@@ -24,7 +24,11 @@ def drain_pids(home: str) -> list[int]:
     return found
 
 
-def wait_no_drain(home: str, timeout: float = 10.0) -> None:
+def wait_no_drain(home: str, timeout: float = 30.0) -> None:
+    """Return once no drain of ``home`` is alive; ``TimeoutError`` (naming the PIDs) if one still is
+    after ``timeout`` seconds, so a caller never goes on as if the drains had finished."""
     deadline = time.monotonic() + timeout
-    while drain_pids(home) and time.monotonic() < deadline:
+    while pids := drain_pids(home):
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"drains of {home} still alive after {timeout} s: {pids}")
         time.sleep(0.02)
