@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import os
 
-from cmrunner.hooks import claude, gemini
 from cmrunner.manage import hostconfig, mcp_config
 from cmrunner.manage.integrations.tomledit import Entry
 
 HOSTS = ("claude-code", "gemini")
-CLAUDE_EVENTS = claude.EVENTS  # what `cm hook claude` handles (hooks room): one list, no drift
-GEMINI_EVENTS = gemini.EVENTS
+# The events `cm hook claude` / `cm hook gemini` handle (hooks/claude.py, hooks/gemini.py: EVENTS);
+# manage may not import the hooks room, so tests/test_agents_cli.py holds the two lists equal.
+CLAUDE_EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "PreCompact", "SessionEnd")
+GEMINI_EVENTS = ("SessionStart", "BeforeAgent", "AfterAgent", "PreCompress", "SessionEnd")
 CLAUDE_TIMEOUT_S = hostconfig.HOOK_TIMEOUT
 GEMINI_TIMEOUT_MS = hostconfig.HOOK_TIMEOUT * 1000
 SERVER = "common_memory"
