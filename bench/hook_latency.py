@@ -1,4 +1,6 @@
-"""Benchmark (a): `cm hook codex` UserPromptSubmit with a 4 KiB transcript tail, next to the floor.
+"""Benchmark (a): `cm hook codex` UserPromptSubmit with a 4 KiB transcript tail, next to the floor,
+and `cm hook claude` beside it (a 4 KiB typed prompt in the payload; then its Stop and, on fresh
+sessions, its SessionEnd, which Claude Code gives about 1.5 s).
 
 Method: a fresh temporary home with a capture-only configuration and one activated session. Each
 round appends one 4 KiB transcript record, then runs, alternating so both see the same machine
@@ -7,7 +9,11 @@ state: (1) the real `cm` console script with a UserPromptSubmit event on stdin, 
 `python -I -S -c …` that imports sqlite3, commits one row in WAL + synchronous=FULL, spawns a
 detached child (`python -S -c pass`, new session, stdio on /dev/null) and exits. Wall time is from
 spawn until exit with stdout at EOF (what Codex waits for). Drains spawned by hooks run as in
-production (default linger). Usage: `python bench/hook_latency.py [--runs 200] [--write]`.
+production (default linger). The Claude Code rows run in the same rounds: (3) `cm hook claude`
+UserPromptSubmit with a 4 KiB prompt (console script), (3b) the same through `python -I -m cmrunner`
+(what `cm agents install claude-code` pins), (4) its Stop. SessionEnd is timed after the rounds on
+`--runs / 4` fresh sessions (each opened by an untimed SessionStart). Usage:
+`python bench/hook_latency.py [--runs 200] [--write]`.
 """
 
 from __future__ import annotations
@@ -57,9 +63,19 @@ def main() -> None:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, body TEXT)")
         conn.close()
+        load_before = os.getloadavg()[0]
         hook_ms: list[float] = []
         module_ms: list[float] = []
         floor_ms: list[float] = []
+        claude_ms: list[float] = []
+        claude_module_ms: list[float] = []
+        stop_ms: list[float] = []
+        claude_common = {"session_id": "bench-claude", "transcript_path": transcript, "cwd": work}
+        claude = [CM, "hook", "claude", "--home", home]
+        claude_module = [sys.executable, "-I", "-m", "cmrunner", "hook", "claude", "--home", home]
+        ms, code = timed_run(claude, json.dumps(dict(claude_common, hook_event_name="SessionStart",
+                                                     source="startup")).encode(), env)
+        assert code == 0
         filler = "x" * 4000
         for n in range(args.runs):
             record = {"type": "event_msg", "payload": {"type": "item_completed", "turn_id": f"t{n}", "item": {
@@ -83,20 +99,51 @@ def main() -> None:
             ms, code = timed_run([sys.executable, "-I", "-S", "-c", FLOOR, floor_db, "x" * 70, sys.executable], b"", {})
             assert code == 0, "floor failed"
             floor_ms.append(ms)
+            for argv, into in ((claude, claude_ms), (claude_module, claude_module_ms)):
+                typed = dict(claude_common, hook_event_name="UserPromptSubmit", prompt_id=f"{len(into)}{argv[0][-2:]}",
+                             prompt=f"prompt {n} " + filler[:4086])
+                ms, code = timed_run(argv, json.dumps(typed).encode(), env)
+                assert code == 0, "claude hook failed"
+                into.append(ms)
+                ms, code = timed_run(claude_module, json.dumps(dict(
+                    claude_common, hook_event_name="Stop", prompt_id=typed["prompt_id"],
+                    last_assistant_message="Noted.")).encode(), env)
+                assert code == 0, "claude Stop failed"
+                stop_ms.append(ms)
+        end_ms: list[float] = []
+        for n in range(max(1, args.runs // 4)):
+            fresh = dict(claude_common, session_id=f"bench-end-{n}")
+            ms, code = timed_run(claude_module, json.dumps(dict(fresh, hook_event_name="SessionStart",
+                                                                source="startup")).encode(), env)
+            assert code == 0
+            ms, code = timed_run(claude_module, json.dumps(dict(fresh, hook_event_name="SessionEnd",
+                                                                reason="other")).encode(), env)
+            assert code == 0, "claude SessionEnd failed"
+            end_ms.append(ms)
         wait_no_drain(home)
         hook, module, floor = summary(hook_ms), summary(module_ms), summary(floor_ms)
         ratio = hook["p95"] / floor["p95"]
+        rows = [("`cm hook claude` UserPromptSubmit, 4 KiB prompt (console script)", summary(claude_ms)),
+                ("`python -I -m cmrunner hook claude` UserPromptSubmit (the form `cm agents install` pins)",
+                 summary(claude_module_ms)),
+                ("`python -I -m cmrunner hook claude` Stop", summary(stop_ms)),
+                (f"`python -I -m cmrunner hook claude` SessionEnd ({len(end_ms)} fresh sessions; budget ~1,500 ms)",
+                 summary(end_ms))]
+        claude_ratio = summary(claude_ms)["p95"] / floor["p95"]
         body = "\n".join([
-            f"Machine: {machine()}; {args.runs} alternating runs of each.",
+            f"Machine: {machine()}; {args.runs} alternating runs of each; load average {load_before:.1f} before, "
+            f"{os.getloadavg()[0]:.1f} after.",
             "",
             "| command | median (ms) | p95 (ms) | max (ms) |",
             "|---|---:|---:|---:|",
             f"| `cm hook codex` UserPromptSubmit, 4 KiB tail (console script) | {hook['median']:.1f} | {hook['p95']:.1f} | {hook['max']:.1f} |",
             f"| `python -I -m cmrunner hook codex` (the form `cm codex-config` pins) | {module['median']:.1f} | {module['p95']:.1f} | {module['max']:.1f} |",
+            *[f"| {name} | {row['median']:.1f} | {row['p95']:.1f} | {row['max']:.1f} |" for name, row in rows],
             f"| floor: `python -I -S`, sqlite3, one WAL+FULL commit, detached spawn | {floor['median']:.1f} | {floor['p95']:.1f} | {floor['max']:.1f} |",
             "",
             f"p95 ratio hook / floor: **{ratio:.2f}×** (target ≤ 2×); hook p95 target ≤ 60 ms: "
-            f"**{'met' if hook['p95'] <= 60 else 'NOT met'}**.",
+            f"**{'met' if hook['p95'] <= 60 else 'NOT met'}**. `cm hook claude` UserPromptSubmit p95 / floor: "
+            f"**{claude_ratio:.2f}×**.",
         ])
         print(body)
         if args.write:

@@ -147,7 +147,7 @@ def test_a_failure_stays_open_while_its_job_still_waits_and_resolves_once_nothin
     with store.immediate(conn):  # a crash gave the job back; its backoff ends beyond the drain's wait bound
         job = jobs.claim(conn, cfg.scheduler, now)
         assert job is not None
-        assert jobs.fail(conn, job, "UNAVAILABLE", now, retry_after_ms=600_000) == "retry"
+        assert jobs.fail(conn, job, "UNAVAILABLE", now, retry_after_ms=600_000)[0] == "retry"
         drainfailures.record(conn, "drain", RuntimeError("boom"), job.id)
     conn.close()
     env = drain_env(write_script(str(tmp_path), TEMPLATES), str(tmp_path / "calls"))

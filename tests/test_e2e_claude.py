@@ -1,8 +1,8 @@
 """End to end with the real Claude Code (2.1.328, installed from npm into a cache outside the repo).
 
 `claude -p` runs offline against the project's fake model on 127.0.0.1 speaking Anthropic
-Messages (SSE), with cm's hooks in the scratch HOME's user settings, the shape `cm agents install
-claude-code` writes. If node or npm is missing these tests fail with what to install; never skipped.
+Messages (SSE), with cm's hooks installed by `cm agents install claude-code` into the scratch HOME's user
+settings. If node or npm is missing these tests fail with what to install; never skipped.
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ class ClaudeSetup:
         self.work = root / "work"
         self.work.mkdir(exist_ok=True)
         scratch = root / "scratchhome"
-        agenthosts.write_claude_settings(scratch, agenthosts.hook_settings(CM, home, "claude"))
+        agenthosts.write_claude_settings(scratch, None)
         self.env = agenthosts.claude_env(scratch, home, fake.root_url)
+        agenthosts.install_hooks(CM, home, "claude-code", self.env)
 
     def run(self, prompt: str, *flags: str) -> subprocess.CompletedProcess[str]:
         done = agenthosts.run(agenthosts.claude_argv(self.claude, prompt) + list(flags), str(self.work), self.env)

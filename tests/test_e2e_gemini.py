@@ -1,8 +1,8 @@
 """End to end with the real Gemini CLI (0.61.0, installed from npm into a cache outside the repo).
 
 `gemini -p` runs offline against the project's fake model on 127.0.0.1 speaking Gemini
-streamGenerateContent (SSE), with cm's hooks in the scratch HOME's user settings, the shape
-`cm agents install gemini` writes. If node or npm is missing these tests fail with what to
+streamGenerateContent (SSE), with cm's hooks installed by `cm agents install gemini` into the scratch HOME's user
+settings. If node or npm is missing these tests fail with what to
 install; they are never skipped.
 """
 
@@ -32,8 +32,9 @@ class GeminiSetup:
         self.work = root / "work"
         self.work.mkdir(exist_ok=True)
         scratch = root / "scratchhome"
-        agenthosts.write_gemini_settings(scratch, agenthosts.hook_settings(CM, home, "gemini"))
+        agenthosts.write_gemini_settings(scratch, None)
         self.env = agenthosts.gemini_env(scratch, home, fake.root_url)
+        agenthosts.install_hooks(CM, home, "gemini", self.env)
 
     def run(self, prompt: str) -> subprocess.CompletedProcess[str]:
         done = agenthosts.run(agenthosts.gemini_argv(self.gemini, prompt), str(self.work), self.env)

@@ -69,3 +69,10 @@ def test_hook_finds_the_codex_ancestor(home, tmp_path, workdir):
     (instance,) = db_rows(home, "SELECT host_instance FROM host_activations")[0]
     boot, pid, start = instance.split(":")
     assert int(pid) == host.pid and boot == identity.boot_id() and int(start) > 0
+
+
+def test_parse_key_reads_back_a_process_identity_and_never_a_bridge_chosen_name():
+    me = identity.current()
+    assert identity.parse_key(me.key()) == me
+    for explicit in ("test:host:1", "bench:1", "a:1:2", "pi:abc", "x-y:12:34"):
+        assert identity.parse_key(explicit) is None

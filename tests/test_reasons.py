@@ -123,3 +123,27 @@ def test_remedies_name_the_real_command():
     assert "cm session-drain --recover r1" in reasons.remedy("CODEX_TRANSCRIPT_MISSING", "isolated", ["r1"])
     assert "never" not in reasons.remedy("RATE_LIMITED", "retry") and "backoff" in reasons.remedy("RATE_LIMITED", "retry")
     assert reasons.explain("NOT_A_CODE") is reasons.UNKNOWN
+
+
+def test_a_jobs_cause_names_its_rejection_only_when_the_rejection_is_the_cause():
+    secret = {"code": "SENSITIVE_CONTENT_REJECTED", "rule": "secret.high_entropy", "target": "preferences",
+              "section": "Note", "fingerprint": "0123456789abcdef", "path": "$.decisions"}
+    assert reasons.cause("SENSITIVE_CONTENT_REJECTED", "MISSING_SUBMISSION", secret) == (
+        "SENSITIVE_CONTENT_REJECTED (rule secret.high_entropy on preferences/Note), then MISSING_SUBMISSION")
+    # An earlier rejection of an attempt that then timed out is not the cause, and says nothing.
+    assert reasons.cause("TIMEOUT", "TIMEOUT", secret) == "TIMEOUT"
+    assert reasons.cause("INVALID_DECISION", "INVALID_DECISION",
+                         {"code": "INVALID_DECISION", "path": "$.decisions[0].kind", "rule": "is required"}) == (
+        "INVALID_DECISION (at $.decisions[0].kind: is required)")
+    assert reasons.remedy("SENSITIVE_CONTENT_REJECTED", "dead", ["0123456789ab"], secret) == (
+        "if the value is not a secret, run `cm secrets allow 0123456789abcdef`, then `cm retry 0123456789ab`")
+    personal = {**secret, "rule": "identity.email"}  # not something the allow-list is for
+    assert reasons.remedy("SENSITIVE_CONTENT_REJECTED", "dead", ["0123456789ab"], personal) == "`cm retry 0123456789ab`"
+
+
+def test_a_dead_job_that_failed_on_the_models_own_decisions_names_another_model():
+    for code in ("INVALID_DECISION", "MISSING_SUBMISSION", "UNKNOWN_TOOL"):
+        assert reasons.remedy(code, "dead", ["0123456789ab"]) == (
+            "the model kept making this mistake: try another model (remote.model in config.json), "
+            "then `cm retry 0123456789ab`"), code
+        assert reasons.remedy(code, "retry") == "nothing to do: cm tries again after its backoff", code

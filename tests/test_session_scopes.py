@@ -135,7 +135,7 @@ def _mixed_job(paths, cfg, scope: str) -> tuple[int, int]:
         job = jobs.claim(conn, cfg.scheduler, 1_000)
         assert job is not None
         observations.claim_for(conn, job.id, [second])
-        assert jobs.fail(conn, job, "UNAVAILABLE", 1_000) == "retry"
+        assert jobs.fail(conn, job, "UNAVAILABLE", 1_000)[0] == "retry"
     conn.close()
     return first, second
 

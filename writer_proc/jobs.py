@@ -17,6 +17,9 @@ Contract (every function runs inside the caller's ``BEGIN IMMEDIATE`` transactio
   (``jobs.retries``, persisted), shared by retryable failures and expired-lease re-claims; then
   the job is ``dead`` with the real cause of its last failure (an expired lease that finds the
   budget spent: ``RECOVERY_BUDGET_EXHAUSTED``, the process that held it left no other record).
+  Backoff is ``min(600 s, 2^n s)``; a provider's ``Retry-After`` (``retry_after_ms``, already
+  capped at 600 s) lengthens it: the job's next attempt time, ``jobs.available``, is
+  ``now + max(backoff, retry_after)``.
 - Failures on the model's own decisions (diagnostic stage ``model_output`` or ``core_validation``:
   rejected submissions, no submission, output cut short) have a smaller budget: the job is
   ``dead`` when ``MAX_MODEL_FAILURES`` attempts ended that way. Every attempt starts a fresh
@@ -28,9 +31,7 @@ Contract (every function runs inside the caller's ``BEGIN IMMEDIATE`` transactio
   last tool rejection the model received in it, and ``issue`` the one cause the user sees: the
   rejection's code when the model ended without a valid decision after a rejection
   (``ENDED_WITHOUT_DECISION``; e.g. ``SENSITIVE_CONTENT_REJECTED``, then ``MISSING_SUBMISSION``),
-  else the failure's code (an attempt ended by repeated rejections fails with the rejection's code). Backoff is ``min(600 s, 2^n s)``; a
-  provider's ``Retry-After`` (``retry_after_ms``, already capped at 600 s) lengthens it: the job's
-  next attempt time, ``jobs.available``, is ``now + max(backoff, retry_after)``.
+  else the failure's code (an attempt ended by repeated rejections fails with the rejection's code).
 - A spend cap met mid-attempt (``SPEND_CAP_REACHED``) is not a failure of the job: ``defer`` gives
   it back to ``retry``, due at once and without spending a recovery; the Writer claims nothing
   while a cap stands, so it waits for the next window or a raised cap, never dead.
@@ -43,6 +44,8 @@ Contract (every function runs inside the caller's ``BEGIN IMMEDIATE`` transactio
   ``AMBIGUOUS_JOB_ID`` (listing them), none ``UNKNOWN_JOB``.
 - Non-session work (relay, import) waits for the legacy thresholds: ``turnThreshold`` expressions,
   ``byteThreshold`` bytes, ``idleMs`` since the newest, ``maxWaitMs`` since the oldest, or a flush.
+  A claim of it stops before the observation that would take its text past one job's sources
+  (``budget.JOB_SOURCE_BYTES``), so the parts of a large import are claimed about one per job.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ import sqlite3
 from cmrunner.capture import observations
 from cmrunner.core import jobstore
 from cmrunner.core.errors import CmError
+from cmrunner.writer_proc import budget
 
 MAX_RECOVERIES = 5
 MAX_MODEL_FAILURES = 2
@@ -141,11 +145,14 @@ def claim(conn: sqlite3.Connection, scheduler: dict, now: int, force: bool = Fal
     else:
         if not _ready(conn, scheduler, now, force or flush_requested(conn)):
             return None
-        ids = []
-        for oid, o_scope, o_prov, o_kind, o_batch in observations.pending(conn):
+        ids, size = [], 0
+        for oid, o_scope, o_prov, o_kind, o_batch, o_bytes in observations.pending(conn):
             if (o_scope, o_prov, o_kind, o_batch) != (scope, provenance, "observation", None):
                 break
+            if ids and size + o_bytes > budget.JOB_SOURCE_BYTES:
+                break  # shaping would send it back (its bytes as sent are never fewer): not claimed at all
             ids.append(oid)
+            size += o_bytes
             if len(ids) >= scheduler["turnThreshold"]:
                 break
     job_id = os.urandom(16).hex()
@@ -272,10 +279,13 @@ class DeadGroup:
 
 
 def dead_by_issue(conn: sqlite3.Connection) -> list[DeadGroup]:
-    """Dead (and paused) jobs grouped by cause (issue, failure and rejection), largest group first."""
+    """Dead (and paused) jobs grouped by cause, largest group first: the issue, the code the last
+    attempt ended with and the last rejection when it is the cause (its code is the issue; an
+    earlier rejection of an attempt that ended otherwise does not split a group)."""
     groups: dict[tuple, DeadGroup] = {}
     for job_id, issue, failure, rejection_text in jobstore.dead_or_paused(conn):
         rejection = jobstore.decode_rejection(rejection_text)
+        rejection = rejection if rejection is not None and rejection.get("code") == issue else None
         key = (issue, failure, json.dumps(rejection, sort_keys=True))
         group = groups.setdefault(key, DeadGroup(issue, failure, rejection))
         group.ids.append(job_id)

@@ -36,7 +36,18 @@ import time
 from collections.abc import Callable
 
 from cmrunner.capture import observations
-from cmrunner.core import config as config_mod, history, ledger, poison, projects, reasons, records, sections, spend, store
+from cmrunner.core import (
+    config as config_mod,
+    history,
+    ledger,
+    poison,
+    projects,
+    reasons,
+    records,
+    sections,
+    spend,
+    store,
+)
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.core.sections import Document

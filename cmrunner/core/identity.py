@@ -27,6 +27,8 @@ HOST_INSTANCE_ENV = "COMMON_MEMORY_HOST_INSTANCE"
 _HOST_INSTANCE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._-]{0,199}$")
 _BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 _MAX_ANCESTORS = 32
+# What ``boot_id`` returns: the kernel's random UUID, or psutil's boot time where /proc is missing.
+_BOOT_RE = re.compile(r"^(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|boot-\d+)$")
 # What stands between a host and its hook command: shells and wrappers, never the host itself.
 WRAPPERS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "busybox", "env", "timeout", "nice",
                       "nohup", "setsid", "stdbuf", "time"})
@@ -214,6 +216,6 @@ def launcher_instance(host: str) -> str:
 def parse_key(key: str) -> Identity | None:
     """The identity a ``key()`` string names, or ``None`` for an explicit (bridge-chosen) instance."""
     parts = key.rsplit(":", 2)
-    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+    if len(parts) != 3 or not _BOOT_RE.match(parts[0]) or not parts[1].isdigit() or not parts[2].isdigit():
         return None
     return Identity(parts[0], int(parts[1]), int(parts[2]))

@@ -39,6 +39,8 @@ class Reason(NamedTuple):
 
 
 _DECISION = "the Memory Agent's decision broke a rule ({what}), so nothing was written"
+_DAMAGED = "a staged commit under runtime/transactions is inconsistent ({what})"
+_SESSION = "the session's host records could not be matched safely ({what}), so the session was set aside"
 _ASK_AGAIN = "nothing to do: cm asks again"
 # A job that died on the model's own decisions failed twice with fresh conversations (jobs.MAX_MODEL_FAILURES).
 _MODEL_FIX = "the model kept making this mistake: try another model (remote.model in config.json)"
@@ -47,8 +49,6 @@ _MODEL_FIX = "the model kept making this mistake: try another model (remote.mode
 def _decision(what: str, fix: str = _ASK_AGAIN) -> Reason:
     return Reason(_DECISION.format(what=what), fix, AUTO, _MODEL_FIX)
 
-_DAMAGED = "a staged commit under runtime/transactions is inconsistent ({what})"
-_SESSION = "the session's host records could not be matched safely ({what}), so the session was set aside"
 
 TABLE: dict[str, Reason] = {
     # -- quarantined before any network call (observation or whole job) -----------------------

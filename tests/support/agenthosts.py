@@ -4,10 +4,9 @@ Contract:
 - ``claude_binary()`` / ``gemini_binary()`` install ``@anthropic-ai/claude-code@2.1.328`` (its linux
   binary comes from the npm registry as an optional dependency, ~170 MB, cached) and
   ``@google/gemini-cli@0.61.0`` through ``hosts.install_host`` (same cache, same atomic rename).
-- ``hook_settings`` is the settings shape ``cm agents install claude-code|gemini`` writes: one
-  group per cm event running ``<abs cm> hook <host> --home <abs home>`` (Claude Code's timeout in
-  seconds, Gemini's in milliseconds). ``write_claude_settings`` / ``write_gemini_settings`` put it in
-  the scratch ``HOME``'s user settings, with Gemini's offline auth and privacy settings.
+- ``write_claude_settings`` / ``write_gemini_settings`` write the scratch ``HOME``'s user settings a
+  test needs besides cm (Claude's finished onboarding; Gemini's offline auth and privacy), then
+  ``install_hooks`` runs ``cm agents install claude-code|gemini`` there, as a user would.
 - ``claude_env`` / ``gemini_env``: a scratch ``HOME``, the fake model as the provider
   (``ANTHROPIC_BASE_URL`` / ``GOOGLE_GEMINI_BASE_URL``), no real keys, no telemetry, no retries
   (hosts-more.md §2.2, §3). ``run`` runs a host to completion, bounded, and stops it by PID.
@@ -17,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import subprocess
 from pathlib import Path
 
@@ -25,8 +23,6 @@ from support import hosts
 
 CLAUDE_PACKAGE, CLAUDE_VERSION = "@anthropic-ai/claude-code", "2.1.328"
 GEMINI_PACKAGE, GEMINI_VERSION = "@google/gemini-cli", "0.61.0"
-CLAUDE_EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "PreCompact", "SessionEnd")
-GEMINI_EVENTS = ("SessionStart", "BeforeAgent", "AfterAgent", "PreCompress", "SessionEnd")
 GEMINI_MODEL = "gemini-2.5-flash"
 
 
@@ -40,19 +36,16 @@ def gemini_binary() -> Path:
     return hosts.install_host(GEMINI_PACKAGE, GEMINI_VERSION, "gemini", GEMINI_VERSION)
 
 
-def hook_settings(cm: str, home: str, host: str) -> dict:
-    """The ``hooks`` table cm installs for ``host`` (``claude`` or ``gemini``)."""
-    command = " ".join(shlex.quote(p) for p in (cm, "hook", host, "--home", home))
-    events = CLAUDE_EVENTS if host == "claude" else GEMINI_EVENTS
-    table: dict = {}
-    for event in events:
-        handler: dict = {"type": "command", "command": command}
-        if host == "claude":
-            handler["timeout"] = 10
-        else:
-            handler.update({"name": "cm", "timeout": 10_000})
-        table[event] = [{"matcher": "", "hooks": [handler]}] if host == "claude" else [{"hooks": [handler]}]
-    return {"hooks": table}
+def install_hooks(cm: str, home: str, host: str, env: dict[str, str]) -> None:
+    """``cm agents install <host>`` into the scratch ``HOME`` of ``env`` (what a user runs; ``cm config
+    init`` first when the home does not exist yet)."""
+    if not os.path.exists(home):
+        subprocess.run([cm, "config", "init", "--home", home], env=env, capture_output=True, timeout=60,
+                       stdin=subprocess.DEVNULL, check=True)
+    proc = subprocess.run([cm, "agents", "install", host, "--home", home], env=env, capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        raise hosts.HostSetupError(f"cm agents install {host} failed: {proc.stderr[-800:]}")
 
 
 def _write_json(path: Path, value: dict) -> None:
