@@ -57,7 +57,7 @@ def test_purge_quarantine_deletes_the_text_now(home):
 
 def test_list_allow_disallow_and_bad_fingerprints(home):
     paths, _ = configure(home)
-    write_doc(paths, "preferences", f"# Preferences\n\n## Cloud\ndeploy with {AWS_SECRET}\n\n## Tea\nGreen.\n")
+    write_doc(paths, "preferences", f"# Preferences\n\n## Cloud\ndeploy with the secret key {AWS_SECRET}\n\n## Tea\nGreen.\n")
     proc, out = _cm(home, "secrets", "list")
     assert proc.returncode == 0
     line = next(line for line in out.splitlines() if "section 'Cloud'" in line)
@@ -75,7 +75,7 @@ def test_list_allow_disallow_and_bad_fingerprints(home):
 
 def test_status_and_doctor_report_withheld_sections(home):
     paths, _ = configure(home)
-    write_doc(paths, "preferences", f"# Preferences\n\n## Cloud\ndeploy with {AWS_SECRET}\n\n## Tea\nGreen.\n")
+    write_doc(paths, "preferences", f"# Preferences\n\n## Cloud\ndeploy with the secret key {AWS_SECRET}\n\n## Tea\nGreen.\n")
     proc, out = _cm(home, "status")
     assert "withheld" in out and "preferences section 'Cloud' (secret.high_entropy)" in out
     proc, out = _cm(home, "doctor")

@@ -24,7 +24,7 @@ AWS_ID = "AK" + "IA" + "IOSFODNN7" + "EXAMPLE"
 OPENAI = "sk-" + "proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
 DOCUMENT = ("# Preferences\n\n## Editor\nVim with tabs.\n\n"
             f"## Cloud\nmy AWS secret is {AWS_SECRET} keep it handy\n\n"
-            f"## Region {AWS_ID[:10]}\n{AWS_ID[10:]} is the key id\n\n"
+            f"## Region {AWS_ID}\nthat is the key id\n\n"
             f"## Tokens\nthe key is {OPENAI[:9]}\u200b{OPENAI[9:]}\n\n"
             "## Tests\nRun pytest -q before each commit.\n")
 PIECES = [AWS_SECRET, AWS_SECRET[:16], AWS_SECRET[-16:], AWS_ID, AWS_ID[:10], OPENAI[9:], OPENAI[-16:]]
@@ -140,7 +140,7 @@ def test_import_and_flush_never_send_a_planted_secret(home, tmp_path):
         paths, _ = configure_remote(home, fm.base_url)
         env = hook_env(COMMON_MEMORY_HOME=home)
         notes = tmp_path / "notes.md"
-        notes.write_text(f"# Notes\n\nremember {AWS_SECRET} for staging\n")
+        notes.write_text(f"# Notes\n\nremember the staging secret key {AWS_SECRET}\n")
         imported = run_cm(["import", str(notes), "--no-wait"], env=env)
         assert imported.returncode == 1 and b"SENSITIVE_CONTENT_REJECTED" in imported.stderr
         assert_clean(imported.stdout + imported.stderr)

@@ -164,7 +164,7 @@ def test_network_settings_validate_in_place_and_save_privately(home, tmp_path):
         await pilot.press("down", "down", "enter")  # custom → focus the proxy URL
         screen = pilot.app.screen
         for field, value, message in (
-                ("#proxy", "socks5://proxy:1080", "PROXY_URL_INVALID"),
+                ("#proxy", "socks4://proxy:1080", "PROXY_URL_INVALID"),
                 ("#proxy", "http://proxy:99999", "PROXY_URL_INVALID"),
                 ("#noproxy", "http://bad/url, .ok.example", "NO_PROXY_INVALID"),
                 ("#cafile", str(not_pem), "CA_FILE_INVALID"),
