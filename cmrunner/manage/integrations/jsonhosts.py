@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import os
 
+from cmrunner.capture import hostevents
 from cmrunner.manage import hostconfig, mcp_config
 from cmrunner.manage.integrations.tomledit import Entry
 
 HOSTS = ("claude-code", "gemini")
-# The events `cm hook claude` / `cm hook gemini` handle (hooks/claude.py, hooks/gemini.py: EVENTS);
-# manage may not import the hooks room, so tests/test_agents_cli.py holds the two lists equal.
-CLAUDE_EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "PreCompact", "SessionEnd")
-GEMINI_EVENTS = ("SessionStart", "BeforeAgent", "AfterAgent", "PreCompress", "SessionEnd")
+CLAUDE_EVENTS = hostevents.CLAUDE_EVENTS  # what `cm hook claude` handles: one list, no drift
+GEMINI_EVENTS = hostevents.GEMINI_EVENTS
 CLAUDE_TIMEOUT_S = hostconfig.HOOK_TIMEOUT
 GEMINI_TIMEOUT_MS = hostconfig.HOOK_TIMEOUT * 1000
 SERVER = "common_memory"
