@@ -87,7 +87,7 @@ def _health(cm: str, home: str, env: dict[str, str], root: str) -> dict:
             "flushLine": flush.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] if flush.returncode else [],
             "committed": state == [("processed",)], "flushSeconds": round(seconds, 1),
             "lastDrainFailure": failure.get("code"), "isolatedGroups": [(g["issue"], g["count"])
-                                                                        for g in status.get("isolatedGroups", [])],
+                                                                        for g in status.get("problems", {}).get("isolated", [])],
             "isolated": len(status.get("isolatedSessions", []))}
 
 

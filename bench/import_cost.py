@@ -9,8 +9,10 @@ prose under headings (seeded, so every run imports the same bytes) is imported w
 ``cm import --no-wait --yes`` in a subprocess; the detached drain runs the real Memory Agent
 over the Responses protocol. Once no drain is left for the home (or the time bound passed: the
 row says so), the disclosure ledger is the ground truth for requests, bytes sent and tokens
-(input + output, as the spend caps count them), and the fake model's request log gives the
-largest single request body as received.
+(input + output, as the spend caps count them: here the fake model's own report, a quarter of
+each body's bytes), and the fake model's request log gives the largest single request body as
+received and, tokenized with o200k_base (``writer_proc.tokencount``), what a real provider of
+that tokenizer would count; the plan's estimate (what `cm import` printed) stands beside both.
 
 Caps: ``--caps default`` keeps the default spend caps (a run stops where a new user's would);
 ``--caps off`` lifts them to see the whole cost of a file.
@@ -37,6 +39,7 @@ from _util import CM, drain_pids, machine, write_section
 from cmrunner.core import config as config_mod, envfile
 from cmrunner.core.home import DataPaths
 from cmrunner.synthetic import fakemodel
+from cmrunner.writer_proc import tokencount
 
 KEY = "COMMON_MEMORY_API_KEY"
 SIZES = {"10k": 10_000, "100k": 100_000, "1m": 1_000_000, "5m": 5_000_000}
@@ -120,10 +123,12 @@ def run_one(label: str, size: int, caps_off: bool, bound: float) -> dict:
                 os.kill(pid, 15)
             requests = model.model_requests()
             largest = max((r.get("bytes") or 0 for r in requests), default=0)
+            o200k = sum(tokencount.estimate(json.dumps(r["body"], ensure_ascii=False, separators=(",", ":"))
+                                            .encode("utf-8"))[0] for r in requests)
             result = _ledger(home)
         planned = next((line for line in done.stdout.splitlines() if line.startswith("plan: ")), "")
         estimate = planned.split("about ", 1)[1].split(" tokens", 1)[0] if "about " in planned else "-"
-        result.update({"estimate": estimate, "size": os.path.getsize(path), "largest": largest, "seconds": seconds, "timed_out": timed_out,
+        result.update({"estimate": estimate, "o200k": o200k, "size": os.path.getsize(path), "largest": largest, "seconds": seconds, "timed_out": timed_out,
                        "import_exit": done.returncode, "import_out": done.stdout.strip().splitlines()[:6],
                        "fake_requests": len(requests)})
         return result
@@ -136,7 +141,7 @@ def _row(label: str, r: dict) -> str:
     jobs = ", ".join(f"{k} {v}" for k, v in sorted(r["jobs"].items()))
     parts = ", ".join(f"{k} {v}" for k, v in sorted(r["parts"].items()))
     return (f"| {label} ({r['size']:,} B) | {r['requests']} | {r['bytes']:,} | {r['bytes'] / r['size']:.1f}× | "
-            f"{r['tokens']:,} | {r['estimate']} | {r['largest']:,} | {r['seconds']:.0f} s, {end} | {parts} | {jobs} |")
+            f"{r['tokens']:,} | {r['o200k']:,} | {r['estimate']} | {r['largest']:,} | {r['seconds']:.0f} s, {end} | {parts} | {jobs} |")
 
 
 def main() -> None:
@@ -147,8 +152,8 @@ def main() -> None:
     parser.add_argument("--write", action="store_true")
     parser.add_argument("--label", choices=("before", "after"), default="after")
     args = parser.parse_args()
-    rows = ["| file | requests | bytes sent | sent / file | tokens (ledger) | plan's estimate | largest request (bytes) | "
-            "time | parts (observations) | jobs |", "|---|---:|---:|---:|---:|---:|---:|---|---|---|"]
+    rows = ["| file | requests | bytes sent | sent / file | tokens (ledger) | o200k of the requests | plan's estimate | largest request (bytes) | "
+            "time | parts (observations) | jobs |", "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|"]
     for label in args.sizes.split(","):
         result = run_one(label, SIZES[label], args.caps == "off", args.bound)
         print(json.dumps({label: result}), flush=True)

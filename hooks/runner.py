@@ -23,7 +23,7 @@ from cmrunner.core import jsonfast
 from cmrunner.core.errors import CmError, InputError
 from cmrunner.core.home import resolve_home
 
-INTERNAL_CODE = "INTERNAL_ERROR"
+INTERNAL_CODE = "INTERNAL_ERROR"  # the same as ``drainfailures.INTERNAL_CODE`` (not imported: hook budget)
 
 
 # The home this process works for, once known: an INTERNAL_ERROR is recorded there (``_record``).
@@ -55,22 +55,18 @@ def emit(result: dict) -> None:
 
 
 def _record(exc: Exception, process: str) -> None:
-    """Best effort: keep a cm bug where ``cm status`` shows it ("last drain failure", code
-    ``INTERNAL_ERROR``: class and ``file:line:function`` only). Loaded only on this path."""
+    """Keep a cm bug where ``cm status`` shows it ("last drain failure": class and
+    ``file:line:function`` only). Loaded only on this path."""
     if not _home:
         return
     try:
         from cmrunner.core import config as config_mod, drainfailures, store
         from cmrunner.core.home import DataPaths
 
-        conn = store.open_store(DataPaths(config_mod.load(_home[0]).data_root), store.HOOK_BUSY_MS)
-        try:
-            with store.immediate(conn, store.HOOK_BUSY_MS):
-                drainfailures.record(conn, process, exc, None, INTERNAL_CODE)
-        finally:
-            conn.close()
-    except Exception:  # the answer to the host matters more than the record
-        pass
+        paths = DataPaths(config_mod.load(_home[0]).data_root)
+    except Exception:  # no usable configuration: nowhere to record it
+        return
+    drainfailures.record_bug(paths, process, exc, store.HOOK_BUSY_MS)
 
 
 def run(body: Callable[[], dict], process: str = "hook") -> int:

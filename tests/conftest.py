@@ -99,6 +99,20 @@ def run_cm(args: list[str], stdin: bytes = b"", env: dict[str, str] | None = Non
     return subprocess.run([cm, *args], input=stdin, capture_output=True, env=env or hook_env(), timeout=timeout)
 
 
+def read_terminal(leader: int) -> str:
+    """Everything a pseudo-terminal's leader still holds once its process has ended."""
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the follower side is closed and all was read
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode()
+
+
 def on_terminal(args: list[str], env: dict[str, str] | None = None, stream: str = "stdout",
                 timeout: float = 30) -> tuple[subprocess.CompletedProcess[bytes], str]:
     """Run ``cm`` with ``stream`` (stdout or stderr) on a real pseudo-terminal and the other piped;
@@ -109,16 +123,7 @@ def on_terminal(args: list[str], env: dict[str, str] | None = None, stream: str 
         proc = subprocess.run([CM, *args], **streams, env=env or hook_env(), timeout=timeout)
         os.close(follower)
         follower = -1
-        chunks = []
-        while True:
-            try:
-                chunk = os.read(leader, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-        return proc, b"".join(chunks).decode()
+        return proc, read_terminal(leader)
     finally:
         os.close(leader)
         if follower >= 0:

@@ -6,13 +6,17 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 from agent_support import configure_remote, make_agent, policy, run_once
-from conftest import run_cm, wait_no_drain
+from conftest import db_rows, run_cm, wait_no_drain
 from mcp_support import configure, rows
+from tui_support import EDIT_POLICY, configure_model, drive, temp_hosts, wait_for
 from writer_support import admit
 
 from cmrunner.core import config as config_mod, store
+from cmrunner.manage import setupstate
 from cmrunner.synthetic import fakemodel
+from cmrunner.tui.app import CmApp
 from cmrunner.writer_proc import jobs
 
 TEXT = "Remember that I deploy with Nix flakes and review code in the morning."
@@ -66,6 +70,16 @@ def _point_at(home: str, base_url: str) -> None:
     envfile.update(home, {KEY_NAME: TEST_KEY})
 
 
+def _claim(paths, cfg) -> jobs.Job | None:
+    """What the drain's next claim takes (the job then holds a live lease)."""
+    conn = store.open_store(paths)
+    try:
+        with store.immediate(conn):
+            return jobs.claim(conn, cfg.scheduler, int(time.time() * 1000), force=True)
+    finally:
+        conn.close()
+
+
 def test_a_waiting_job_is_cancelled_and_the_queue_moves_on(home, tmp_path):
     failing = {"replies": [{"error": {"status": 500}}], "default": {"policy": True}, "policy": "ignore"}
     with fakemodel.running(str(tmp_path / "fm"), failing) as fm:
@@ -79,12 +93,7 @@ def test_a_waiting_job_is_cancelled_and_the_queue_moves_on(home, tmp_path):
         assert done.returncode == 0, done.stderr
         assert "1 job(s)" in done.stdout.decode()
         assert rows(paths, "SELECT state FROM jobs") == [("cancelled",)]
-        conn = store.open_store(paths)
-        try:
-            with store.immediate(conn):
-                job = jobs.claim(conn, cfg.scheduler, int(time.time() * 1000), force=True)
-        finally:
-            conn.close()
+        job = _claim(paths, cfg)
         assert job is not None and job.observation_ids == [second], "the cancelled job no longer blocks the queue"
         assert rows(paths, "SELECT id, state, text FROM observations WHERE id = ?", (first,)) == [(first, "cancelled", None)]
         assert len(fm.model_requests()) == sent_before
@@ -93,13 +102,7 @@ def test_a_waiting_job_is_cancelled_and_the_queue_moves_on(home, tmp_path):
 def test_a_job_being_committed_is_refused_and_says_so(home, tmp_path):
     paths = configure(home)
     oid = admit(paths, TEXT, "e1", batch="b1")
-    cfg = config_mod.load(home)
-    conn = store.open_store(paths)
-    try:
-        with store.immediate(conn):
-            job = jobs.claim(conn, cfg.scheduler, int(time.time() * 1000), force=True)
-    finally:
-        conn.close()
+    job = _claim(paths, config_mod.load(home))
     assert job is not None
     for target in (job.id, str(oid)):
         proc = run_cm(["cancel", target])
@@ -116,3 +119,37 @@ def test_unknown_targets_have_their_codes(home, tmp_path):
         proc = run_cm(["cancel", target])
         assert proc.returncode == 1 and proc.stderr.decode().startswith(f"cm: {code}: "), (target, proc.stderr)
     assert rows(paths, "SELECT state FROM observations") == [("pending",)]
+
+
+@pytest.mark.timeout(120)
+def test_processing_status_cancels_the_highlighted_job(home, tmp_path):
+    script = {"replies": [{"error": {"status": 401}}], "policy": EDIT_POLICY}
+    with fakemodel.running(str(tmp_path / "fake"), script) as fake:
+        configure_model(home, fake.base_url)
+        setupstate.finish(home)
+
+        async def steps(pilot):
+            await wait_for(pilot, "cm · Common Memory")
+            menu = pilot.app.screen.query_one("#column-1")
+            menu.focus()
+            menu.highlighted = 1
+            await pilot.press("enter")
+            await wait_for(pilot, "Memory Control · Adjust Memory")
+            await pilot.press(*"Please remember that I prefer tabs over spaces", "enter")
+            await wait_for(pilot, "Status: dead", timeout=60)
+            await pilot.press("escape")
+            menu = pilot.app.screen.query_one("#column-1")
+            menu.highlighted = 2
+            await pilot.press("enter")
+            await wait_for(pilot, "failed (Enter to retry)")
+            await pilot.press("x")
+            await wait_for(pilot, "cancelled: 1 item(s) deleted, never sent")
+            await wait_for(pilot, "No unfinished job.")
+            await pilot.press("escape", "escape")
+
+        drive(CmApp(home, discover=temp_hosts(str(tmp_path))), steps)
+        sent = len(fake.model_requests())
+    wait_no_drain(home)
+    assert db_rows(home, "SELECT state FROM jobs") == [("cancelled",)]
+    assert db_rows(home, "SELECT state, text FROM observations") == [("cancelled", None)]
+    assert sent == 1, "only the first, failed request was ever sent"

@@ -15,6 +15,8 @@ FORBIDDEN = ("cmrunner.writer_proc", "pydantic", "httpx", "httpx2", "openai", "m
              "psutil", "filelock", "dotenv", "orjson", "logging", "subprocess", "argparse",
              # the deep secret scan (detect-secrets and what it imports) runs off the hook path
              "detect_secrets", "cmrunner.secrets._deepscan", "yaml", "requests",
+             # SOCKS5 (httpx2[socks]) is the drain's only, imported when a SOCKS proxy is used
+             "socksio",
              # cheap alone, but paid by every event: a codec module that a text-mode open with an
              # encoding loads (signal is off the uncontended path too, but a drain running beside
              # the hook may contend the write gate, so it cannot be forbidden here)

@@ -111,7 +111,7 @@ def test_a_file_above_the_import_limit_is_refused_before_it_is_read(home, tmp_pa
 def test_split_keeps_a_text_that_fits_as_one_part():
     text = "# A\n\nshort\n"
     pieces = importplan.split(text, importer.blocks_of(text), 65_536, 1_000)
-    assert [(p.text, p.first_line, p.heading_path) for p in pieces] == [(text, 1, [])]
+    assert [(p.text, p.heading_path) for p in pieces] == [(text, [])]
     with pytest.raises(CmError) as caught:
         importplan.split("x" * 5000, importer.blocks_of("x" * 5000), 3000, 1000, "IMPORT_CHUNK_TOO_LARGE")
     assert caught.value.code == "IMPORT_CHUNK_TOO_LARGE"

@@ -15,10 +15,12 @@ import os
 
 from agent_support import configure_remote, make_agent, policy, read_doc, run_once
 from conftest import hook_env, run_cm
+from tui_support import drive, flat, temp_hosts, wait_for
 from writer_support import admit, rows
 
-from cmrunner.manage import adjust
+from cmrunner.manage import adjust, setupstate
 from cmrunner.synthetic import fakemodel
+from cmrunner.tui.app import CmApp
 from cmrunner.tui.memory import job_line, problem_lines
 from cmrunner.writer_proc import agent, jobs
 
@@ -69,6 +71,19 @@ def test_a_rejected_secret_then_no_submission_names_the_rule_the_section_and_the
     view = adjust.overview(home)
     assert cause in job_line(view.jobs[0]) and any(cause in line for line in problem_lines(view))
     assert any(group["remedy"] in line for line in problem_lines(view))
+    setupstate.finish(home)
+
+    async def steps(pilot):  # the real Processing Status screen shows the same cause and remedy
+        await wait_for(pilot, "cm · Common Memory")
+        menu = pilot.app.screen.query_one("#column-1")
+        menu.focus()
+        menu.highlighted = 2
+        await pilot.press("enter")
+        text = await wait_for(pilot, "failed (Enter to retry)")
+        assert flat(f"Failed 1 job(s) × {cause}") in text and flat(group["remedy"]) in text
+        await pilot.press("escape", "escape")
+
+    drive(CmApp(home, discover=temp_hosts(str(tmp_path))), steps)
     # Two attempts, each: the reads, the refused submission, the prose and the prose after the nudge.
     assert len(requests) == 2 * (READS + 3)
     for where in (printed, text, log, json.dumps(report), open(paths.db, "rb").read().decode("latin-1")):

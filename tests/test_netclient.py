@@ -103,7 +103,7 @@ def test_route_description_never_holds_credentials():
     ("custom", {"COMMON_MEMORY_PROXY_URL": "http://p:1"}, {}, {"urlEnv": "COMMON_MEMORY_PROXY_URL", "noProxy": "a*b"},
      "no_proxy_invalid"),
     ("custom", {}, {}, {"urlEnv": "COMMON_MEMORY_PROXY_URL"}, "proxy_config_invalid"),
-    ("custom", {"COMMON_MEMORY_PROXY_URL": "socks5://p:1080"}, {}, {"urlEnv": "COMMON_MEMORY_PROXY_URL"},
+    ("custom", {"COMMON_MEMORY_PROXY_URL": "socks4://p:1080"}, {}, {"urlEnv": "COMMON_MEMORY_PROXY_URL"},
      "proxy_config_invalid"),
     ("env", {}, {"HTTPS_PROXY": "http://p:99999"}, {}, "proxy_config_invalid"),
     ("env", {}, {"HTTPS_PROXY": "http://p:1/some/path"}, {}, "proxy_config_invalid"),

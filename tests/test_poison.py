@@ -9,6 +9,7 @@ loopback synthetic model.
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import textwrap
 import time
@@ -121,7 +122,7 @@ def test_a_poisoned_inbox_row_is_isolated_with_its_code_and_the_rest_is_committe
     assert db_rows(home, "SELECT COUNT(*) FROM pi_inbox") == [(1,)], "set aside, not dropped"
 
     report = json.loads(run_cm(["status", "--json"]).stdout)
-    [group] = report["isolatedGroups"]
+    [group] = report["problems"]["isolated"]
     assert (group["issue"], group["count"], group["detail"]) == ("UNEXPECTED_FAILURE", 1, detail)
     assert report["lastDrainFailure"] is None, "no drain stopped"
     text = run_cm(["status"]).stdout.decode()
@@ -219,3 +220,25 @@ def test_an_internal_error_at_the_hook_boundary_is_recorded_for_cm_status(home, 
         ("capture", "INTERNAL_ERROR", "KeyError", None)
     assert any(f.startswith("cmrunner/hooks/pi.py:") for f in failure["frames"])
     assert "marker-" not in json.dumps(failure)
+
+
+def test_a_status_of_an_old_store_reads_isolations_without_their_detail(home):
+    """`cm status` never migrates: a store from before m011 still shows its isolated sessions."""
+    configure_remote(home, "http://127.0.0.1:9/v1")
+    with lease_held(home):
+        _inject_poisoned_row(home, "pi:poisoned")
+    assert run_cm(["session-drain", "--home", home], timeout=60).returncode == 0
+    db = DataPaths(config_mod.load(home).data_root).db
+    conn = sqlite3.connect(db)
+    try:  # back to the shape m010 left (SQLite ≥ 3.35 drops a column)
+        conn.execute("ALTER TABLE codex_failures DROP COLUMN detail")
+    finally:
+        conn.close()
+    from cmrunner.views import status
+
+    conn = sqlite3.connect(db)
+    try:
+        [group] = status.problems(conn)["isolated"]
+    finally:
+        conn.close()
+    assert (group["issue"], group["count"], group["detail"]) == ("UNEXPECTED_FAILURE", 1, None)

@@ -7,7 +7,7 @@ import os
 import pty
 import subprocess
 
-from conftest import CM, Transcript, event, hook_env, run_cm, run_hook
+from conftest import CM, Transcript, event, hook_env, read_terminal, run_cm, run_hook
 from drain_support import check_end_state
 from history_support import SAID, run_commits
 from writer_support import admit, rows
@@ -83,17 +83,10 @@ def _answer_on_a_terminal(args: list[str], answer: bytes) -> tuple[int, str]:
     os.write(leader, answer)
     code = proc.wait(timeout=60)
     proc.stdout.close()
-    shown = []
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        shown.append(chunk)
-    os.close(leader)
-    return code, b"".join(shown).decode()
+    try:
+        return code, read_terminal(leader)
+    finally:
+        os.close(leader)
 
 
 def test_purge_asks_first(home, tmp_path):

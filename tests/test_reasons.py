@@ -44,6 +44,8 @@ NOT_RECORDED = {
     "PROJECT_ALREADY_REGISTERED", "PROJECT_PATH_NOT_FOUND", "INVALID_PROJECT_NAME", "UNKNOWN_PROJECT",
     "SUBMISSION_CONFLICT", "INVALID_TASK_KIND", "CODEX_RECOVERY_UNAVAILABLE",
     "CONFIG_MISSING", "CONFIG_BACKUP_FAILED",  # cm config init --force, in the terminal
+    "CONFIG_KEY_UNKNOWN",  # cm config get/set, in the terminal
+    "DATA_ROOT_NOT_PRIVATE",  # fsutil.data_root_problem: what cm status and cm doctor print, never stored
     # A lost lease is never recorded: the job belongs to whoever holds it now (writer.py).
     "STALE_LEASE",
 }

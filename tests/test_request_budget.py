@@ -7,6 +7,7 @@ import json
 import os
 import sqlite3
 
+import pytest
 from agent_support import configure_remote, job_row, make_agent, policy, run_once
 from conftest import run_cm, wait_no_drain
 from writer_support import admit
@@ -95,6 +96,7 @@ def _markdown(size: int) -> str:
     return "".join(parts)
 
 
+@pytest.mark.timeout(1500)
 def test_a_5_mb_import_costs_linearly_through_the_real_drain(home, tmp_path):
     """The issue's case: before, one 5 MB file re-sent a growing conversation up to 1.9 MB per
     request until the daily cap. Now every request stays within the budget and what is sent stays

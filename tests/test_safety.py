@@ -141,7 +141,8 @@ POSITIVE = [
     ("address.full", '{"shipping_address": "221B Baker St"}'),
     ("content.private_conversation", "Here is the full private conversation with Bob"),
     ("content.private_conversation", "完整私聊记录如下"),
-    ("secret.high_entropy", "remember " + "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiLEAKBARE22 for staging"),
+    ("secret.high_entropy", "remember the deploy token " + "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiLEAKBARE22 for staging"),
+    ("secret.high_entropy", "use " + "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiLEAKBARE22 as the deploy credential"),
     ("secret.high_entropy", "the signing key is " + "9f86d081884c7d659a2feaa0" + "c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"),
 ]
 

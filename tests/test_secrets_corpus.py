@@ -1,8 +1,8 @@
 """The one secret detector over the fake-secret corpus: every secret found, no look-alike flagged.
 
-Also the hostile spellings (invisible characters, look-alike letters, a key split across a line
-break or a section boundary, inline markup inside a key), the deep scan (detect-secrets' plugins)
-and the allow-list that marks a finding as not secret.
+Also the hostile spellings (invisible characters, look-alike letters, inline markup inside a key),
+lines and sections never joined into one token, the deep scan (detect-secrets' plugins) and the
+allow-list that marks a finding as not secret.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "fixtures"))
-from secrets_corpus import LOOKALIKES, SECRETS
+from secrets_corpus import LOOKALIKES, SECRETS, UNANCHORED
 
 from cmrunner.secrets import _deepscan, allowlist, safety
 
@@ -52,7 +52,6 @@ def test_no_lookalike_is_flagged(kind, text, deep):
     "ｓｋ－" + OPENAI[3:],                            # fullwidth (NFKC)
     "sk\u2011" + OPENAI[3:],                         # non-breaking hyphen
     AWS_ID.replace("A", "А", 1),                     # Cyrillic A
-    AWS_ID[:8] + "\n" + AWS_ID[8:],                  # a line break
     AWS_ID[:4] + "**" + AWS_ID[4:] + "**",           # emphasis inside
     AWS_ID[:6] + "`" + AWS_ID[6:] + "`",             # code span inside
     AWS_ID[:6] + "<!-- x -->" + AWS_ID[6:],          # an HTML comment inside
@@ -64,11 +63,20 @@ def test_hostile_spellings_are_still_the_key(spelled):
 @pytest.mark.parametrize("document", [
     f"# Preferences\n\n## Keys\nthe id is {AWS_ID[:8]}\n## {AWS_ID[8:]}\nmore\n",       # body end, next heading
     f"# Preferences\n\n## Cloud {AWS_ID[:10]}\n{AWS_ID[10:]} is where it ends\n",         # heading end, body start
-    f"# Preferences\n\n## {AWS_ID[:4]}\n## {AWS_ID[4:12]}\n## {AWS_ID[12:]}\n",           # three headings
     f"# Preferences\n\n## A\n- {OPENAI[:14]}\n\n## {OPENAI[14:]}\n> quoted\n",             # list item, heading
+    "# Preferences\n\n## Note: fact0xb06c9d\nfact0xb06c9d\n## Note: fact2x0d6789\nfact2x0d6789\n",  # issue 23
 ])
-def test_a_key_split_across_sections_of_a_rendered_document_is_found(document):
-    assert "secret.token_prefix" in secret_rules(document, False)
+def test_lines_and_sections_are_never_joined_into_one_token(document):
+    # Issue 23: joining made "secrets" of ids (fact2x0d6789fact2x0d6789Note). A key split by a
+    # heading is no longer a goal: turns and imports are scanned whole before any model sees them.
+    assert secret_rules(document, False) == [] and secret_rules(document, True) == []
+
+
+@pytest.mark.parametrize(("kind", "text"), UNANCHORED, ids=[k for k, _ in UNANCHORED])
+def test_a_random_token_no_keyword_names_is_not_a_finding(kind, text):
+    # The documented limit of the keyword-anchored generic rule (see secrets/_rules.py).
+    assert secret_rules(text, False) == []
+    assert secret_rules(f"the deploy token {text.split()[1]}", False) == ["secret.high_entropy"]
 
 
 def test_line_joins_do_not_make_secrets_of_prose():
@@ -94,7 +102,7 @@ def test_a_light_scan_never_imports_the_maintained_detector():
 def test_the_allow_list_drops_a_finding_by_fingerprint(tmp_path):
     home = str(tmp_path / "home")
     text = "the signing key is " + "9f86d081884c7d659a2feaa0" + "c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
-    other = "remember " + "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiLEAKBARE22 for staging"
+    other = "remember the token " + "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiLEAKBARE22 for staging"
     found = safety.scan_text(text)
     assert [v.rule_id for v in found] == ["secret.high_entropy"]
     try:

@@ -24,7 +24,7 @@ AWS_ID = "AK" + "IA" + "IOSFODNN7" + "EXAMPLE"
 OPENAI = "sk-" + "proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
 DOCUMENT = ("# Preferences\n\n## Editor\nVim with tabs.\n\n"
             f"## Cloud\nmy AWS secret is {AWS_SECRET} keep it handy\n\n"
-            f"## Region {AWS_ID[:10]}\n{AWS_ID[10:]} is the key id\n\n"
+            f"## Region {AWS_ID}\nthat is the key id\n\n"
             f"## Tokens\nthe key is {OPENAI[:9]}\u200b{OPENAI[9:]}\n\n"
             "## Tests\nRun pytest -q before each commit.\n")
 PIECES = [AWS_SECRET, AWS_SECRET[:16], AWS_SECRET[-16:], AWS_ID, AWS_ID[:10], OPENAI[9:], OPENAI[-16:]]
@@ -140,7 +140,7 @@ def test_import_and_flush_never_send_a_planted_secret(home, tmp_path):
         paths, _ = configure_remote(home, fm.base_url)
         env = hook_env(COMMON_MEMORY_HOME=home)
         notes = tmp_path / "notes.md"
-        notes.write_text(f"# Notes\n\nremember {AWS_SECRET} for staging\n")
+        notes.write_text(f"# Notes\n\nremember the staging secret key {AWS_SECRET}\n")
         imported = run_cm(["import", str(notes), "--no-wait"], env=env)
         assert imported.returncode == 1 and b"SENSITIVE_CONTENT_REJECTED" in imported.stderr
         assert_clean(imported.stdout + imported.stderr)
@@ -151,7 +151,7 @@ def test_import_and_flush_never_send_a_planted_secret(home, tmp_path):
         assert_clean(flushed.stdout + flushed.stderr)
         received = open(fm.log_path, "rb").read() if os.path.exists(fm.log_path) else b""
         assert fm.model_requests(), "the harmless turn reached the model"
-        # a hand-edited secret in memory stops the Writer from sending the document at all
+        # a hand-edited secret in memory: the Writer sends the document with that section withheld
         write_doc(paths, "preferences", DOCUMENT)
         admit(paths, "I like short answers.", "e3", batch="batch-3")
         again = run_cm(["flush"], env=env, timeout=120)

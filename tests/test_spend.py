@@ -17,6 +17,7 @@ from conftest import db_rows, hook_env, reap_drains, run_cm
 from writer_support import admit
 
 from cmrunner.core import config as config_mod, ledger, migrations, spend
+from cmrunner.core.configdefs import DEFAULT_SPEND
 from cmrunner.synthetic import fakemodel
 
 
@@ -68,7 +69,8 @@ def test_blocked_names_the_first_reached_cap_and_when_it_lifts(tmp_path):
 def test_the_spend_section_is_validated(home):
     data = config_mod.default_config(home)
     config_mod.save(home, {**data, "spend": {"tokensPerDay": 0, "requestsPerHour": None}})
-    assert config_mod.load(home).spend == {"requestsPerHour": None, "tokensPerDay": 0, "tokensPerMonth": 50_000_000}
+    assert config_mod.load(home).spend == {"requestsPerHour": None, "tokensPerDay": 0,
+                                              "tokensPerMonth": DEFAULT_SPEND["tokensPerMonth"]}
     for bad, field in (({"tokensPerDay": -1}, "spend.tokensPerDay"), ({"tokensPerDay": "5"}, "spend.tokensPerDay"),
                        ({"perYear": 5}, "spend.perYear"), ([], "spend")):
         with pytest.raises(Exception) as caught:

@@ -11,6 +11,7 @@ from tui_support import configure_model, drive, open_action, wait_for
 from writer_support import configure
 
 from cmrunner.core import config as config_mod, ledger, store
+from cmrunner.core.configdefs import DEFAULT_SPEND
 from cmrunner.manage import setupstate
 from cmrunner.tui.app import CmApp
 
@@ -39,7 +40,7 @@ def test_usage_screen_shows_the_days_and_saves_caps(home):
         assert "Tokens per day, last 30 days (busiest day: 4,100 tokens):" in text and "█" in text
         assert "global · user_explicit: 2 request(s)" in text
         day = pilot.app.screen.query_one("#tokensPerDay")
-        assert day.value == "5000000"
+        assert day.value == str(DEFAULT_SPEND["tokensPerDay"])
         day.value = "a lot"
         await pilot.press("enter")
         await wait_for(pilot, "INVALID_CAP: tokensPerDay takes a whole number")
@@ -53,6 +54,7 @@ def test_usage_screen_shows_the_days_and_saves_caps(home):
 
     drive(CmApp(home, start="manage"), open_action("usage", steps), size=(110, 60))
     reap_drains(home)
-    assert config_mod.load(home).spend == {"requestsPerHour": None, "tokensPerDay": 0, "tokensPerMonth": 50_000_000}
+    assert config_mod.load(home).spend == {"requestsPerHour": None, "tokensPerDay": 0,
+                                              "tokensPerMonth": DEFAULT_SPEND["tokensPerMonth"]}
     shown = run_cm(["usage", "caps"], env=hook_env(COMMON_MEMORY_HOME=home)).stdout.decode()
     assert "tokensPerDay: 0 (the Memory Agent is off)" in shown and "requestsPerHour: no cap" in shown

@@ -9,6 +9,7 @@ from conftest import hook_env, run_cm
 from writer_support import configure
 
 from cmrunner.core import ledger, store
+from cmrunner.core.configdefs import DEFAULT_SPEND
 from cmrunner.views import usage
 
 DAY = 86_400_000
@@ -52,11 +53,11 @@ def test_usage_reports_totals_groups_and_what_left_this_machine(home):
     assert "today (UTC):   2 request(s), 1,280 tokens" in text
     assert "by provider and model" in text and "api.example.com gpt-x (responses)" in text
     assert "what left this machine" in text and "project:tide" in text
-    assert "tokens today: 1,280 of 5.00 M" in text
+    assert "tokens today: 1,280 of 2.00 M" in text
 
     status = run_cm(["status"], env=env).stdout.decode()
     assert "spend:       today 1,280 tokens in 2 request(s), this month" in status
-    assert "(caps 5.00 M/day, 50.00 M/month)" in status
+    assert "(caps 2.00 M/day, 30.00 M/month)" in status
 
 
 def test_usage_on_a_fresh_home_says_nothing_was_sent(home):
@@ -78,7 +79,7 @@ def test_bad_since_and_bad_caps_get_a_code_and_change_nothing(home):
     assert proc.returncode == 1 and proc.stderr.decode().startswith("cm: INVALID_CAP: tokensPerDay takes a whole")
     assert open(f"{home}/config.json", "rb").read() == before
     shown = run_cm(["usage", "caps"], env=env).stdout.decode()
-    assert "tokensPerDay: 5,000,000" in shown and "requestsPerHour: 600" in shown
+    assert f"tokensPerDay: {DEFAULT_SPEND['tokensPerDay']:,}" in shown and "requestsPerHour: 600" in shown
 
 
 def test_the_chart_scales_to_the_busiest_day():

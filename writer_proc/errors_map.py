@@ -175,9 +175,17 @@ def _proxy_status(exc: BaseException) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def _socks_refused_credentials(exc: BaseException) -> bool:
+    # httpcore's SOCKS5 handshake: a rejected username/password, or a proxy that asks for an
+    # authentication method other than the one offered (credentials missing or not wanted).
+    return type(exc).__name__ == "ProxyError" and str(exc).startswith(("Invalid username/password", "Requested "))
+
+
 def from_transport(exc: BaseException, via_proxy: bool, after_headers: bool = False) -> AgentError:
     chain = _chain(exc)
     for link in chain:
+        if _socks_refused_credentials(link):
+            return failure("PROXY_AUTHENTICATION", "network", "proxy_authentication", False)
         status = _proxy_status(link)
         if status is not None:
             if status == 407:

@@ -44,6 +44,8 @@ Contract (every function runs inside the caller's ``BEGIN IMMEDIATE`` transactio
   ``AMBIGUOUS_JOB_ID`` (listing them), none ``UNKNOWN_JOB``.
 - Non-session work (relay, import) waits for the legacy thresholds: ``turnThreshold`` expressions,
   ``byteThreshold`` bytes, ``idleMs`` since the newest, ``maxWaitMs`` since the oldest, or a flush.
+  A claim of it stops before the observation that would take its text past one job's sources
+  (``budget.JOB_SOURCE_BYTES``), so the parts of a large import are claimed about one per job.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ import sqlite3
 from cmrunner.capture import observations
 from cmrunner.core import jobstore
 from cmrunner.core.errors import CmError
+from cmrunner.writer_proc import budget
 
 MAX_RECOVERIES = 5
 MAX_MODEL_FAILURES = 2
@@ -142,11 +145,14 @@ def claim(conn: sqlite3.Connection, scheduler: dict, now: int, force: bool = Fal
     else:
         if not _ready(conn, scheduler, now, force or flush_requested(conn)):
             return None
-        ids = []
-        for oid, o_scope, o_prov, o_kind, o_batch in observations.pending(conn):
+        ids, size = [], 0
+        for oid, o_scope, o_prov, o_kind, o_batch, o_bytes in observations.pending(conn):
             if (o_scope, o_prov, o_kind, o_batch) != (scope, provenance, "observation", None):
                 break
+            if ids and size + o_bytes > budget.JOB_SOURCE_BYTES:
+                break  # shaping would send it back (its bytes as sent are never fewer): not claimed at all
             ids.append(oid)
+            size += o_bytes
             if len(ids) >= scheduler["turnThreshold"]:
                 break
     job_id = os.urandom(16).hex()

@@ -11,7 +11,8 @@ Contract:
   in the private ``.env`` (lowercase beats uppercase within a source; a present empty value clears
   the group), and bypasses it by NO_PROXY (``noproxy``); ``custom`` takes the URL named by
   ``remote.proxy.urlEnv`` and its own ``noProxy``; no ``remote.proxy`` at all is the ``legacy``
-  route, which reads only the process environment. A malformed bypass list, proxy URL or CA
+  route, which reads only the process environment. A proxy URL is ``http``, ``https``,
+  ``socks5`` or ``socks5h`` (``PROXY_SCHEMES``). A malformed bypass list, proxy URL or CA
   file raises ``AgentError(CONFIGURATION)`` with reason ``no_proxy_invalid``,
   ``proxy_config_invalid`` or ``ca_config_invalid``. The reserved names
   ``COMMON_MEMORY_PROXY_URL`` and ``COMMON_MEMORY_CA_FILE`` are read from the private ``.env``
@@ -55,6 +56,10 @@ CA_FILE_LIMIT = 1 << 20
 RESERVED_PROXY_URL = "COMMON_MEMORY_PROXY_URL"
 RESERVED_CA_FILE = "COMMON_MEMORY_CA_FILE"
 PROXY_GROUPS = ("https_proxy", "http_proxy", "all_proxy", "no_proxy")
+# SOCKS5 (experimental, as the specification's custom proxy has it) goes through httpx2's own
+# ``socks`` extra (socksio), which httpx2 imports only when such a proxy is used: never on a hook
+# path, which does not import httpx2 at all. ``socks5h`` lets the proxy resolve the model's host.
+PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
 USER_AGENT = "cm-memory-agent/0.1"
 # What the route may read from the private .env (besides the key): the proxy variables, either case,
 # and the reserved proxy URL and CA file names.
@@ -153,7 +158,7 @@ def _check_proxy_url(url: str) -> str:
         _ = parts.port  # raises on a port outside 0-65535
     except ValueError:
         raise _config_error("proxy_config_invalid") from None
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname or parts.path not in ("", "/") \
+    if parts.scheme.lower() not in PROXY_SCHEMES or not parts.hostname or parts.path not in ("", "/") \
             or parts.query or parts.fragment:
         raise _config_error("proxy_config_invalid")
     return url

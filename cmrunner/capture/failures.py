@@ -72,5 +72,8 @@ def request_recovery_of(conn: sqlite3.Connection, issue: str | None) -> int:
 
 
 def listed(conn: sqlite3.Connection) -> list[tuple[str, str, int, str | None]]:
-    """Every failure on record as ``(recovery_id, issue, failed_at, detail)``, oldest first."""
-    return conn.execute("SELECT recovery_id, issue, failed_at, detail FROM codex_failures ORDER BY failed_at").fetchall()
+    """Every failure on record as ``(recovery_id, issue, failed_at, detail)``, oldest first (``cm status``
+    reads a store it never migrates: before ``m011_isolation_detail`` the detail is ``None``)."""
+    has_detail = any(row[1] == "detail" for row in conn.execute("PRAGMA table_info(codex_failures)"))
+    return conn.execute(f"SELECT recovery_id, issue, failed_at, {'detail' if has_detail else 'NULL'}"
+                        " FROM codex_failures ORDER BY failed_at").fetchall()

@@ -254,10 +254,11 @@ def pending_head_kind(conn: sqlite3.Connection) -> tuple | None:
 
 
 def pending(conn: sqlite3.Connection) -> sqlite3.Cursor:
-    """(id, scope, provenance, task kind, batch id) of every pending observation in admission
-    order, as a cursor: a caller that stops early reads no further."""
+    """(id, scope, provenance, task kind, batch id, text bytes) of every pending observation in
+    admission order, as a cursor: a caller that stops early reads no further."""
     return conn.execute(
-        "SELECT id, scope, provenance, task_kind, batch_id FROM observations WHERE state = 'pending' ORDER BY id"
+        "SELECT id, scope, provenance, task_kind, batch_id, COALESCE(length(CAST(text AS BLOB)), 0)"
+        " FROM observations WHERE state = 'pending' ORDER BY id"
     )
 
 

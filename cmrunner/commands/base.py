@@ -138,7 +138,7 @@ def _home(ctx: click.Context, may_be_new: bool = False) -> str:
     if explicit is not None and not may_be_new and not os.path.isdir(home):
         state = "is not a directory" if os.path.lexists(home) else "does not exist"
         raise CmError("HOME_NOT_FOUND", f"--home {home} {state}; check the path, or create a home there with "
-                                        "`cm config init --home …`")
+                                        "`cm config init --home …` (or try cm there: `cm demo --home …`)")
     # Every command that works on a home scans with the deep rules and that home's allow-list.
     safety.configure(home, deep=True)
     return home

@@ -49,6 +49,7 @@ def serve(ctx: click.Context, port: int, minutes: int) -> None:
         echo("point cm at it (or use these values in the `cm config` wizard):")
         echo(f"  echo {KEY} | {cm} config init --base-url {base} --model {MODEL_NAME} --api-key-stdin")
         echo(f"  {cm} network-test")
+        echo(f"a home that already has a model: {cm} config set remote.baseUrl {base}")
 
     try:
         fakemodel.run_server({"policy": "careful"}, minutes * 60.0, ready, port=port, models=(MODEL_NAME,))

@@ -24,13 +24,14 @@ DEFAULT_SCHEDULER = {
 }
 DEFAULT_SESSION_CACHE = {"maxSessionBytes": 8_388_608, "maxTotalBytes": 67_108_864, "contextTailTurns": 2}
 DEFAULT_TRASH_RETENTION_DAYS = 30  # history.trashRetentionDays: how long a removed section stays restorable
-# spend: the Memory Agent's caps (``null`` = none, 0 = off). A normal day of coding sessions uses
-# tens of thousands of tokens (docs/benchmarks.md: about 1,200 per user turn); a retry storm or a
-# runaway loop reaches these within hours and then waits instead of spending without bound.
+# spend: the Memory Agent's caps (``null`` = none, 0 = off), from a measured heavy day
+# (docs/benchmarks.md, "Default spend caps"): 1,227 tokens per user turn (bench/agent_cost.py, the
+# costlier one-call-per-response model) x 1,000 user turns = 1.23 M tokens; the daily cap leaves
+# 60 % above that, the monthly one 22 such days and a margin. A runaway stops within hours, then waits.
 # remote.maxRequestBytes: the largest serialized request the Memory Agent may send. Derived from
 # measurement (docs/benchmarks.md, "Import cost"): a request's fixed text (instructions, tools, task)
 # is about 10 KB, a job's sources at most one bulk page (64 KiB, escaped about 1.2x), the memory
 # documents at most 3 x 16 KiB read and up to as much written back: about 190 KiB; 256 KiB leaves
 # margin and stays near 65 k tokens, well inside the 128 k-token windows of current models.
 DEFAULT_MAX_REQUEST_BYTES = 262_144
-DEFAULT_SPEND = {"requestsPerHour": 600, "tokensPerDay": 5_000_000, "tokensPerMonth": 50_000_000}
+DEFAULT_SPEND = {"requestsPerHour": 600, "tokensPerDay": 2_000_000, "tokensPerMonth": 30_000_000}

@@ -6,6 +6,7 @@ Contract:
   the caller's), the exception's class name, a ``CmError``'s message (messages of other
   exceptions may quote anything, so they are never kept), the traceback as ``file:line:function``
   frames only, and the job the process held. Only the newest ``KEEP`` rows are kept.
+- ``record_bug`` does the same on its own connection for a boundary's ``INTERNAL_ERROR`` (best effort).
 - ``resolve`` marks every open drain or flush failure resolved when a later drain finishes cleanly, so
   ``cm status`` can tell a past crash from a current one.
 - ``latest`` returns the newest failure as a plain dict for ``cm status`` (text and JSON).
@@ -22,9 +23,12 @@ import traceback
 from types import TracebackType
 
 import cmrunner
+from cmrunner.core import store
 from cmrunner.core.errors import CmError
+from cmrunner.core.home import DataPaths
 
 CRASH_CODE = "DRAIN_CRASHED"
+INTERNAL_CODE = "INTERNAL_ERROR"  # what a hook, capture or MCP call answers for a cm bug
 KEEP = 20
 MAX_FRAMES = 16
 # The folder holding the installed ``cmrunner`` package: frames are shown relative to it.
@@ -66,6 +70,21 @@ def record(conn: sqlite3.Connection, process: str, exc: BaseException, job_id: s
     )
     conn.execute("DELETE FROM drain_failures WHERE id NOT IN (SELECT id FROM drain_failures ORDER BY id DESC LIMIT ?)",
                  (KEEP,))
+
+
+def record_bug(paths: DataPaths, process: str, exc: BaseException, busy_ms: int) -> None:
+    """Best effort, on a connection of its own: keep a cm bug that a boundary answered with
+    ``INTERNAL_CODE`` (a hook, a capture, an MCP call) where ``cm status`` shows it. A failure here
+    is swallowed: the answer to the host matters more than the record."""
+    try:
+        conn = store.open_store(paths, busy_ms)
+        try:
+            with store.immediate(conn, busy_ms):
+                record(conn, process, exc, None, INTERNAL_CODE)
+        finally:
+            conn.close()
+    except Exception:
+        pass
 
 
 def resolve(conn: sqlite3.Connection, now: int) -> None:

@@ -193,7 +193,7 @@ def prepare(cfg: config_mod.Config, paths: DataPaths, path: str, workspace_path:
     cap = cfg.disclosure.source_cap
     if cap is not None and cap - 32 < limit:
         limit, code = cap - 32, "IMPORT_CHUNK_TOO_LARGE"
-    empty = importplan.Piece("", 1, [], [])
+    empty = importplan.Piece("", [], [])
     reserve = budget.wire_bytes(_envelope(import_id, label, author, file_name, digest, 1, 1, empty))
     try:
         pieces = importplan.split(text, blocks_of(text), limit, reserve, code)

@@ -1,12 +1,12 @@
 """The plan of an import: the parts a text becomes, what they will cost, and whether to ask first.
 
 Contract (any imported text: ``cm import <file.md>`` today, other sources later):
-- ``split(text, limit)`` cuts a normalised Markdown text into parts at top-level block boundaries
-  (headings, paragraphs, lists, quotes, tables, code; markdown-it-py), preferring to start a part
-  at a heading once the current part is three quarters full; each part's envelope, read into a request,
-  takes at most ``limit`` wire bytes (``cmrunner.writer_proc.budget.wire_bytes``). A block too
-  large for a part is cut between its lines; a single line too large is refused before anything
-  is queued: ``SOURCE_TOO_LARGE`` (or ``IMPORT_CHUNK_TOO_LARGE`` when an explicit disclosure cap
+- ``split(text, blocks, limit, reserve)`` cuts a normalised Markdown text into parts at top-level
+  block boundaries (``blocks``: headings, paragraphs, lists, quotes, tables, code, from
+  markdown-it-py), preferring to start a part at a heading once the current part is three quarters
+  full; each part's envelope (its other fields take ``reserve``), read into a request, takes at
+  most ``limit`` wire bytes (``cmrunner.writer_proc.budget.wire_bytes``). A block larger than half a
+  part is cut between its lines; a single line that large is refused before anything is queued: ``SOURCE_TOO_LARGE`` (or ``IMPORT_CHUNK_TOO_LARGE`` when an explicit disclosure cap
   is the smaller limit), saying which line and what to do. Nothing is ever dropped or truncated:
   the parts' texts joined are the text.
 - A text that fits one part is one part (``part 1 of 1``), as before parts existed.
@@ -31,12 +31,13 @@ from cmrunner.core.errors import CmError
 from cmrunner.writer_proc import budget
 
 MAX_IMPORT_BYTES = 16 << 20
-# Above this estimate an import asks first (or needs --yes): about a tenth of a heavy coding day
-# (docs/benchmarks.md, "Default spend caps"); a file of up to about 50 KB of prose passes without a question.
+# Above this estimate an import asks first (or needs --yes): about a twelfth of a heavy coding day
+# (docs/benchmarks.md, "Default spend caps"); a file of up to about 130 KB of prose passes without a question.
 CONFIRM_TOKENS = 100_000
 # The cost shape of one part (one job), measured by bench/import_cost.py with a reader that makes
-# one tool call per response: its envelope is sent READS_PER_PART times (the read, then the
-# memory read and the submission carry it) and REQUESTS_PER_PART requests carry the fixed text.
+# one tool call per response: three requests (the task; the read; the memory manifest, after
+# which the submission ends the attempt), so the envelope is sent READS_PER_PART times and the
+# fixed instructions, tools and task REQUESTS_PER_PART times.
 READS_PER_PART = 2
 REQUESTS_PER_PART = 3
 FIXED_TOKENS_PER_REQUEST = 2_800
@@ -47,7 +48,6 @@ class Piece:
     """One part's text and where it sits in the file."""
 
     text: str
-    first_line: int           # 1-based line of the file where the part starts
     heading_path: list[str]   # the headings above the part's first line
     blocks: list[dict]        # the file's block index entries of this part, lines relative to the part
 
@@ -66,7 +66,7 @@ def split(text: str, blocks: list[dict], limit: int, reserve: int, cap_code: str
     lines = text.split("\n")
     room = limit - reserve
     if _lines_bytes(lines) + _index_bytes(blocks) <= room:
-        return [Piece(text, 1, [], blocks)]
+        return [Piece(text, [], blocks)]
     by_start: dict[int, list[dict]] = {}
     for blk in blocks:
         by_start.setdefault(blk["lines"][0] - 1, []).append(blk)
@@ -125,7 +125,7 @@ def _piece(lines: list[str], blocks: list[dict], starts: list[int], a: int, b: i
         heading_path = list(block["headingPath"])
         if block["kind"] == "heading" and block["lines"][0] - 1 < a:
             heading_path.append(_title(lines, block))
-    return Piece("\n".join(lines[a:b]), a + 1, heading_path, inside)
+    return Piece("\n".join(lines[a:b]), heading_path, inside)
 
 
 def _title(lines: list[str], heading: dict) -> str:

@@ -2,7 +2,8 @@
 
 Contract:
 - ``save`` validates everything before writing anything: a custom proxy URL must be an
-  ``http://`` or ``https://`` URL with a host and no path (credentials allowed), the bypass list
+  ``http://``, ``https://``, ``socks5://`` or ``socks5h://`` URL (SOCKS5 experimental) with a host
+  and no path (credentials allowed), the bypass list
   must parse with the ``noproxy`` grammar, a CA file must be an absolute path to a regular file of
   at most 1 MiB holding PEM certificates that load, and in ``env`` mode the NO_PROXY the process
   environment or the private ``.env`` supplies must parse too. Errors are ``CmError`` naming the
@@ -33,16 +34,18 @@ MODES = ("direct", "env", "custom")
 
 
 def check_proxy_url(url: str) -> str:
+    from cmrunner.writer_proc.netclient import PROXY_SCHEMES
+
     url = url.strip()
     parts = urlsplit(url)
     try:
         _ = parts.port
     except ValueError:
         raise CmError("PROXY_URL_INVALID", "the proxy URL has an invalid port") from None
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname or parts.path not in ("", "/") \
+    if parts.scheme.lower() not in PROXY_SCHEMES or not parts.hostname or parts.path not in ("", "/") \
             or parts.query or parts.fragment or any(c.isspace() for c in url):
-        raise CmError("PROXY_URL_INVALID", "the proxy URL must look like http://host:port (user:password@ allowed; "
-                                           "no path; SOCKS, PAC and NTLM are not supported)")
+        raise CmError("PROXY_URL_INVALID", "the proxy URL must look like http://host:port or socks5://host:port "
+                                           "(user:password@ allowed; no path; PAC and NTLM are not supported)")
     return url
 
 

@@ -9,7 +9,8 @@ Contract:
   NaN or Infinity, no lone surrogate, no NUL, bounded depth; ``INVALID_ARGUMENTS``,
   ``INVALID_TEXT`` or ``INPUT_TOO_DEEP`` naming the argument), so every refusal is cm's own ``isError`` result with
   ``structuredContent {code, message}``; messages name fields, never submitted values, paths or
-  provider text. Unexpected local failures become ``MEMORY_UNAVAILABLE``.
+  provider text. Unexpected local failures become ``MEMORY_UNAVAILABLE`` and are recorded for
+  ``cm status`` like a drain failure (``drainfailures.record_bug``, process ``mcp``).
 - Tools are synchronous and run in the SDK's worker threads: each call opens and closes its own
   SQLite connection (writing profiles only). The read profile needs no key and reads published
   Markdown through ``consumer.read``; it opens SQLite only, read-only, for a read that asks for
@@ -45,7 +46,7 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetad
 from mcp.types import CallToolResult, Completion, Resource as MCPResource, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
-from cmrunner.core import scopes, strictjson
+from cmrunner.core import drainfailures, poison, scopes, store, strictjson
 from cmrunner.core.errors import CmError
 from cmrunner.mcpserver import access as mcp_access
 from cmrunner.mcpserver.access import Access, Binding, ToolFailure
@@ -221,8 +222,10 @@ def _tool(binding: Binding, name: str, title: str, description: str, schema: dic
             if not isinstance(exc, ToolFailure) and exc.code != "MEMORY_UNAVAILABLE":
                 exc = mcp_access.unavailable(exc)
             return _failure(exc)
-        except Exception as exc:  # a local fault (disk, SQLite): report it safely, keep serving
+        except Exception as exc:  # a local fault (disk, SQLite) or a cm bug: report it safely, keep serving
             sys.stderr.write(f"cm mcp: {name} failed unexpectedly ({type(exc).__name__})\n")
+            if not poison.transient(exc):  # a cm bug, not a busy or broken disk
+                drainfailures.record_bug(binding.paths, "mcp", exc, store.DRAIN_BUSY_MS)
             return _failure(ToolFailure("MEMORY_UNAVAILABLE", "a local error stopped this call; nothing was "
                                                               "accepted; ask the user to run `cm status`"))
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)

@@ -26,7 +26,7 @@ from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 
 # Bump when a rule changes what it finds: entries of another detector version are ignored.
-DETECTOR = "cm-secrets-2"
+DETECTOR = "cm-secrets-3"
 FILE_NAME = "secret-findings.json"
 _LIMIT = 4 << 20
 _DOCUMENT_LIMIT = 1 << 20

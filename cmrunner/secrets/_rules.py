@@ -8,23 +8,31 @@ Contract
   Discord bot tokens, Telegram bot tokens, DigitalOcean, Shopify, Square, Databricks, Postman,
   HashiCorp Vault, Doppler, Grafana, Linear, Notion, age secret keys, Azure storage account keys.
   Case-sensitive, never inside a longer token.
-- ``entropy_findings(text)`` (rule ``secret.high_entropy``): a bare token of 20..1024 characters
-  from the base64/base64url alphabet that mixes upper case, lower case and digits, whose Shannon
-  entropy is at least ``ENTROPY_BITS[len]`` (about the 1st percentile of random strings of that
-  length), whose letter/digit classes change often (``MIN_SWITCH_RATIO``) and that is not made of
-  words (``MAX_WORDLIKE`` of its characters in lower-case runs of 4 or more, as camelCase and
-  snake_case identifiers are). Hex strings and lower-case alphanumeric strings of 32+ characters
-  count only after a credential word on the same line (``key``, ``secret``, ``token``, ...)
-  and never after a digest word (``sha``, ``hash``, ``commit``, ``digest``, ``checksum``, ...):
-  they cannot be told from digests otherwise. Never a finding: UUIDs, ``sec_`` refs, ``sha256:``
-  / ``sha1:`` digests, ``data:…;base64,`` payloads, URLs' paths and file paths (a token that is
-  all path segments of words), tokens that other rules own (JWTs, known prefixes).
-- ``prose_findings(text)`` (rule ``secret.credential``): "my password is X", "pw was X",
-  "the passcode for the router is X", "api key is X": a password word, up to four words of
-  context, a copula (is/was/is now/has been/will be/set to/was changed to; ``:`` and ``=`` are the
-  labelled rule's, with its tolerance of code), then a value that is
-  quoted, or holds a digit or a password symbol (``@#$%^&*+=~|``). All-letter unquoted values are
-  left out (prose like "the password is required"): a known limit.
+- ``entropy_findings(text)`` (rule ``secret.high_entropy``): keyword-anchored, as maintained
+  scanners' generic rules are (gitleaks' generic-api-key): a random-looking token counts only when
+  a credential keyword (key, secret, token, password, credential(s), creds, auth, bearer, cookie, signing;
+  a word or the last part of an identifier such as ``aws_secret_access_key``, never a host or path
+  part like ``auth.svc``) leads to it on the same line with at most a few words, an operator and
+  quotes in between (``_BETWEEN``) and no id word (sha, commit, request, trace, id, ...), or names
+  it right after (``<token> as the deploy credential``). A bare random token with no keyword is
+  not a finding: developer memory is full of them (KSUIDs, nanoids, provider object ids, base64
+  digests), and a key with a known format is caught by its prefix anyway. Random-looking: 20..1024
+  characters of the base64/base64url alphabet mixing upper case, lower case and digits, Shannon
+  entropy at least ``ENTROPY_BITS[len]`` (about the 1st percentile of random strings of that
+  length), letter/digit classes changing often (``MIN_SWITCH_RATIO``), not made of words
+  (``MAX_WORDLIKE``); or hex / lower-case alphanumeric of 32+ characters. Never a finding: UUIDs,
+  Stripe object ids and AWS resource ids (``_ID_SHAPE``), ``sec_`` refs, ``sha256:``-style
+  digests, ``data:…;base64,`` payloads, URLs' paths, file paths, tokens other rules own.
+- ``provider_findings`` also reads a GitHub token written in groups of four on one line
+  (``ghp_AbC1 dEf2 …``, one separator kind), and Doppler tokens with their environment segment.
+- ``prose_findings(text)`` (rule ``secret.credential``): "my password is X", "pw was X", "the
+  passcode for the router is X", "api key is X", "the credentials are X", and the same in German,
+  French, Spanish, Portuguese, Dutch and Russian (``Passwort … ist``, ``mot de passe … est``,
+  ``contraseña … es``); Chinese, Japanese and Korean (``密码是X``, ``パスワードはXです``,
+  ``비밀번호는 X``, the ASCII run after the particle); and ``.netrc`` lines (``machine … login …
+  password X``). The value must be quoted, or hold a digit or a password symbol, or be a single
+  word of 6+ letters that ends the sentence and is not a stop word ("the wifi password is
+  sunflower"; "the password is managed by …" goes on and is prose).
 The core of a finding is the token or value itself (what the fingerprint digests). Stdlib only.
 """
 
@@ -72,21 +80,39 @@ _PROVIDER = re.compile(
     r"|do[opr]_v1_[a-f0-9]{64}|shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}"
     r"|sq0(?:atp|csp)-[A-Za-z0-9_-]{22,43}|EAAA[A-Za-z0-9_-]{60}"
     r"|dapi[a-f0-9]{32}(?:-[0-9])?|PMAK-[a-f0-9]{24}-[a-f0-9]{34}"
-    r"|hv[sbr]\.[A-Za-z0-9_-]{24,}|dp\.(?:pt|st|sa|ct)\.[A-Za-z0-9]{40,}"
+    r"|hv[sbr]\.[A-Za-z0-9_-]{24,}|dp\.(?:pt|st|sa|ct|scim|audit)\.(?:[a-z0-9_-]{1,40}\.)?[A-Za-z0-9]{40,}"
     r"|gl(?:sa|c)_[A-Za-z0-9_+/=-]{32,}|lin_(?:api|oauth)_[A-Za-z0-9]{40}"
     r"|(?:secret|ntn)_[A-Za-z0-9]{43}(?![A-Za-z0-9])"
     r"|AGE-SECRET-KEY-1[0-9A-Z]{58}"
     r"|AccountKey=[A-Za-z0-9+/]{86}=="
     r")")
+# A GitHub token typed or read out in groups of four (``ghp_AbC1 dEf2 …``): one line, one separator kind.
+_GROUPED = re.compile(r"(?<![A-Za-z0-9_-])(gh[pousr]_)([A-Za-z0-9]{4}([ -])(?:[A-Za-z0-9]{4}\3){7}[A-Za-z0-9]{4})"
+                      r"(?![A-Za-z0-9])")
 _TOKEN = re.compile(r"[A-Za-z0-9+/_=-]{20,}")
 _HEX_OR_LOWER = re.compile(r"(?<![A-Za-z0-9_+/=-])[0-9a-z]{32,}(?![A-Za-z0-9_+/=-])|(?<![A-Za-z0-9_+/=-])"
                            r"[0-9A-F]{32,}(?![A-Za-z0-9_+/=-])")
-_CREDENTIAL_WORD = re.compile(
-    r"(?i)(?:key|secret|token|passw|pwd|credential|auth|private|signing|seed|salt|api|bearer|session|cookie"
-    r"|encryption|hmac)")
-_DIGEST_WORD = re.compile(
-    r"(?i)(?:sha|hash|digest|commit|checksum|md5|etag|revision|\brev\b|fingerprint|integrity|\bid\b|uuid|"
-    r"build|object|blob|tree|oid|version)")
+# Keyword anchors of the generic rule (as maintained scanners do: gitleaks' generic-api-key keywords),
+# as a word or the last part of an identifier (``aws_secret_access_key``, ``apiKey``), never a
+# host or path part (``auth.svc``, ``kms key/…``).
+_ANCHOR = re.compile(
+    r"(?i)(?<![a-z0-9])(?:[a-z0-9]{1,24}+[_-]){0,6}(?:api_?keys?|keys?|secrets?|tokens?|passw(?:or)?ds?|passphrase|pwd"
+    r"|credentials?|creds|auth|bearer|cookie|signing)(?![a-z0-9./-])")
+# What may stand between the keyword and the value: a few word characters (``secret for prod``,
+# ``token is``), then an operator and quotes, as in gitleaks' generic rule; a dash, slash or other
+# punctuation in between means the value belongs to something else.
+_BETWEEN = re.compile(r"[ \t\w.-]{0,24}[\s'\"]{0,3}(?:=|>|:{1,3}=|:|=>|,)?[\s`'\"=]{0,5}")
+_ID_WORD = re.compile(
+    r"(?i)(?:sha|hash|digest|commit|checksum|md5|etag|revision|\brev\b|fingerprint|integrity|\bids?\b|uuid|"
+    r"build|object|blob|tree|oid|version|request|trace|span|correlation|cache)")
+# The keyword right after the token: ``<token> as the deploy credential``, ``<token> is my api key``.
+_NAMED_AFTER = re.compile(
+    r"(?i)[ \t]{1,4}(?:is|as|was)[ \t]{1,4}(?:(?:the|my|our|a|an|your)[ \t]{1,4})?(?:[a-z]{1,16}[ \t]{1,4}){0,2}"
+    r"(?:api[ \t_-]?key|key|secret|token|password|passphrase|credential)s?(?![a-z0-9])")
+# Identifier shapes that are never secrets even after a keyword: Stripe object ids, AWS resource ids.
+_ID_SHAPE = re.compile(
+    r"(?:cus|pi|ch|sub|evt|in|price|prod|acct|req|txn|po|re|seti|src|pm|plan|ii|il|cs|file|ipi|pyr|tr|dp)"
+    r"_[A-Za-z0-9]{8,}|(?:i|vpc|sg|subnet|ami|snap|vol|eni|igw|rtb|acl|nat|lt|eipalloc)-[0-9a-f]{8,17}")
 _UUID = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}")
 _JWT_OR_KNOWN = re.compile(r"eyJ|gh[pousr]_|github_pat_|sk-|AKIA|ASIA|AIza|glpat-|xox")
 _DIGEST_PREFIXES = ("base64,", "sha256:", "sha1:", "sha512:", "sha384:", "md5:", "sha256-", "sha384-", "sha512-", "ssh-rsa ", "ssh-ed25519 ",
@@ -96,16 +122,26 @@ _LOWER_RUN = re.compile(r"[a-z]{4,}")
 _PATH_SEGMENT = re.compile(r"[A-Za-z][a-z]*[0-9]{0,3}|[A-Z]{2,5}[0-9]{0,3}|[0-9]{1,4}|[a-z]+(?:[_-][a-z0-9]+)*")
 
 _PASSWORD_WORD = (r"(?:pass(?:word|wd|phrase|code)s?|pwd?|api[ \t_-]?key|access[ \t_-]?key|secret(?:[ \t_-]key)?"
-                  r"|token)")
-_COPULA = (r"(?:(?:is|was|are|has[ \t]+been|will[ \t]+be)(?:[ \t]+(?:now|(?:set|changed|reset)[ \t]+to))?"
+                  r"|token|credentials|creds|passwort|kennwort|mot[ \t]+de[ \t]+passe|contrase(?:ñ|n)a|clave|senha"
+                  r"|wachtwoord|пароль)")
+_COPULA = (r"(?:(?:is|was|are|were|has[ \t]+been|will[ \t]+be|ist|lautet|war|est|était|es|era|é|è|это)"
+           r"(?:[ \t]+(?:now|(?:set|changed|reset)[ \t]+to|jetzt|maintenant|ahora))?"
            r"|(?:set|changed|reset)[ \t]+to)")
+_CONTEXT_WORD = r"(?:for|of|to|on|at|in|für|fur|von|vom|zum|zur|der|den|des|dem|du|de|la|le|del|da|do|pour|para|di)"
 _PROSE = re.compile(
-    rf"(?i)(?<![A-Za-z0-9_]){_PASSWORD_WORD}(?:[ \t]+(?:for|of|to|on|at|in)(?:[ \t]+[^\s:=]+){{1,4}}?)?"
-    rf"[ \t]+{_COPULA}[ \t]+(?P<quote>[\"'`“‘])?(?P<value>[^\s\"'`“”‘’]{{1,256}})")
+    rf"(?i)(?<![A-Za-z0-9_]){_PASSWORD_WORD}(?:[ \t]+{_CONTEXT_WORD}(?:[ \t]+[^\s:=]+){{1,4}}?)?"
+    rf"[ \t]+{_COPULA}[ \t]+(?P<quote>[\"'`“‘«])?(?P<value>[^\s\"'`“”‘’«»]{{1,256}})")
+# Chinese, Japanese and Korean: the value follows the particle with or without a space, and ends
+# where the ASCII ends (``密码是Tr0ub4dor，不要…``, ``パスワードはTr0ub4dorです``).
+_PROSE_CJK = re.compile(
+    r"(?:密码|密碼|口令|パスワード|暗証番号|비밀번호|암호)(?:[^\S\n]{0,4}(?:是|为|為|は|는|은)|[ \t]*[:：])[^\S\n]{0,4}"
+    r"(?P<quote>[\"'`“‘「])?(?P<value>[!#-&(-_a-~]{1,256})")
+# A .netrc line: the value follows the word ``password`` after a space.
+_NETRC = re.compile(r"(?i)(?<![a-z0-9_])machine[ \t]+\S+(?:[ \t]+login[ \t]+\S+)?[ \t]+password[ \t]+(?P<value>\S{2,256})")
 _VALUE_TRAILING = ".,;:!?)]}"
 _PASSWORD_SYMBOL = re.compile(r"[0-9@#$%^&*+=~|]")
 _PROSE_STOPWORDS = frozenset(
-    ["a", "an", "the", "not", "no", "required", "needed", "optional", "mandatory", "stored", "saved", "kept", "in", "on", "at", "of", "for", "my", "your", "our", "his", "her", "their", "its", "this", "that", "same", "different", "wrong", "correct", "incorrect", "invalid", "valid", "empty", "missing", "set", "unset", "expired", "changed", "reset", "hidden", "masked", "redacted", "secret", "private", "public", "weak", "strong", "long", "short", "too", "very", "still", "being", "managed", "rotated", "encrypted", "hashed", "sent", "shown", "visible", "there", "here", "what", "which", "where", "when", "how"])
+    ["a", "an", "the", "not", "no", "required", "needed", "optional", "mandatory", "stored", "saved", "kept", "in", "on", "at", "of", "for", "my", "your", "our", "his", "her", "their", "its", "this", "that", "same", "different", "wrong", "correct", "incorrect", "invalid", "valid", "empty", "missing", "set", "unset", "expired", "changed", "reset", "hidden", "masked", "redacted", "secret", "private", "public", "weak", "strong", "long", "short", "too", "very", "still", "being", "managed", "rotated", "encrypted", "hashed", "sent", "shown", "visible", "there", "here", "what", "which", "where", "when", "how", "unknown", "temporary", "generated", "random", "unchanged", "configured", "updated", "removed", "deleted", "revoked", "leaked", "compromised", "enforced", "disabled", "enabled", "ignored", "forgotten", "lost", "available", "unavailable", "blank", "none", "null", "correct", "accepted", "rejected", "wrong", "working", "fine", "ok", "okay", "known", "elsewhere", "somewhere", "inside", "below", "above", "attached", "provided", "supplied", "included", "encoded", "stale", "outdated", "obsolete", "mandatory", "bitwarden", "vault", "keychain", "onepassword", "1password", "lastpass"])
 
 
 def _entropy(token: str) -> float:
@@ -143,7 +179,24 @@ def _is_path(token: str) -> bool:
 
 
 def provider_findings(text: str) -> list[Finding]:
-    return [(m.start(), "secret.token_prefix", m.group()) for m in _PROVIDER.finditer(text)]
+    found = [(m.start(), "secret.token_prefix", m.group()) for m in _PROVIDER.finditer(text)]
+    if "gh" in text:
+        found += [(m.start(), "secret.token_prefix", m.group(1) + m.group(2).replace(m.group(3), ""))
+                  for m in _GROUPED.finditer(text)]
+    return found
+
+
+def anchored(text: str, start: int, end: int) -> bool:
+    """A credential keyword names the token at ``start:end`` on its line: before it, with only
+    ``_BETWEEN`` and no id word in between; or just after it (``… as the deploy credential``)."""
+    line_start = text.rfind("\n", 0, start) + 1
+    before = text[max(line_start, start - 60):start]
+    anchors = list(_ANCHOR.finditer(before))
+    if anchors:
+        between = before[anchors[-1].end():]
+        if _BETWEEN.fullmatch(between) is not None and _ID_WORD.search(between) is None:
+            return True
+    return _NAMED_AFTER.match(text, end) is not None
 
 
 def random_looking(token: str) -> bool:
@@ -169,16 +222,14 @@ def entropy_findings(text: str) -> list[Finding]:
             continue
         # A leading or trailing separator is punctuation, not part of the token.
         stripped = token.strip("-_/+")
-        if random_looking(stripped):
-            found.append((start + token.index(stripped), "secret.high_entropy", stripped))
+        at = start + token.index(stripped) if stripped else start
+        if random_looking(stripped) and not _ID_SHAPE.fullmatch(stripped) and anchored(text, at, at + len(stripped)):
+            found.append((at, "secret.high_entropy", stripped))
     for m in _HEX_OR_LOWER.finditer(text):
         token = m.group()
         if token.isalpha() or not any(c.isalpha() for c in token):
             continue
-        line_start = text.rfind("\n", 0, m.start()) + 1
-        before = text[max(line_start, m.start() - 60):m.start()]
-        labelled = _CREDENTIAL_WORD.search(before) and not _DIGEST_WORD.search(before) \
-            and not _UUID.search(text[max(0, m.start() - 1):m.end() + 1])
+        labelled = anchored(text, m.start(), m.end()) and not _UUID.search(text[max(0, m.start() - 1):m.end() + 1])
         if labelled and not (token.islower() and not _is_hex(token) and _wordlike(token) > MAX_WORDLIKE):
             found.append((m.start(), "secret.high_entropy", token))
     return found
@@ -203,13 +254,31 @@ def _excluded_context(text: str, start: int, token: str) -> bool:
 
 def prose_findings(text: str) -> list[Finding]:
     found: list[Finding] = []
-    for m in _PROSE.finditer(text):
-        value = m.group("value")
-        quoted = m.group("quote") is not None
-        if not quoted:
-            value = value.rstrip(_VALUE_TRAILING)
-        if len(value) < 4 or value.lower() in _PROSE_STOPWORDS:
-            continue
-        if quoted or _PASSWORD_SYMBOL.search(value):
-            found.append((m.start(), "secret.credential", value))
+    for pattern in (_PROSE, _PROSE_CJK):
+        for m in pattern.finditer(text):
+            value = _prose_value(text, m)
+            if value is not None:
+                found.append((m.start(), "secret.credential", value))
+    if "machine" in text:
+        found += [(m.start(), "secret.credential", m.group("value")) for m in _NETRC.finditer(text)
+                  if not m.group("value").startswith(("$", "<", "*"))]
     return found
+
+
+def _prose_value(text: str, m: re.Match[str]) -> str | None:
+    """The password a prose match names, or None (see the module contract)."""
+    value = m.group("value")
+    quoted = m.group("quote") is not None
+    if not quoted:
+        value = value.rstrip(_VALUE_TRAILING)
+    if len(value) < 4 or value.lower() in _PROSE_STOPWORDS:
+        return None
+    if quoted or _PASSWORD_SYMBOL.search(value):
+        return value
+    # An all-letter word counts only where it ends the sentence ("the wifi password is sunflower"):
+    # "the password is managed by …" goes on, and is prose.
+    end = text.find("\n", m.end())
+    rest = text[m.end():end if end >= 0 else len(text)].strip()
+    if len(value) >= 6 and value.isalpha() and value.isascii() and (not rest or rest[0] in ".;!,)"):
+        return value
+    return None

@@ -1,4 +1,4 @@
-"""Text views the secret scanner reads: invisible and confusable characters folded, lines joined.
+"""Text views the secret scanner reads: invisible and confusable characters folded, markup dropped.
 
 Contract
 - ``fold(text)`` returns the text a reader would see, for matching: format characters (Unicode
@@ -8,18 +8,17 @@ Contract
   ``sk-``, NBSP a space), dashes become ``-``, and Cyrillic/Greek letters that look like Latin ones
   become those Latin letters. Line breaks are kept, so line ``i`` of the result is line ``i`` of the
   input. ASCII text is returned as is (the common case costs one ``str.isascii``).
-- ``joined(lines)`` is the markup-insensitive view used by token rules: each (folded) line loses
-  its line break, its leading Markdown markup (heading hashes, quote markers, list bullets,
-  indentation) and its trailing space, and inline emphasis/code marks (``*``, `````, ``~~``) and
-  HTML comments inside it; the lines are then concatenated with nothing between them. So a token
-  split at a line break, even at the end of one section's body and the start of the next heading,
-  reads as one token. ``line_of(view, offset)`` maps an offset of the view back to its line.
-Stdlib only (``unicodedata``, ``re``, ``bisect``): the read path uses it.
+- ``unmarked(text)`` is the markup-insensitive view used by token rules, one line at a time: each
+  (folded) line that holds inline emphasis/code marks (``*``, `````, ``~~``) or an HTML comment is
+  given again without them (and without its leading Markdown markup), so ``AKIA**…**`` is one
+  token. Lines are never joined (issue 23): gluing the end of one line or section to the start of
+  the next made "tokens" of ordinary ids (``fact2x0d6789fact2x0d6789Note``), and a secret is stopped
+  on the way in, before any model could split one.
+Stdlib only (``unicodedata``, ``re``): the read path uses it.
 """
 
 from __future__ import annotations
 
-import bisect
 import re
 import unicodedata
 
@@ -66,39 +65,21 @@ def split_lines(text: str) -> list[str]:
     return _LINE.findall(text)
 
 
-class Joined:
-    """A markup-insensitive, line-joined view; ``starts[i]`` is where line ``i`` begins in ``text``.
+def unmarked(text: str) -> list[tuple[int, str]]:
+    """``(offset, line)`` for each line of already folded ``text`` that holds inline markup, without it.
 
-    ``marked`` lists the lines that lost inline markup (their joined text differs inside the line).
+    A line loses its leading Markdown markup (heading hashes, quote markers, list bullets,
+    indentation) and the inline emphasis/code marks (``*``, `````, ``~~``) and HTML comments inside
+    it, so ``AKIA**…**`` reads as one token. Lines are never joined: a token ends at its line break.
     """
-
-    __slots__ = ("text", "starts", "marked")
-
-    def __init__(self, text: str, starts: list[int], marked: list[int]) -> None:
-        self.text = text
-        self.starts = starts
-        self.marked = marked
-
-    def line_of(self, offset: int) -> int:
-        return max(0, bisect.bisect_right(self.starts, offset) - 1)
-
-
-def joined(lines: list[str]) -> Joined:
-    """The joined view of already folded lines (see the module contract)."""
-    parts: list[str] = []
-    starts: list[int] = []
-    marked: list[int] = []
-    size = 0
-    for index, line in enumerate(lines):
+    out: list[tuple[int, str]] = []
+    offset = 0
+    for line in split_lines(text):
         body = line.rstrip("\r\n")
-        body = body[_LEADING_MARKUP.match(body).end():]  # type: ignore[union-attr]  # the pattern matches the empty string
         if "*" in body or "`" in body or "~" in body or "<!--" in body:
+            body = body[_LEADING_MARKUP.match(body).end():]  # type: ignore[union-attr]  # matches the empty string
             stripped = _INLINE_MARKUP.sub("", body)
             if stripped != body:
-                marked.append(index)
-            body = stripped
-        body = body.rstrip(" \t")
-        starts.append(size)
-        parts.append(body)
-        size += len(body)
-    return Joined("".join(parts), starts, marked)
+                out.append((offset, stripped))
+        offset += len(line)
+    return out

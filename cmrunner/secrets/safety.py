@@ -100,16 +100,19 @@ Rules (ids from the reference) and the decisions taken where the reference is si
   "full private chat/conversation", which is what is implemented.
 - Before any rule, text is folded (``_textnorm.fold``): zero-width and other invisible characters
   removed, NFKC, dashes and Latin look-alike letters folded, so ``sk-<ZWSP>…`` is a key. Token rules
-  (prefixes, provider formats, entropy) also read the markup-insensitive line-joined view
-  (``_textnorm.joined``), so a key split at a line break, or at a section boundary of a rendered
-  document, or broken up by ``**``/backticks, is still one key.
+  (prefixes, provider formats, entropy) also read each line without its inline markup
+  (``_textnorm.unmarked``), so a key broken up by ``**``/backticks is still one key. Lines and
+  sections are never joined into one token (issue 23: that made secrets of ids); a secret is
+  stopped on the way in, before any model could split one across lines.
+- ``secret.credential`` also takes generic identifiers ending in ``_secret``/``_token``
+  (``JWT_SECRET=…``, ``DOPPLER_TOKEN=…``) when the value is 8+ characters and not one plain word.
+- An unlabelled number that an id label names (``trace_id=…``, ``order #…``) is not a card.
 - Object members pair up: for ``{"password": "hunter2"}`` the labelled rules also run over
   ``key + ": " + start of value``, reported at the value's path (the hit must start in the key).
 """
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import os
 import re
@@ -145,7 +148,7 @@ _TRAILING = r"[,;.)}\]]*"
 _CREDENTIAL = re.compile(
     rf"(?P<label>api{_W}keys?|access{_W}tokens?|refresh{_W}tokens?|auth{_W}tokens?|passwords?|passwd"
     rf"|passphrase|cookies?|session{_W}secrets?|client{_W}secrets?|secret{_W}(?:access{_W})?keys?"
-    rf"|private{_W}keys?|recovery{_W}codes?|助记词|密码|私钥)"
+    rf"|private{_W}keys?|recovery{_W}codes?|助记词|密码|私钥|(?P<generic>(?:[a-z0-9]{{1,24}}+_){{1,6}}(?:secret|token)s?))"
     rf"{_OPEN}(?P<sep>:=|=>|[:：]|=(?!=)){_OPEN_VALUE}(?P<value>[^\s\"'`\\]{{0,256}})")
 _AUTHORIZATION = re.compile(
     rf"authorization{_OPEN}[:=]{_OPEN}(?:bearer|basic)[ \t]{{1,16}}(?P<labelled>[a-z0-9._~+/-]{{12,512}}={{0,2}})"
@@ -172,7 +175,7 @@ _PRIVATE_CONVERSATION = re.compile(r"full[ \t]{1,16}private[ \t]{1,16}(?:chat|co
 _PRIVATE_KEY = re.compile(r"-----BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----(?:\s|\\[nr]){0,8}[A-Za-z0-9+/=]{0,64}")
 _CREDENTIAL_URL = re.compile(
     r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,31}://(?P<userinfo>[^\s/:@?#\"'<>]{0,256}"
-    r":(?P<password>[^\s/@?#\"'<>]{1,256}))@(?P<host>[^\s/@?#\"'<>:]{1,256})")
+    r":(?P<password>[^\s/@?\"'<>]{1,256}))@(?P<host>[^\s/@?#\"'<>:]{1,256})")
 _TOKEN_PREFIX = re.compile(
     r"(?<![A-Za-z0-9_-])(?:gh[pousr]_[A-Za-z0-9]{20,255}|github_pat_[A-Za-z0-9_]{20,255}"
     r"|(?P<openai>sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,512})|(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])"
@@ -188,6 +191,7 @@ _UUID = re.compile(
     r"(?<![0-9A-Fa-f-])[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}(?![0-9A-Fa-f-])")
 # A maximal digit run not glued to a word, a sign or a decimal/thousands separator; digit-led
 # (lookbehinds after the first digit) so that the engine can skip ahead to digits.
+_ID_LABEL = re.compile(r"(?i)(?:id|trace|span|request|order|invoice|build|epoch|timestamp|ts)[ \t]*[=:#][ \t]*$")
 _DIGIT_GROUP = re.compile(
     r"[0-9](?<![A-Za-z0-9_+][0-9])(?<![^0-9]-[0-9])(?<!^-[0-9])(?<![0-9][.,][0-9])[0-9]*(?![A-Za-z0-9_])(?![.,][0-9])")
 
@@ -208,10 +212,6 @@ _ATTRIBUTE_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 _CREDENTIAL_WORD = re.compile(r"pass|pwd|secret|token|key|cookie|cred|auth", re.I)
 _LABEL_SPACING = re.compile(r"[_ -]")
 _PEM_SPACING = re.compile(r"\s|\\[nr]")
-_JOINED_TOKEN = re.compile(r"[A-Za-z0-9+/_=.:~-]{8,}")
-_JOIN_SPAN = 3
-_MAX_PIECES = 2048
-_MIN_TOKEN = 20  # no token rule matches fewer characters
 
 _RESERVED_EMAIL_DOMAINS = ("example.com", "example.net", "example.org")
 _RESERVED_EMAIL_SUFFIXES = (".example", ".test", ".invalid", ".localhost")
@@ -286,6 +286,17 @@ def fingerprint(rule_id: str, core: str) -> str:
     """First 16 hex digits of a domain-separated sha256 over the rule id and the hit's core."""
     digest = hashlib.sha256(_FINGERPRINT_DOMAIN + rule_id.encode() + b"\x00" + core.encode("utf-8", "surrogatepass"))
     return digest.hexdigest()[:16]
+
+
+def preview(text: str, mark: str, deep: bool = True) -> str | None:
+    """The matched span of the finding whose fingerprint is ``mark`` in ``text``, masked: its first and last
+    characters and its length (``w…2 (38)``); all masked when it is 6 characters or fewer.
+    For the user's own terminal (``cm secrets list``) only: never logged, stored or sent."""
+    for _, rule_id, core in findings(text, deep):
+        if fingerprint(rule_id, core) == mark:
+            shown = "…" if len(core) <= 6 else f"{core[0]}…{core[-1]}"
+            return f"{shown} ({len(core)})"
+    return None
 
 
 def scan_text(text: str, field_path: str = "", *, deep: bool | None = None) -> list[Violation]:
@@ -372,12 +383,11 @@ def findings(text: str, deep: bool = False) -> list[Finding]:
     found = _rule_findings(text)
     found += _rules.provider_findings(text) + _rules.prose_findings(text)
     found += _rules.entropy_findings(text)
-    if "\n" in text or "*" in text or "`" in text or "<!--" in text or "~~" in text:
-        # A joined token that contains a token the same rule already found is that token glued to
-        # the next line's first word (a key at the end of a section, then the next heading).
+    if "*" in text or "`" in text or "<!--" in text or "~~" in text:
+        # A token found again once markup is dropped is the same token (reported once, by the plain scan).
         plain = [(rule, core) for _, rule, core in found if rule in SECRET_RULES]
-        found += [hit for hit in _joined_findings(text) if not any(rule == hit[1] and core in hit[2]
-                                                                   for rule, core in plain)]
+        found += [hit for hit in _unmarked_findings(text) if not any(rule == hit[1] and core in hit[2]
+                                                                     for rule, core in plain)]
     if deep:
         from cmrunner.secrets import _deepscan
 
@@ -385,44 +395,14 @@ def findings(text: str, deep: bool = False) -> list[Finding]:
     return _without_overlaps(found)
 
 
-def _joined_findings(text: str) -> list[Finding]:
-    """Token hits of the line-joined view (a key split at a line break or by inline markup).
-
-    Only what the join creates is scanned: each token of the view that crosses the start of a
-    line, and each line whose inline markup was dropped; the rest was scanned as plain text. A
-    joined token may have a word of the neighbouring line glued to either end, so every run of two
-    or three whole lines inside it is tried as well (a key in up to ``_JOIN_SPAN`` pieces).
-    """
-    lines = _textnorm.split_lines(text)
-    view = _textnorm.joined(lines)
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line))
-    pieces: list[tuple[int, str]] = []
-    for m in _JOINED_TOKEN.finditer(view.text):
-        start, end = m.span()
-        first = bisect.bisect_right(view.starts, start)
-        inner = [at for at in view.starts[first:bisect.bisect_left(view.starts, end, first)] if at > start]
-        if not inner:
-            continue
-        cuts = [start, *inner, end]
-        if len(cuts) - 1 <= _JOIN_SPAN:
-            pieces.append((start, m.group()))
-        for i in range(min(len(cuts) - 2, _MAX_PIECES)):  # bounded: thousands of tiny lines are one token
-            for j in range(i + 2, min(len(cuts), i + 1 + _JOIN_SPAN)):
-                if cuts[j] - cuts[i] >= _MIN_TOKEN and (i, j) != (0, len(cuts) - 1):
-                    pieces.append((cuts[i], view.text[cuts[i]:cuts[j]]))
-        if len(pieces) > _MAX_PIECES:
-            break
-    for index in view.marked:
-        end = view.starts[index + 1] if index + 1 < len(view.starts) else len(view.text)
-        pieces.append((view.starts[index], view.text[view.starts[index]:end]))
+def _unmarked_findings(text: str) -> list[Finding]:
+    """Token hits of each line read without its inline markup (a key broken up by ``**`` or backticks)."""
     hits: list[Finding] = []
-    for at, piece in pieces:
-        found = [(m.start(), "secret.token_prefix", m.group()) for m in _TOKEN_PREFIX.finditer(piece)
+    for at, line in _textnorm.unmarked(text):
+        found = [(m.start(), "secret.token_prefix", m.group()) for m in _TOKEN_PREFIX.finditer(line)
                  if _plausible_token(m)]
-        found += _rules.provider_findings(piece) + _rules.entropy_findings(piece)
-        hits += [(offsets[view.line_of(at + offset)], rule, core) for offset, rule, core in found]
+        found += _rules.provider_findings(line) + _rules.entropy_findings(line)
+        hits += [(at + offset, rule, core) for offset, rule, core in found]
     return hits
 
 
@@ -503,6 +483,8 @@ def _credential(m: re.Match[str], text: str) -> tuple[str, str] | None:
     value = _group(m, text, "value")
     if _benign_credential(value, _group(m, text, "label"), m.group("sep"), m.group("quote") is not None):
         return None
+    if m.group("generic") is not None and not _secret_like(value):
+        return None  # ``next_page_token: first``, ``csrf_token = form``: names, not secrets
     return ("secret.credential", value.rstrip(",;"))
 
 
@@ -578,6 +560,11 @@ def _benign_credential(value: str, label: str, separator: str, quoted: bool) -> 
     return separator == "=" and same_name
 
 
+def _secret_like(value: str) -> bool:
+    """At least 8 characters and not one plain word: what a value under a generic ``*_SECRET`` / ``*_TOKEN`` name needs."""
+    return len(value) >= 8 and not (value.isalpha() and (value.islower() or value.isupper()))
+
+
 def _mixes_letters_and_digits(token: str) -> bool:
     return any(ch.isdigit() for ch in token) and any(ch.isalpha() for ch in token)
 
@@ -640,10 +627,12 @@ def _card_findings(text: str) -> list[Finding]:
     candidates += _luhn_windows(chain)
     if not candidates:
         return []
-    # Rare, so UUIDs are looked for only now; a window that touches one is dropped.
+    # Rare, so UUIDs are looked for only now; a window that touches one is dropped, and so is a
+    # number that an id label names (``trace_id=9919…``: 19-digit ids pass Luhn one time in ten).
     uuids = [m.span() for m in _UUID.finditer(text)]
     return [(start, rule, digits) for start, rule, digits in candidates
-            if not any(start < end and begin < _window_end(text, start, digits) for begin, end in uuids)]
+            if not any(start < end and begin < _window_end(text, start, digits) for begin, end in uuids)
+            and _ID_LABEL.search(text, max(0, start - 24), start) is None]
 
 
 def _window_end(text: str, start: int, digits: str) -> int:

@@ -6,11 +6,12 @@ Contract
   The cut is this module's own, so it also works for a hand-edited document that
   ``sections.parse`` would refuse; the findings cache stores unit indexes of this same cut.
 - ``scan_units(markdown, deep)`` returns the ``secret.*`` findings of a document as
-  ``UnitFinding(unit, rule, fingerprint, title_shown)``: the whole document is scanned first (so
-  a key split across units is seen, see ``safety``); only if it holds something is each unit
-  scanned to place it. A finding no single unit holds belongs to every unit of the shortest run of
-  neighbouring units that holds it (the whole document if none). ``title_shown`` is False when the
-  heading line takes part in the finding: then the placeholder does not repeat the heading.
+  ``UnitFinding(unit, rule, fingerprint, title_shown)``: the whole document is scanned first, and
+  only if it holds something is each unit scanned to place it. The scanner never joins lines, so a
+  finding lies within one unit; one that no single unit holds (a private key block that a heading
+  line cuts) belongs to every unit of the shortest run of neighbouring units that holds it (the
+  whole document if none). ``title_shown`` is False when the heading line takes part in the
+  finding: then the placeholder does not repeat the heading.
   Personal-data rules (e-mail, phone, ...) are the Writer's concern and are not withheld here.
 - ``document(markdown, target, home, paths, deep)`` is what a reader delivers: the findings come
   from the findings cache (``_cache``, keyed by the document's sha256) when it has them,

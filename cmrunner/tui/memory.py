@@ -356,6 +356,9 @@ def problem_lines(view: adjust.Overview) -> list[str]:
     for group in problems.get("dead", []):
         lines.append(f"Failed {group['count']} job(s) × {group['cause']}: {group['reason']}.")
         lines.append(f"  Remedy: {group['remedy']} (or Enter on the job below).")
+    for group in problems.get("isolated", []):
+        lines.append(f"Set aside {group['count']} session(s) × {group['issue']}: {group['reason']}.")
+        lines.append(f"  Remedy: {group['remedy']}.")
     if view.waiting:
         lines.append(f"Waiting: {view.waiting['message']}.")
     if view.last_failure:

@@ -51,7 +51,7 @@ HOOK_TABLES_VERSION = 8
 
 
 def problems(conn: sqlite3.Connection) -> dict:
-    """Quarantined observations and dead jobs grouped by code, with reason and remedy."""
+    """Quarantined observations, dead jobs and isolated sessions grouped by code, with reason and remedy."""
     from cmrunner.writer_proc import jobs
 
     quarantined = []
@@ -69,7 +69,7 @@ def problems(conn: sqlite3.Connection) -> dict:
                      "failure": group.failure, "rejection": group.rejection, "count": len(group.ids),
                      "observations": group.held, "reason": entry.reason,
                      "remedy": reasons.remedy(group.issue, "dead", short, group.rejection), "jobIds": short})
-    return {"quarantined": quarantined, "dead": dead}
+    return {"quarantined": quarantined, "dead": dead, "isolated": isolated_groups(failures.listed(conn))}
 
 
 def job_list(conn: sqlite3.Connection) -> dict:
@@ -129,9 +129,8 @@ def gather(home: str) -> dict:
     report["observations"] = {}
     report["jobs"] = {}
     report["isolatedSessions"] = []
-    report["isolatedGroups"] = []
     report["hookRejections"] = []
-    report["problems"] = {"quarantined": [], "dead": []}
+    report["problems"] = {"quarantined": [], "dead": [], "isolated": []}
     report["jobList"] = {"jobs": [], "total": 0}
     report["lastDrainFailure"] = None
     report["history"] = None
@@ -155,16 +154,14 @@ def gather(home: str) -> dict:
             ]
         report["observations"] = observations.count_by_state(conn)
         report["jobs"] = jobstore.count_by_state(conn)
-        isolated = failures.listed(conn)
         if version >= CANCELLATIONS_SCHEMA:
             cancels, cancelled = observations.cancellations(conn)
             report["cancelled"] = {"cancels": cancels, "observations": cancelled}
         report["isolatedSessions"] = [
             {"recoveryId": row[0], "issue": row[1], "failedAt": row[2], "detail": row[3],
              "reason": reasons.explain(row[1]).reason, "remedy": reasons.remedy(row[1], "isolated", [row[0]])}
-            for row in isolated
+            for row in failures.listed(conn)
         ]
-        report["isolatedGroups"] = isolated_groups(isolated)
         report["problems"] = problems(conn)
         report["jobList"] = job_list(conn)
         report["lastDrainFailure"] = drainfailures.latest(conn)
@@ -277,7 +274,7 @@ def problem_lines(report: dict) -> list[str]:
         lines.append(f"dead:        {group['count']} job(s) × {group['cause']} ({group['observations']} observation(s)): "
                      f"{group['reason']}")
         lines.append(f"             remedy: {group['remedy']}")
-    for group in report.get("isolatedGroups", []):
+    for group in report.get("problems", {}).get("isolated", []):
         where = f" ({group['detail']})" if group.get("detail") else ""
         lines.append(f"isolated:    {group['count']} session(s) × {group['issue']}{where}: {group['reason']}")
         lines.append(f"             remedy: {group['remedy']}")

@@ -1,4 +1,5 @@
-"""A loopback HTTP proxy for tests: CONNECT tunnels, absolute-form forwarding, optional Basic auth.
+"""A loopback HTTP and SOCKS5 proxy for tests: CONNECT tunnels, absolute-form forwarding, SOCKS5
+CONNECT, optional credentials.
 
 Contract:
 - Binds ``127.0.0.1`` on an ephemeral port and writes it (atomically) to ``--port-file``; exits
@@ -10,6 +11,10 @@ Contract:
   removed before forwarding. ``--fail-status N`` answers every request with status N instead.
 - Logs one JSONL line per request to ``--log``: ``method``, ``target``, ``authorized`` (bool) and
   ``status``; never a header value.
+- A connection whose first byte is 5 speaks SOCKS5 (RFC 1928) instead: CONNECT to an IPv4,
+  IPv6 or domain target, with username/password authentication (RFC 1929) when credentials are
+  set, and no authentication otherwise; it is logged with ``method`` ``SOCKS5`` and status 200,
+  403 (not loopback), 407 (bad credentials) or 502.
 - ``running(workdir, credentials=None)`` starts it for a test and always stops it by PID.
 Stdlib only.
 """
@@ -75,8 +80,71 @@ class ProxyHandler(socketserver.StreamRequestHandler):
     def _reply(self, status: int, reason: str, extra: str = "") -> None:
         self.wfile.write(f"HTTP/1.1 {status} {reason}\r\n{extra}Content-Length: 0\r\nConnection: close\r\n\r\n".encode())
 
+    def _recv(self, count: int) -> bytes:
+        data = b""
+        while len(data) < count:
+            chunk = self.connection.recv(count - len(data))
+            if not chunk:
+                raise ConnectionError("the client went away")
+            data += chunk
+        return data
+
+    def _socks5(self) -> None:
+        """One SOCKS5 CONNECT (the version byte was read)."""
+        methods = self._recv(self._recv(1)[0])
+        wanted = 2 if self.expected is not None else 0
+        if wanted not in methods:
+            self.connection.sendall(b"\x05\xff")
+            return
+        self.connection.sendall(bytes([5, wanted]))
+        authorized = True
+        if wanted == 2:
+            self._recv(1)  # the sub-negotiation's version
+            user = self._recv(self._recv(1)[0])
+            password = self._recv(self._recv(1)[0])
+            authorized = base64.b64encode(user + b":" + password).decode() == self.expected
+            self.connection.sendall(b"\x01\x00" if authorized else b"\x01\x01")
+            if not authorized:
+                self._log("SOCKS5", "", False, 407)
+                return
+        _version, command, _reserved, kind = self._recv(4)
+        if kind == 1:
+            host = socket.inet_ntop(socket.AF_INET, self._recv(4))
+        elif kind == 4:
+            host = socket.inet_ntop(socket.AF_INET6, self._recv(16))
+        else:
+            host = self._recv(self._recv(1)[0]).decode("idna")
+        port = int.from_bytes(self._recv(2), "big")
+        target = f"{host}:{port}"
+        failed = b"\x05%c\x00\x01\x00\x00\x00\x00\x00\x00"
+        if command != 1 or not _loopback(host):
+            self._log("SOCKS5", target, True, 403)
+            self.connection.sendall(failed % 2)
+            return
+        try:
+            upstream = socket.create_connection((host, port), timeout=10)
+        except OSError:
+            self._log("SOCKS5", target, True, 502)
+            self.connection.sendall(failed % 5)
+            return
+        upstream.settimeout(None)
+        self._log("SOCKS5", target, True, 200)
+        self.connection.sendall(b"\x05\x00\x00\x01" + socket.inet_aton("127.0.0.1") + (0).to_bytes(2, "big"))
+        back = threading.Thread(target=_pipe, args=(upstream, self.connection), daemon=True)
+        back.start()
+        _pipe(self.connection, upstream)
+        back.join()
+        upstream.close()
+
     def handle(self) -> None:
-        head = b""
+        first = self.connection.recv(1)
+        if first == b"\x05":
+            try:
+                self._socks5()
+            except (ConnectionError, OSError):
+                pass
+            return
+        head = first
         while b"\r\n\r\n" not in head and len(head) < HEAD_LIMIT:
             chunk = self.connection.recv(4096)
             if not chunk:
@@ -164,8 +232,8 @@ class FakeProxy:
         self.port = port
         self.log_path = log_path
 
-    def url(self, credentials: str | None = None) -> str:
-        return f"http://{credentials + '@' if credentials else ''}{HOST}:{self.port}"
+    def url(self, credentials: str | None = None, scheme: str = "http") -> str:
+        return f"{scheme}://{credentials + '@' if credentials else ''}{HOST}:{self.port}"
 
     def requests(self) -> list[dict]:
         if not os.path.exists(self.log_path):

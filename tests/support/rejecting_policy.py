@@ -23,7 +23,7 @@ def secret_then_prose(state: dict) -> object:
     return [{"kind": "retain", "applicability": "global", "confidence": 0.9, "evidence": _evidence(state),
              "reason": "the user stated it", "admission": "remember", "lifetime": "stable",
              "operations": [{"op": "put_section", "target": "preferences", "section": None, "title": "Note",
-                             "body": f"The deploy value is {TOKEN}.\n"}]}]
+                             "body": f"The deploy key {TOKEN}.\n"}]}]
 
 
 def invalid_twice_then_remember(state: dict) -> object:
