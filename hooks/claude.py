@@ -8,14 +8,11 @@ events Claude Code documents are accepted and ignored without touching the store
 
 from __future__ import annotations
 
+from cmrunner.capture import hostevents
 from cmrunner.hooks import agenthook
 
-EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "PreCompact", "SessionEnd")
-IGNORED = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PostToolBatch", "Notification", "UserPromptExpansion",
-           "StopFailure", "SubagentStart", "SubagentStop", "PostCompact", "PreModelSwitch", "PostModelSwitch",
-           "PermissionRequest", "PermissionDenied", "Setup", "TeammateIdle", "TaskCreated", "TaskCompleted",
-           "Elicitation", "ElicitationResult", "ConfigChange", "WorktreeCreate", "WorktreeRemove",
-           "InstructionsLoaded", "CwdChanged", "FileChanged", "DirectoryAdded", "MessageDisplay")
+EVENTS = hostevents.CLAUDE_EVENTS
+IGNORED = hostevents.CLAUDE_IGNORED
 # Claude Code keeps about 10,000 characters of additionalContext whole and cuts more to a preview.
 CONTEXT_LIMIT = 9 * 1024
 SPEC = agenthook.HostSpec("claude-code", "Claude Code", EVENTS, "prompt", "last_assistant_message", IGNORED,

@@ -8,11 +8,12 @@ session whose end never arrives is sealed by the drain's exit detection. ``EVENT
 
 from __future__ import annotations
 
+from cmrunner.capture import hostevents
 from cmrunner.hooks import agenthook
 from cmrunner.reading import reader
 
-EVENTS = ("SessionStart", "BeforeAgent", "AfterAgent", "PreCompress", "SessionEnd")
-IGNORED = ("BeforeModel", "AfterModel", "BeforeToolSelection", "BeforeTool", "AfterTool", "Notification")
+EVENTS = hostevents.GEMINI_EVENTS
+IGNORED = hostevents.GEMINI_IGNORED
 SPEC = agenthook.HostSpec("gemini", "Gemini CLI", EVENTS, "prompt", "prompt_response", IGNORED,
                           reader.INJECTION_LIMIT, "cm hook gemini --home <absolute path>", chat_record=True)
 

@@ -14,6 +14,9 @@ import pytest
 from conftest import REAL_CM, hook_env, run_cm
 from support.agenthosts import claude_binary, gemini_binary
 
+from cmrunner.hooks import claude as claude_hook, gemini as gemini_hook
+from cmrunner.manage.integrations import jsonhosts
+
 pytestmark = pytest.mark.timeout(300)
 
 CLAUDE_SETTINGS = """{
@@ -58,6 +61,11 @@ GEMINI_SETTINGS = """{
 """
 CLAUDE_EVENTS = ["SessionStart", "UserPromptSubmit", "Stop", "PreCompact", "SessionEnd"]
 GEMINI_EVENTS = ["SessionStart", "BeforeAgent", "AfterAgent", "PreCompress", "SessionEnd"]
+
+
+def test_the_events_installed_are_the_events_the_hooks_handle():
+    assert jsonhosts.CLAUDE_EVENTS == claude_hook.EVENTS == tuple(CLAUDE_EVENTS)
+    assert jsonhosts.GEMINI_EVENTS == gemini_hook.EVENTS == tuple(GEMINI_EVENTS)
 
 
 @pytest.fixture

@@ -70,6 +70,16 @@ def _point_at(home: str, base_url: str) -> None:
     envfile.update(home, {KEY_NAME: TEST_KEY})
 
 
+def _claim(paths, cfg) -> jobs.Job | None:
+    """What the drain's next claim takes (the job then holds a live lease)."""
+    conn = store.open_store(paths)
+    try:
+        with store.immediate(conn):
+            return jobs.claim(conn, cfg.scheduler, int(time.time() * 1000), force=True)
+    finally:
+        conn.close()
+
+
 def test_a_waiting_job_is_cancelled_and_the_queue_moves_on(home, tmp_path):
     failing = {"replies": [{"error": {"status": 500}}], "default": {"policy": True}, "policy": "ignore"}
     with fakemodel.running(str(tmp_path / "fm"), failing) as fm:
@@ -83,12 +93,7 @@ def test_a_waiting_job_is_cancelled_and_the_queue_moves_on(home, tmp_path):
         assert done.returncode == 0, done.stderr
         assert "1 job(s)" in done.stdout.decode()
         assert rows(paths, "SELECT state FROM jobs") == [("cancelled",)]
-        conn = store.open_store(paths)
-        try:
-            with store.immediate(conn):
-                job = jobs.claim(conn, cfg.scheduler, int(time.time() * 1000), force=True)
-        finally:
-            conn.close()
+        job = _claim(paths, cfg)
         assert job is not None and job.observation_ids == [second], "the cancelled job no longer blocks the queue"
         assert rows(paths, "SELECT id, state, text FROM observations WHERE id = ?", (first,)) == [(first, "cancelled", None)]
         assert len(fm.model_requests()) == sent_before
@@ -97,13 +102,7 @@ def test_a_waiting_job_is_cancelled_and_the_queue_moves_on(home, tmp_path):
 def test_a_job_being_committed_is_refused_and_says_so(home, tmp_path):
     paths = configure(home)
     oid = admit(paths, TEXT, "e1", batch="b1")
-    cfg = config_mod.load(home)
-    conn = store.open_store(paths)
-    try:
-        with store.immediate(conn):
-            job = jobs.claim(conn, cfg.scheduler, int(time.time() * 1000), force=True)
-    finally:
-        conn.close()
+    job = _claim(paths, config_mod.load(home))
     assert job is not None
     for target in (job.id, str(oid)):
         proc = run_cm(["cancel", target])

@@ -129,7 +129,8 @@ def test_doctor_fails_without_a_model_or_its_key_and_never_prints_the_key(home, 
     code, out, checks = _doctor_text(tmp_path)
     assert checks["model"]["state"] == "ok" and "fake-model" in checks["model"]["detail"]
     # the model's URL here answers nothing: "ok" must not read as "it answers"
-    assert "the endpoint was not contacted (`cm network-test` sends one small request)" in checks["model"]["detail"]
+    assert "the endpoint was not contacted (`cm doctor --probe-model` or `cm network-test` sends one small request)" \
+        in checks["model"]["detail"]
     assert KEY not in out and KEY not in json.dumps(checks) and KEY[:8] not in out
 
 
@@ -237,3 +238,22 @@ def test_doctor_checks_each_installed_agent_in_its_own_group(home, tmp_path):
     assert code == 1
     assert checks[("Claude Code", "settings")]["state"] == "fail"
     assert checks[("Claude Code", "settings")]["detail"].startswith("HOST_FILE_MODIFIED: hooks.Stop missing or changed")
+
+
+def test_probe_model_sends_one_request_and_fails_a_dead_endpoint(home, tmp_path):
+    from cmrunner.synthetic import fakemodel
+
+    configure(home)
+    _with_model(home)  # 127.0.0.1:9: nothing answers there
+    proc = run_cm(["doctor", "--probe-model", "--json", "--codex-home", str(tmp_path / "no-codex")])
+    model = {c["name"]: c for c in json.loads(proc.stdout)}["model"]
+    assert proc.returncode == 1 and model["state"] == "fail" and model["detail"].startswith("UNAVAILABLE: ")
+    assert "one small request failed at network" in model["detail"] and KEY not in proc.stdout.decode()
+    with fakemodel.running(str(tmp_path / "fm"), {"replies": [{"text": "OK"}]}) as fm:
+        cfg = config_mod.load(home)
+        cfg.data["remote"]["baseUrl"] = fm.base_url
+        config_mod.save(home, cfg.data)
+        proc = run_cm(["doctor", "--probe-model", "--json", "--codex-home", str(tmp_path / "no-codex")])
+        assert len(fm.model_requests()) == 1
+    model = {c["name"]: c for c in json.loads(proc.stdout)}["model"]
+    assert model["state"] == "ok" and "it answered one small request in" in model["detail"]

@@ -280,3 +280,24 @@ def test_a_gemini_command_expansion_is_quarantined_and_an_unconfirmed_prompt_too
     assert rows == [("Answer with one word. Topic: command-arg-7712", "quarantined", "COMMAND_EXPANSION"),
                     ("I keep my notes in org-mode-3321.", "pending", None),
                     ("A prompt the chat record never shows-9901.", "quarantined", "UNCONFIRMED_PROMPT")]
+
+
+@pytest.mark.usefixtures("quiet_drain")
+def test_a_purge_clears_queued_prompt_text_and_keeps_the_turn(home, workdir):
+    """What `cm purge` runs over the hook inbox (writer_proc/purge.py): queued words holding purged text go."""
+    from cmrunner.capture import hook_inbox
+    from cmrunner.core import config as config_mod, store
+    from cmrunner.core.home import DataPaths
+
+    session = Session("claude", home, workdir)
+    session.start()
+    session.prompt("My locker code is purge-me-4410.")
+    session.prompt("I like green tea.")
+    conn = store.open_store(DataPaths(config_mod.load(home).data_root))
+    try:
+        with store.immediate(conn):
+            assert hook_inbox.clear_containing(conn, ["purge-me-4410"]) == 1
+    finally:
+        conn.close()
+    bodies = [json.loads(r[0]) for r in db_rows(home, "SELECT body FROM hook_inbox ORDER BY id")]
+    assert [b["text"] for b in bodies] == [None, "I like green tea."] and bodies[0]["purged"] is True

@@ -96,3 +96,47 @@ def test_a_commit_left_in_the_wal_at_exit_is_whole_for_the_next_opener(home, tmp
         assert conn.execute("SELECT COUNT(*) FROM codex_inbox WHERE event = 'UserPromptSubmit'").fetchone()[0] == 3
     finally:
         conn.close()
+
+
+def test_sigkill_of_cm_hook_claude_leaves_each_prompt_whole_or_absent(home, tmp_path, workdir):
+    """The same for Claude Code's hook: an inbox row exists exactly when its dedupe record does."""
+    rng = random.Random(20261202)
+    base = {"session_id": "crash-claude", "cwd": workdir, "transcript_path": str(tmp_path / "c.jsonl")}
+    start = run_cm_claude(home, dict(base, hook_event_name="SessionStart", source="startup"))
+    assert start.returncode == 0
+    env = hook_env(CM_TEST_DRAIN_LINGER_MS="0")
+    sent: dict[str, str] = {}
+    outcomes = {"killed": 0, "completed": 0}
+    for n in range(TRIALS):
+        sent[f"p{n}"] = f"prompt number {n} " + "x" * rng.randrange(0, 4000)
+        payload = json.dumps(dict(base, hook_event_name="UserPromptSubmit", prompt_id=f"p{n}", prompt=sent[f"p{n}"]))
+        proc = subprocess.Popen([CM, "hook", "claude", "--home", home], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        proc.stdin.write(payload.encode())
+        proc.stdin.close()
+        time.sleep(rng.uniform(0.0, 0.4))  # wide enough that some runs finish on a loaded machine
+        try:
+            os.kill(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        code = proc.wait(timeout=30)
+        outcomes["killed" if code == -signal.SIGKILL else "completed"] += 1
+
+    rows = [json.loads(r[0]) for r in db_rows(home, "SELECT body FROM hook_inbox WHERE event = 'prompt' ORDER BY id")]
+    for row in rows:
+        assert row["text"] == sent[row["turn"]], "an admitted prompt is whole"
+    assert db_rows(home, "SELECT COUNT(*) FROM admitted_events")[0][0] == 1 + len(rows)
+    conn = sqlite3.connect(os.path.join(home, "data", "runtime.sqlite"))
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        conn.close()
+    assert outcomes["killed"] >= 5 and outcomes["completed"] >= 5, outcomes
+    assert 0 < len(rows) < TRIALS, "some killed events must have been admitted, some not"
+    after = run_cm_claude(home, dict(base, hook_event_name="UserPromptSubmit", prompt_id="final", prompt="after"))
+    assert after.returncode == 0 and after.stderr == b""
+
+
+def run_cm_claude(home: str, payload: dict) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([CM, "hook", "claude", "--home", home], input=json.dumps(payload).encode(),
+                          capture_output=True, env=hook_env(), timeout=30)

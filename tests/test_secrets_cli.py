@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 from conftest import hook_env, run_cm
@@ -62,6 +63,7 @@ def test_list_allow_disallow_and_bad_fingerprints(home):
     assert proc.returncode == 0
     line = next(line for line in out.splitlines() if "section 'Cloud'" in line)
     assert "preferences" in line and "secret.high_entropy" in line and "withheld" in line
+    assert f"  {AWS_SECRET[0]}…{AWS_SECRET[-1]} ({len(AWS_SECRET)})  " in line  # the masked matched span
     fingerprint = line.split()[-1]
     proc, out = _cm(home, "secrets", "allow", fingerprint)
     assert proc.returncode == 0 and "allowed" in out
@@ -71,6 +73,26 @@ def test_list_allow_disallow_and_bad_fingerprints(home):
     assert proc.returncode == 0 and "no longer allowed" in out
     proc, out = _cm(home, "secrets", "allow", "nope")
     assert proc.returncode == 1 and out.startswith("cm: INVALID_FINGERPRINT: ") and "Traceback" not in out
+
+
+def test_list_json_names_rule_preview_and_fingerprint_and_allow_keeps_working(home):
+    paths, _ = configure(home)
+    write_doc(paths, "preferences", f"# Preferences\n\n## Cloud\ndeploy with the secret key {AWS_SECRET}\n\n"
+                                    "## Router\nmy password is Tr0ub4dor&3\n\n## Tea\nGreen.\n")
+    proc, out = _cm(home, "secrets", "list", "--json")
+    assert proc.returncode == 0 and "Tr0ub4dor" not in out
+    report = json.loads(out)
+    found = {row["section"]: row for row in report["findings"]}
+    assert set(found) == {"section 'Cloud'", "section 'Router'"}
+    cloud, router = found["section 'Cloud'"], found["section 'Router'"]
+    assert (cloud["rule"], cloud["preview"], cloud["allowed"]) == ("secret.high_entropy", "w…2 (38)", False)
+    assert (router["rule"], router["preview"]) == ("secret.credential", "T…3 (11)")
+    assert len(router["fingerprint"]) == 16 and report["quarantinedSecrets"] is None
+    assert _cm(home, "secrets", "allow", router["fingerprint"])[0].returncode == 0
+    report = json.loads(_cm(home, "secrets", "list", "--json")[1])
+    assert [row["allowed"] for row in report["findings"] if row["section"] == "section 'Router'"] == [True]
+    shown = run_cm(["show"], env=hook_env(COMMON_MEMORY_HOME=home)).stdout.decode()
+    assert "my password is Tr0ub4dor&3" in shown and "withheld section 'Cloud'" in shown
 
 
 def test_status_and_doctor_report_withheld_sections(home):

@@ -151,7 +151,7 @@ def test_import_and_flush_never_send_a_planted_secret(home, tmp_path):
         assert_clean(flushed.stdout + flushed.stderr)
         received = open(fm.log_path, "rb").read() if os.path.exists(fm.log_path) else b""
         assert fm.model_requests(), "the harmless turn reached the model"
-        # a hand-edited secret in memory stops the Writer from sending the document at all
+        # a hand-edited secret in memory: the Writer sends the document with that section withheld
         write_doc(paths, "preferences", DOCUMENT)
         admit(paths, "I like short answers.", "e3", batch="batch-3")
         again = run_cm(["flush"], env=env, timeout=120)

@@ -308,3 +308,28 @@ def test_a_changed_host_file_is_reported_in_place_and_nothing_changes(home, tmp_
 
     drive(CmApp(home, discover=hosts), steps)
     assert profile.read_text().endswith("# my own tweak\n") and list(manager.installed(home)) == ["codex"]
+
+
+def test_agent_integration_lists_claude_code_and_gemini_and_installs_them(home, tmp_path):
+    ready(home)
+    hosts = temp_hosts(str(tmp_path), pi=False, codex=False, claude=True, gemini=True)
+    settings = tmp_path / "userhome" / ".gemini" / "settings.json"
+    settings.write_text('{\n  // mine\n  "ui": {"theme": "GitHub"}\n}\n')
+
+    async def steps(pilot):
+        await wait_for(pilot, "Agent Integration")
+        await pilot.press("enter")
+        text = await wait_for(pilot, "[ ] Claude Code")
+        assert "[ ] Gemini CLI" in text and "Claude Code (unavailable)" not in text
+        assert "Claude Code, limits: new sessions load the hooks" in text  # the highlighted one's
+        await pilot.press("space", "down", "space", "enter")
+        text = await wait_for(pilot, "Installation check:", timeout=30)
+        assert "Installed: Claude Code, Gemini CLI" in text
+        text = await wait_for(pilot, "Gemini CLI read MCP", timeout=60)
+        assert "fail" not in text.split("Installation check:")[1].split("not proven")[0]
+        await pilot.press("enter", "escape")
+
+    drive(CmApp(home, discover=hosts), steps)
+    assert sorted(manager.installed(home)) == ["claude-code", "gemini"]
+    assert "// mine" in settings.read_text() and "hook gemini --home" in settings.read_text()
+    assert "hook claude --home" in (tmp_path / "userhome" / ".claude" / "settings.json").read_text()

@@ -158,3 +158,34 @@ def test_the_program_is_removed_only_as_an_installed_package(monkeypatch):
     monkeypatch.setattr(uninstall.importlib.metadata, "distribution", lambda name: Editable())
     argv, note = uninstall.program_removal()
     assert argv is None and "source checkout" in note
+
+
+def test_claude_code_and_gemini_entries_go_the_users_settings_stay_and_a_foreign_reference_blocks(home, tmp_path):
+    configure_model(home, "http://127.0.0.1:9/v1")
+    hosts = temp_hosts(str(tmp_path), pi=False, codex=False, claude=True, gemini=True)
+    user = tmp_path / "userhome"
+    claude_settings = user / ".claude" / "settings.json"
+    gemini_settings = user / ".gemini" / "settings.json"
+    claude_settings.write_text('{\n  "model": "opus"\n}\n')
+    gemini_settings.write_text('{\n  // mine\n  "ui": {"theme": "GitHub"}\n}\n')
+    before = {p: p.read_bytes() for p in (claude_settings, gemini_settings)}
+    manager.apply(home, manager.plan(home, ["claude-code", "gemini"], hosts=hosts()))
+    assert (user / ".claude.json").is_file()
+
+    (user / ".claude.json").write_text(json.dumps({"mcpServers": {
+        "common_memory": json.loads((user / ".claude.json").read_text())["mcpServers"]["common_memory"],
+        "old-cm": {"command": "/opt/cmrunner/bin/cm", "args": ["mcp"]}}}))  # set up by hand, long ago
+    planned = uninstall.plan(home, hosts())
+    assert planned.blockers == [f"{user / '.claude.json'} refers to cm but cm did not write it; remove that "
+                                "reference by hand first"]
+
+    (user / ".claude.json").write_text(json.dumps({"mcpServers": {
+        "common_memory": json.loads((user / ".claude.json").read_text())["mcpServers"]["common_memory"]}}))
+    planned = uninstall.plan(home, hosts())
+    assert not planned.blocked, planned.blockers
+    done = uninstall.execute(home, planned, remove_data=False, remove_program=False)
+    assert "removed integrations: Claude Code, Gemini CLI" in done
+    assert f"kept {os.path.join(home, 'backups')} (your agents' settings files as they were before cm changed them)" \
+        in done
+    assert {p: p.read_bytes() for p in before} == before
+    assert not (user / ".claude.json").exists()  # cm created it and nothing but cm's server was left in it

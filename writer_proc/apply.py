@@ -5,10 +5,11 @@ Contract:
   Section refs are resolved against the snapshot the agent read and followed by title, so an
   earlier operation of the same submission cannot redirect a later one. Any section-model error
   (a heading inside a body, a duplicate title, the hard budget) rejects the whole submission.
-- Every changed document is scanned for sensitive content (``SENSITIVE_CONTENT_REJECTED``, whose
-  details name the document, the first finding's fingerprint and the section whose body holds it,
-  by its heading when the heading is clean); an edit
-  task that says ``modified`` must change bytes (``INVALID_EDIT_RESULT``).
+- Every title and body a decision adds or replaces is scanned for sensitive content, each on its
+  own (``SENSITIVE_CONTENT_REJECTED``, whose details name the document, the first finding's
+  fingerprint and the section by its title when the title is clean); text already in the document
+  is not the decision's and is not judged (issue 23). An edit task that says ``modified`` must
+  change bytes (``INVALID_EDIT_RESULT``).
 - ``build_receipt`` records what the commit means for the database — consumed observations,
   document hashes, source links, forget tombstones, purges and correction watermarks — as ids,
   hashes and link keys only: never Markdown, titles, bodies, reasons or model output. The same
@@ -60,32 +61,40 @@ def render(snapshot: Mapping[str, Document], accepted: contract.ValidatedDecisio
                     docs[op.target] = sections.remove_section(doc, ref)
     except CmError as exc:
         raise contract.DecisionRejected(exc.code, exc.message, {"path": "$.decisions", "rule": "section model"}) from None
+    _check_written(accepted)
     changed = {t: d for t, d in docs.items() if d.data != snapshot[t].data}
-    for target, doc in changed.items():
-        found = safety.scan_text(doc.render(), f"/{target}")
-        if found:
-            rules = ", ".join(sorted({v.rule_id for v in found}))
-            raise contract.DecisionRejected(
-                "SENSITIVE_CONTENT_REJECTED",
-                f"the result for {target} would contain sensitive content ({rules}); leave it out",
-                {"path": "$.decisions", "rule": rules, **_where(doc, found[0])},
-            )
     if accepted.edit_result == "modified" and not changed:
         raise contract.DecisionRejected("INVALID_EDIT_RESULT", "edit_result is modified but no document changed",
                                         {"path": "$.edit_result", "rule": "modified must change bytes"})
     return changed
 
 
-def _where(doc: Document, finding: safety.Violation) -> dict[str, str]:
-    """Where a finding is, for the job's record: the document, the fingerprint and the heading of
-    the section whose body holds it, when that heading is clean itself (else no section)."""
-    where = {"target": doc.target, "fingerprint": finding.fingerprint}
-    for section in doc.sections:
-        if any(v.fingerprint == finding.fingerprint for v in safety.scan_text(section.body)):
-            if not safety.scan_text(section.title):
-                where["section"] = section.title
-            break
-    return where
+def _check_written(accepted: contract.ValidatedDecision) -> None:
+    """Only what the decision writes is judged: each title and body it adds or replaces, on its own.
+
+    A section already in the document is not the decision's doing: if it holds a finding it stays
+    withheld on read and is listed by ``cm secrets list``, and never blocks this decision (issue 23).
+    The details name the document, the first finding's fingerprint and the section's title when
+    the title is clean itself, for the job's record.
+    """
+    for i, decision in enumerate(accepted.decision.decisions):
+        for j, op in enumerate(decision.operations):
+            if op.op != "put_section":
+                continue
+            here = f"/decisions/{i}/operations/{j}"
+            in_title = safety.scan_text(op.title, f"{here}/title")
+            found = in_title + safety.scan_text(op.body, f"{here}/body")
+            if not found:
+                continue
+            rules = ", ".join(sorted({v.rule_id for v in found}))
+            where = {"target": op.target, "fingerprint": found[0].fingerprint}
+            if not in_title:
+                where["section"] = op.title
+            raise contract.DecisionRejected(
+                "SENSITIVE_CONTENT_REJECTED",
+                f"a section this decision writes to {op.target} would contain sensitive content ({rules}); leave it out",
+                {"path": f"$.decisions[{i}].operations[{j}]", "rule": rules, **where},
+            )
 
 
 class BatchFacts:

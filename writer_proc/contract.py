@@ -35,8 +35,8 @@ Contract:
   touched at most once per submission, so the Writer can resolve all refs against that snapshot.
 
 Not here (the Writer's job, after applying the operations to Markdown with the section model):
-title/body shape and whole-document parsing, the sensitive-content scan and the hard byte budget
-of each rendered document (``SENSITIVE_CONTENT_REJECTED``), ``modified`` that changes no bytes
+title/body shape and whole-document parsing, the hard byte budget of each rendered document, the
+sensitive-content scan of each title and body written (``SENSITIVE_CONTENT_REJECTED``), ``modified`` that changes no bytes
 (``INVALID_EDIT_RESULT``), correction watermarks (``STALE_SOURCE``) and the snapshot CAS
 (``STALE_REVISION``).
 

@@ -12,8 +12,10 @@ Contract, per ``run_once``:
 4. With the snapshot read before shaping, the agent runs with no lock held, reading through the ``ReadPort``
    tools; a background thread renews the lease every ``leaseMs / 3`` and stops the attempt's
    writes from committing once the lease is lost.
-5. The accepted decision is rendered, checked again (sections, sensitive content, watermarks), a
-   receipt is built and ``commit.commit`` publishes it.
+   The agent reads the snapshot as a reader would (``shown.view``: a section already flagged as
+   holding a secret is a placeholder), so such a section never blocks a decision about another.
+5. The accepted decision is rendered on the real snapshot, checked again (sections, the sensitive
+   content of what it writes, watermarks), a receipt is built and ``commit.commit`` publishes it.
 Spend caps (``cmrunner.core.spend``): nothing is claimed while a cap is reached (``gate``); an
 attempt whose next request meets a cap ends with ``SPEND_CAP_REACHED`` and its job is deferred
 (``jobs.defer``: waiting, never dead), outcome ``waiting``. Every request of an attempt is metered
@@ -51,7 +53,7 @@ from cmrunner.core import (
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.core.sections import Document
-from cmrunner.writer_proc import apply, commit, contract, drainlog, housekeeping, jobs, shaping
+from cmrunner.writer_proc import apply, commit, contract, drainlog, housekeeping, jobs, shaping, shown as shown_mod
 from cmrunner.writer_proc.meter import Grant, Meter
 from cmrunner.writer_proc.port import AgentError, MemoryAgentPort, build_task
 from cmrunner.writer_proc.reads import ReadPort, Source
@@ -228,7 +230,8 @@ class Writer:
                 jobs.quarantine(self.conn, job, issue, self.now())
             return Outcome(job.id, "quarantined", issue)
         snapshot = self._snapshot(job)  # read first: the documents share each request's budget with the sources
-        documents = [d.data.decode("utf-8", "replace") for d in snapshot.values()]
+        shown = shown_mod.view(self.paths, snapshot)  # what the agent reads: flagged sections withheld
+        documents = [d.data.decode("utf-8", "replace") for d in shown.values()]
         with store.immediate(self.conn):
             jobs.assert_lease(self.conn, job, self.now())
             shaped = shaping.shape(self.conn, self.cfg, job, self._sources(job), self.now(), documents)
@@ -263,7 +266,7 @@ class Writer:
                 evidence={contract.evidence_handle(s.observation_id): contract.EvidenceSource(s.scope, s.provenance)
                           for s in sources if not s.context_only},
                 writable_scopes=writable,
-                snapshot={t: {s.ref: s.title for s in d.sections} for t, d in snapshot.items()},
+                snapshot={t: {s.ref: s.title for s in d.sections} for t, d in shown.items()},
                 fully_read_targets=reads.fully_read_targets, ingest_fully_read=reads.ingest_fully_read,
                 section_links=section_links, hand_edited_targets=hand_edited,
                 edit_task=job.task_kind == "edit", edit_scope=edit_scope,
@@ -279,7 +282,7 @@ class Writer:
                 jobs.assert_lease(self.conn, job, self.now())
 
         writable_targets = frozenset(t for t in snapshot if contract.target_scope(t) in writable)
-        reads = ReadPort(job.id, sources, snapshot, writable_targets, accept, check_lease)
+        reads = ReadPort(job.id, sources, shown, writable_targets, accept, check_lease)
         grant = Grant(tuple(sorted({s.scope for s in sources} | {contract.target_scope(t) for t in snapshot})),
                       tuple(sorted({s.provenance for s in sources})))
         meter = Meter(self.conn, ledger.MEMORY_AGENT, self.cfg.remote or _NO_REMOTE, grant, self.caps, job.id,

@@ -15,8 +15,8 @@ opens its own):
 - The tenth counted turn seals at once: the counted turns get a batch id and their observations
   move ``buffered → pending``. A batch holds one scope and one provenance class: when the turns
   carry several (a project registered mid-session changes the scope of later turns), each class
-  gets its own batch, so each is authorised on its own. A real session end marks open turns ``incomplete`` and seals the
-  tail (so 21 turns make 10 + 10 + 1). Nothing else seals: not reload, resume, compact, fork,
+  gets its own batch, so each is authorised on its own. A real session end marks open turns
+  ``incomplete`` and seals the tail (so 21 turns make 10 + 10 + 1). Nothing else seals: not reload, resume, compact, fork,
   ``/new`` or a flush (Pi's consumer seals a turn that settles after the end itself: ``cmrunner.capture.pi_inbox``).
 - ``sessionCache.maxSessionBytes`` bounds a session's cached bodies; exceeding it raises
   ``SESSION_CAPACITY_EXCEEDED`` and the caller's transaction rolls back, keeping what was held.

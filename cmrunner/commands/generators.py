@@ -80,16 +80,19 @@ def mcp_config_command(ctx: click.Context, host: str, wsl: bool, distro: str | N
 @cli.command("doctor")
 @click.option("--codex-home", default=None, help="Codex configuration folder (default $CODEX_HOME or ~/.codex).")
 @click.option("--profile", "profile_name", default="common-memory", show_default=True, help="Codex profile name.")
+@click.option("--probe-model", is_flag=True,
+              help="Also send the model one small request, as `cm network-test` does (recorded in `cm usage`).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object for scripts.")
 @click.pass_context
-def doctor_command(ctx: click.Context, codex_home: str | None, profile_name: str, as_json: bool) -> None:
+def doctor_command(ctx: click.Context, codex_home: str | None, profile_name: str, probe_model: bool,
+                   as_json: bool) -> None:
     """Check the installation (model, data root, secrets) and every agent here, one group each; changes nothing."""
     from cmrunner.manage import bundles, doctor
     from cmrunner.manage.integrations import checks as host_checks
 
     home = _home(ctx)
     explicit = codex_home is not None or ctx.get_parameter_source("profile_name") is not ParameterSource.DEFAULT
-    found = doctor.run(home) + host_checks.host_groups(home, codex_home or bundles.codex_home(), profile_name,
+    found = doctor.run(home, probe_model) + host_checks.host_groups(home, codex_home or bundles.codex_home(), profile_name,
                                                        explicit)
     if as_json:
         echo(json.dumps([c.as_json() for c in found], indent=2))

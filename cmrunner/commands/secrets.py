@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from cmrunner.commands.base import _home, cli, echo
@@ -14,10 +16,16 @@ def secrets() -> None:
 
 
 @secrets.command("list")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: the findings and the quarantine count.")
 @click.pass_context
-def list_command(ctx: click.Context) -> None:
-    """Every finding in memory (document, section, rule, fingerprint; never the value)."""
-    report = secretreport.gather(_home(ctx))
+def list_command(ctx: click.Context, as_json: bool) -> None:
+    """Every finding in memory: document, section, rule, the matched span masked to its first and
+    last characters, and the fingerprint for `cm secrets allow` (never the value)."""
+    report = secretreport.gather(_home(ctx), previews=True)
+    if as_json:
+        echo(json.dumps({"findings": [row.as_dict() for row in report.rows],
+                         "quarantinedSecrets": report.quarantined}, ensure_ascii=False, indent=2))
+        return
     if not report.rows:
         echo("no memory section looks like a secret")
     for row in report.rows:

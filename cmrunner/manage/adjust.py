@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import datetime
 import os
+import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from cmrunner.capture import observations
 from cmrunner.core import config as config_mod, drainfailures, drainlease, jobstore, projects, reasons, store
@@ -38,6 +40,8 @@ from cmrunner.views import status, usage
 
 if TYPE_CHECKING:
     from cmrunner.writer_proc.cancel import Cancelled
+
+_T = TypeVar("_T")
 
 NAMESPACE = "interactive:cm"
 MAX_REQUEST_BYTES = 16 * 1024
@@ -196,34 +200,35 @@ def continue_processing(home: str) -> bool:
     return True
 
 
+def _in_queue(home: str, missing: str, change: Callable[[sqlite3.Connection], _T]) -> _T:
+    """``change`` in one write transaction on the home's store; ``missing`` is the code when
+    nothing was ever queued there (no store yet)."""
+    paths = DataPaths(config_mod.load(home).data_root)
+    if not os.path.isfile(paths.db):
+        raise CmError(missing, "nothing has been queued yet")
+    conn = store.open_store(paths)
+    try:
+        with store.immediate(conn):
+            return change(conn)
+    finally:
+        conn.close()
+
+
 def retry(home: str, job_id: str) -> str:
     """Revive a dead or quarantined job (``jobs.retry``; a unique id prefix is enough) and reserve a
     drain, in one transaction; returns the full job id."""
     from cmrunner.writer_proc import jobs
 
-    paths = DataPaths(config_mod.load(home).data_root)
-    if not os.path.isfile(paths.db):
-        raise CmError("UNKNOWN_JOB", "nothing has been queued yet")
-    conn = store.open_store(paths)
-    try:
-        with store.immediate(conn):
-            full = jobs.retry(conn, job_id, int(time.time() * 1000))
-            drainlease.ensure_drain(conn, home)
-    finally:
-        conn.close()
-    return full
+    def revive(conn: sqlite3.Connection) -> str:
+        full = jobs.retry(conn, job_id, int(time.time() * 1000))
+        drainlease.ensure_drain(conn, home)
+        return full
+
+    return _in_queue(home, "UNKNOWN_JOB", revive)
 
 
 def cancel(home: str, target: str) -> Cancelled:
     """Drop queued, waiting or failed work before it is sent (``writer_proc.cancel``), in one transaction."""
     from cmrunner.writer_proc import cancel as cancel_mod
 
-    paths = DataPaths(config_mod.load(home).data_root)
-    if not os.path.isfile(paths.db):
-        raise CmError("NOTHING_TO_CANCEL", "nothing has been queued yet")
-    conn = store.open_store(paths)
-    try:
-        with store.immediate(conn):
-            return cancel_mod.cancel(conn, target, int(time.time() * 1000))
-    finally:
-        conn.close()
+    return _in_queue(home, "NOTHING_TO_CANCEL", lambda conn: cancel_mod.cancel(conn, target, int(time.time() * 1000)))

@@ -2,12 +2,13 @@
 
 Contract: every check reports ``ok``, ``warn``, ``fail`` or ``skip`` (a host that is not here:
 nothing to check) with a one-line detail, and an optional ``group`` (the host it belongs to), and
-never writes a file; a ``fail`` detail starts with a stable ``CODE:`` and says the fix, and any
+never writes a file (``--probe-model`` excepted: its one request is recorded in the usage ledger,
+as ``cm network-test``'s is); a ``fail`` detail starts with a stable ``CODE:`` and says the fix, and any
 ``fail`` makes ``cm doctor`` exit 1. The per-host groups are put together by
 ``integrations/checks.py:host_groups``; this module has the general checks (``run``) and the Codex
 profile's (``codex_profile``). ``run`` checks the configuration; the model (``remote`` with base
 URL and model, and its key present in the private ``.env`` — the key itself is never read into a
-message); the data root (a real directory — no symlinked component — of mode 0700 that this user
+message; without ``probe_model`` the endpoint is not contacted and the detail says so); the data root (a real directory — no symlinked component — of mode 0700 that this user
 can write, or one that can be created: its nearest existing ancestor is a writable real
 directory). ``codex_profile`` checks the profile file that ``cm codex-config`` generates
 (``$CODEX_HOME/<profile>.config.toml``): the six hooks with ``timeout = 3`` pinned to an existing
@@ -153,7 +154,7 @@ def _failed(name: str, code: str, message: str) -> Check:
     return Check(name, "fail", f"{code}: {message}")
 
 
-def _check_model(cfg: config_mod.Config) -> Check:
+def _check_model(cfg: config_mod.Config, probe: bool = False) -> Check:
     remote = cfg.remote
     if remote is None:
         return _failed("model", "UNCONFIGURED", "no model is configured, so captured turns are never written to "
@@ -166,9 +167,19 @@ def _check_model(cfg: config_mod.Config) -> Check:
     if not present:
         return _failed("model", "API_KEY_MISSING", f"{remote['apiKeyEnv']} is not set in the private "
                        f"{cfg.home}/.env; run `cm config` or pipe the key into `cm config init … --api-key-stdin`")
-    # doctor never sends a request (it changes nothing, costs nothing): say so, so "ok" is not read as "answers"
-    return Check("model", "ok", f"{remote['model']} at {remote['baseUrl']}; key {remote['apiKeyEnv']} present in .env; "
-                 "the endpoint was not contacted (`cm network-test` sends one small request)")
+    where = f"{remote['model']} at {remote['baseUrl']}; key {remote['apiKeyEnv']} present in .env"
+    if not probe:
+        # by default doctor sends nothing (it changes nothing, costs nothing): say so, so "ok" is not read as "answers"
+        return Check("model", "ok", f"{where}; the endpoint was not contacted (`cm doctor --probe-model` or "
+                                    "`cm network-test` sends one small request)")
+    from cmrunner.writer_proc import nettest
+
+    outcome = nettest.run(cfg)["outcome"]
+    if outcome["ok"]:
+        return Check("model", "ok", f"{where}; it answered one small request in {outcome['elapsedMs']} ms")
+    status = "".join(f", {k} {outcome[k]}" for k in ("httpStatus", "proxyStatus") if k in outcome)
+    return _failed("model", outcome["code"], f"{where}; one small request failed at {outcome['stage']} "
+                                             f"({outcome['reason']}{status}); `cm network-test` shows the route")
 
 
 def _check_data_root(root: str) -> Check:
@@ -197,14 +208,15 @@ def _check_secrets(home: str) -> list[Check]:
     return checks
 
 
-def run(home: str) -> list[Check]:
-    """The checks every installation gets: configuration, model, data root, secrets."""
+def run(home: str, probe_model: bool = False) -> list[Check]:
+    """The checks every installation gets: configuration, model, data root, secrets. With
+    ``probe_model`` the model gets one small request, as ``cm network-test`` sends (and records)."""
     checks: list[Check] = []
     try:
         cfg = config_mod.load(home)
         state = "valid" if cfg.exists else "absent (defaults)"
         checks.append(Check("configuration", "ok", f"{home}/config.json {state}"))
-        checks.append(_check_model(cfg))
+        checks.append(_check_model(cfg, probe_model))
         checks.append(_check_data_root(cfg.data_root))
         checks += _check_secrets(home)
     except CmError as exc:

@@ -102,6 +102,10 @@ def _candidate_files(hosts: dict[str, discovery.Host]) -> list[str]:
             path = os.path.join(extensions, name)
             found.append(os.path.join(path, "index.ts") if os.path.isdir(path) else path)
     found.append(os.path.join(pi_root, "settings.json"))
+    found.append(os.path.join(hosts["claude-code"].root, "settings.json"))
+    if hosts["claude-code"].mcp_file:
+        found.append(hosts["claude-code"].mcp_file)
+    found.append(os.path.join(hosts["gemini"].root, "settings.json"))
     return [p for p in found if os.path.isfile(p)]
 
 
@@ -116,7 +120,7 @@ def unmanaged_references(home: str, hosts: dict[str, discovery.Host]) -> list[st
             text = (txn.read_bytes(path) or b"").decode("utf-8", "replace")
             ours = [tomledit.Entry.from_json(e) for e in manifest["entries"] if e["file"] == path]
             if ours:
-                text = tomledit.remove(text, ours, path)
+                text = manager.without(text, ours, path)
         except CmError:
             found.append(path)
             continue
@@ -205,6 +209,9 @@ def execute(home: str, planned: UninstallPlan, remove_data: bool, remove_program
         done += [f"kept {path} (not cm's)" for path in kept]
     elif os.path.isdir(planned.data_root):
         done.append(f"kept Memory Data in {planned.data_root}")
+    backups = os.path.join(home, os.path.dirname(txn.BACKUP_DIR))
+    if os.path.isdir(backups):  # the user's own settings as they were: theirs to delete
+        done.append(f"kept {backups} (your agents' settings files as they were before cm changed them)")
     try:
         os.rmdir(home)
         done.append(f"removed {home}")

@@ -288,6 +288,17 @@ def fingerprint(rule_id: str, core: str) -> str:
     return digest.hexdigest()[:16]
 
 
+def preview(text: str, mark: str, deep: bool = True) -> str | None:
+    """The matched span of the finding whose fingerprint is ``mark`` in ``text``, masked: its first and last
+    characters and its length (``w…2 (38)``); all masked when it is 6 characters or fewer.
+    For the user's own terminal (``cm secrets list``) only: never logged, stored or sent."""
+    for _, rule_id, core in findings(text, deep):
+        if fingerprint(rule_id, core) == mark:
+            shown = "…" if len(core) <= 6 else f"{core[0]}…{core[-1]}"
+            return f"{shown} ({len(core)})"
+    return None
+
+
 def scan_text(text: str, field_path: str = "", *, deep: bool | None = None) -> list[Violation]:
     """Every violation in ``text``, reported at ``field_path`` (``deep``: default of ``configure``)."""
     return _violations(findings(text, _Settings.deep if deep is None else deep), field_path)

@@ -53,6 +53,9 @@ Contract:
   ``python -I -m cmrunner.synthetic.fakemodel …``.
 - ``running()`` starts it as a subprocess for a test and always stops it by PID (SIGTERM, then
   SIGKILL) when the ``with`` block ends, so no test leaves a server behind.
+- ``run_server(raw, lifetime, on_ready, log_path=None, port=0, models=…)`` is the same server in
+  the calling process, for ``cm synthetic-model serve``: a fixed port if asked, the model ids
+  ``GET /v1/models`` lists, and no request log at all when ``log_path`` is ``None``.
 """
 
 from __future__ import annotations

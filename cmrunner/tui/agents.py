@@ -188,6 +188,10 @@ class ResultScreen(CmScreen):
             lines.append("Setup is complete. Enter opens cm's home screen (memory, agents, the model); Esc quits.")
         if "codex" in self.planned.selected:
             lines.append("Codex: start it with `codex --profile common-memory` and trust the hooks in /hooks.")
+        for host in ("claude-code", "gemini"):
+            if host in self.planned.install:
+                lines.append(f"{discovery.TITLES[host]}: new sessions load the hooks and the read server, in "
+                             "folders you trust.")
         yield Text("\n".join(lines))
         yield Text("Checking the installation …", id="checks")
 

@@ -58,7 +58,7 @@ class SecretsScreen(ConfirmingScreen):
         try:
             if action is not None:
                 done = self._apply(home, action)
-            report = secretreport.gather(home)
+            report = secretreport.gather(home, previews=True)
         except CmError as exc:
             self.app.call_from_thread(self.notice.show, error_text(exc, "nothing was changed" if action and not done
                                                                    else ""))

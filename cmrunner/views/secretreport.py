@@ -3,9 +3,12 @@
 Contract
 - ``gather(home)`` refreshes the findings cache (``withhold.refresh``, the deep scan) and
   returns every ``secret.*`` finding of the current memory documents as ``Row(target, unit,
-  where, rule, fingerprint, allowed)``: ``where`` is the section's heading, or its position when
-  the heading takes part in the finding; never a value. It also counts quarantined observations
-  whose kept text failed the scan (SQLite, only if the database exists; never created here).
+  where, rule, fingerprint, allowed, preview)``: ``where`` is the section's heading, or its
+  position when the heading takes part in the finding; ``preview`` (with ``previews=True``, for
+  ``cm secrets list`` and the terminal UI only) is the matched span masked to its first and last
+  characters and its length (``w…2 (38)``), so a user tells a false alarm at a glance; never a value. It also
+  counts quarantined observations whose kept text failed the scan (SQLite, only if the database
+  exists; never created here).
 - ``allow(home, fingerprint)`` adds a fingerprint to the allow-list (``allowlist``), recording the
   rule when a current finding has it; ``disallow`` removes one.
 - ``purge_quarantine(home)`` drops now the text of every quarantined observation that failed the
@@ -33,6 +36,11 @@ class Row(NamedTuple):
     rule: str
     fingerprint: str
     allowed: bool
+    preview: str = "?"   # the matched span masked to its first and last characters (``safety.preview``)
+
+    def as_dict(self) -> dict:
+        return {"target": self.target, "section": self.where, "unit": self.unit, "rule": self.rule,
+                "preview": self.preview, "fingerprint": self.fingerprint, "allowed": self.allowed}
 
 
 class Report(NamedTuple):
@@ -63,12 +71,26 @@ def rows_of(target: str, markdown: str, found: list[withhold.UnitFinding], allow
     return rows
 
 
-def gather(home: str, write: bool = True) -> Report:
+def with_previews(rows: list[Row], markdown: str) -> list[Row]:
+    """``rows`` of one document with the masked matched span of each (a deep scan of its section)."""
+    parts = withhold.units(markdown)
+    out = []
+    for row in rows:
+        text = parts[row.unit] if row.unit < len(parts) else markdown
+        shown = safety.preview(text, row.fingerprint) or safety.preview(markdown, row.fingerprint) or "?"
+        out.append(row._replace(preview=shown))
+    return out
+
+
+def gather(home: str, write: bool = True, previews: bool = False) -> Report:
+    """Every finding of the current documents; ``previews`` adds each one's masked matched span
+    (``cm secrets list`` and the terminal UI; ``cm status`` and ``cm doctor`` never show one)."""
     paths = _paths(home)
     allowed = allowlist.load(home)
     rows: list[Row] = []
     for target, markdown, found in withhold.refresh(paths, write):
-        rows += rows_of(target, markdown, found, allowed)
+        mine = rows_of(target, markdown, found, allowed)
+        rows += with_previews(mine, markdown) if previews and mine else mine
     return Report(rows, _quarantined(paths))
 
 
@@ -82,8 +104,9 @@ def summary(home: str) -> dict:
 
 
 def line(row: Row) -> str:
-    """One finding as ``cm secrets list`` and the terminal UI show it (never the value)."""
-    return f"{row.target}  {row.where}  {row.rule}  {'allowed' if row.allowed else 'withheld'}  {row.fingerprint}"
+    """One finding as ``cm secrets list`` and the terminal UI show it: the masked preview, never the value."""
+    return (f"{row.target}  {row.where}  {row.rule}  {row.preview}  {'allowed' if row.allowed else 'withheld'}  "
+            f"{row.fingerprint}")
 
 
 def describe(item: dict) -> str:

@@ -38,6 +38,9 @@ from cmrunner.manage.integrations.tomledit import Entry, fingerprint
 
 _SCALAR = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null")
 _BLANKS = " \t\r\n"
+# Strings first, so comment markers inside them are text; a lone "/*" is a comment never closed.
+_TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/|/\*', re.S)
+_NOT_BREAK = re.compile(r"[^\r\n]")
 
 
 @dataclass
@@ -182,32 +185,16 @@ def _invalid(path: str, comments: bool) -> CmError:
 
 def _blank_comments(text: str, path: str, comments: bool) -> str:
     """``text`` with every comment replaced by spaces (line breaks kept), so offsets stay put."""
-    out = list(text)
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == '"':
-            i += 1
-            while i < n and text[i] != '"':
-                i += 2 if text[i] == "\\" else 1
-            i += 1
-        elif c == "/" and i + 1 < n and text[i + 1] in "/*":
-            if not comments:
-                raise _invalid(path, comments)
-            if text[i + 1] == "/":
-                end = n if text.find("\n", i) < 0 else text.find("\n", i)
-            else:
-                found = text.find("*/", i + 2)
-                if found < 0:
-                    raise _invalid(path, comments)
-                end = found + 2
-            for j in range(i, end):
-                if out[j] not in "\r\n":
-                    out[j] = " "
-            i = end
-        else:
-            i += 1
-    return "".join(out)
+
+    def blank(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if token[0] == '"':
+            return token
+        if not comments or token == "/*":  # a comment where none is allowed, or one never closed
+            raise _invalid(path, comments)
+        return _NOT_BREAK.sub(" ", token)
+
+    return _TOKENS.sub(blank, text)
 
 
 def _skip(blank: str, i: int) -> int:
@@ -331,9 +318,9 @@ def remove(text: str, entries: list[Entry], path: str, comments: bool,
     """``text`` without ``entries``; containers left empty go only if ``add`` created them."""
     if not text.strip():
         return text
-    parse(text, path, comments)  # the file itself must be valid before anything is taken out
-    for entry in entries:
-        doc = parse(text, path, True)
+    for number, entry in enumerate(entries):
+        # The file itself must be valid before anything is taken out; cm's own edits keep it so.
+        doc = parse(text, path, comments if number == 0 else True)
         node, value = doc.walk(entry.key)
         if node is None:
             continue

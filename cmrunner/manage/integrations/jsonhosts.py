@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import os
 
-from cmrunner.hooks import claude, gemini
+from cmrunner.capture import hostevents
 from cmrunner.manage import hostconfig, mcp_config
 from cmrunner.manage.integrations.tomledit import Entry
 
 HOSTS = ("claude-code", "gemini")
-CLAUDE_EVENTS = claude.EVENTS  # what `cm hook claude` handles (hooks room): one list, no drift
-GEMINI_EVENTS = gemini.EVENTS
+CLAUDE_EVENTS = hostevents.CLAUDE_EVENTS  # what `cm hook claude` handles: one list, no drift
+GEMINI_EVENTS = hostevents.GEMINI_EVENTS
 CLAUDE_TIMEOUT_S = hostconfig.HOOK_TIMEOUT
 GEMINI_TIMEOUT_MS = hostconfig.HOOK_TIMEOUT * 1000
 SERVER = "common_memory"

@@ -169,6 +169,13 @@ def _present_key(text: str, entry: Entry, path: str) -> bool:
     return jsonedit.present_key(text, entry, path, entry.fmt == "jsonc")
 
 
+def without(text: str, entries: list[Entry], path: str) -> str:
+    """``text`` with cm's recorded ``entries`` taken out, whatever the file's grammar."""
+    if not entries or entries[0].fmt == "toml":
+        return tomledit.remove(text, entries, path)
+    return jsonedit.remove(text, entries, path, entries[0].fmt == "jsonc")
+
+
 def _edit(fmt: str, text: str, gone: list[Entry], added: list[Entry], path: str, created: Keys
           ) -> tuple[str | None, Keys]:
     """The file's new text (``None``: delete it) and the containers cm created in it."""
