@@ -273,11 +273,11 @@ def test_redirects_are_refused(home, tmp_path):
     assert job_row(paths)[2]["httpStatus"] == 307 and len(log) == 1
 
 
-def test_sensitive_content_in_a_tool_result_is_never_sent(home, tmp_path):
+def test_a_flagged_hand_edit_is_withheld_from_the_agent_and_never_sent(home, tmp_path):
+    """A hand edit holding a token is shown to the Memory Agent as its placeholder (the Writer judges
+    only what a decision writes), so the job commits, the token never leaves, and the edit stays."""
     with fakemodel.running(str(tmp_path / "fm"), policy()) as fm:
         paths, cfg = configure_remote(home, fm.base_url)
-        import os
-
         os.makedirs(paths.memory, exist_ok=True)
         secret = "ghp_Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa"
         with open(paths.document("profile"), "w", encoding="utf-8") as handle:  # a hand edit holding a token
@@ -285,9 +285,12 @@ def test_sensitive_content_in_a_tool_result_is_never_sent(home, tmp_path):
         admit(paths, TEXT, "e1")
         outcome = run_once(paths, cfg, make_agent(cfg))
         raw = open(fm.log_path, encoding="utf-8").read()
-    assert (outcome.state, outcome.code) == ("dead", "SENSITIVE_CONTENT_REJECTED")
-    assert job_row(paths)[2] == {"stage": "request", "reason": "sensitive_content", "retryable": False}
-    assert raw == "" and secret not in raw, "nothing was sent at all"
+        requests = fm.model_requests()
+    assert (outcome.state, outcome.code) == ("committed", None)
+    assert requests, "the agent ran"
+    assert secret not in raw and "Zx9Yw8Vu7Ts6" not in raw, "no part of the token was sent"
+    with open(paths.document("profile"), encoding="utf-8") as handle:
+        assert f"my token {secret}" in handle.read(), "the user's hand edit is kept as written"
 
 
 def test_byte_cap_is_checked_on_every_serialized_request(home, tmp_path):
