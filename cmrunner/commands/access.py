@@ -9,6 +9,7 @@ import click
 
 from cmrunner.commands.base import HostCommand, _home, cli, confirm, echo, echo_outcome
 from cmrunner.core import config as config_mod
+from cmrunner.core.errors import CmError
 
 PARTS_LISTED = 10  # a larger import lists its dead or quarantined parts and counts the rest by state
 
@@ -59,7 +60,9 @@ def mcp_command(ctx: click.Context, client_id: str | None, capabilities: tuple[s
 
 
 @cli.command("import")
-@click.argument("file")
+@click.argument("file", required=False)
+@click.option("--from", "source", default=None, type=click.Choice(["claude", "codex", "gemini", "project"]),
+              help="Import what this agent already keeps (its memory or instruction files) instead of FILE.")
 @click.option("--workspace", default=None, help="Import into this registered project (default: global).")
 @click.option("--author", default="unknown", show_default=True, help="user, agent, third_party, mixed or unknown.")
 @click.option("--label", default=None, help="Display label (default: the file name).")
@@ -67,11 +70,17 @@ def mcp_command(ctx: click.Context, client_id: str | None, capabilities: tuple[s
 @click.option("--dry-run", is_flag=True, help="Show the plan (parts, bytes, estimated tokens); queue nothing.")
 @click.option("--yes", is_flag=True, help="Queue a costly import without asking.")
 @click.pass_context
-def import_command(ctx: click.Context, file: str, workspace: str | None, author: str, label: str | None,
-                   no_wait: bool, dry_run: bool, yes: bool) -> None:
-    """Import one Markdown file through the Writer; exit 1 unless every part was processed."""
+def import_command(ctx: click.Context, file: str | None, source: str | None, workspace: str | None, author: str,
+                   label: str | None, no_wait: bool, dry_run: bool, yes: bool) -> None:
+    """Import one Markdown file, or an agent's memory files (--from), through the Writer; exit 1
+    unless every part was processed."""
     from cmrunner.manage import importer, importplan
 
+    if (file is None) == (source is None):
+        raise CmError("INVALID_ARGUMENTS", "give either FILE or --from claude|codex|gemini|project")
+    if source is not None:
+        _import_from(ctx, source, workspace, no_wait, dry_run, yes)
+        return
     planned = importer.plan(_home(ctx), file, workspace, author, label)
     plan = planned.plan
     daily = planned.cfg.spend["tokensPerDay"]
@@ -105,6 +114,51 @@ def import_command(ctx: click.Context, file: str, workspace: str | None, author:
         echo(report.note, err=True)
     echo(f"complete: {'true' if report.complete else 'false'}")
     if report.waited and not report.complete:
+        ctx.exit(1)
+
+
+def _import_from(ctx: click.Context, source: str, workspace: str | None, no_wait: bool, dry_run: bool,
+                 yes: bool) -> None:
+    from cmrunner.manage import memimport
+
+    home = _home(ctx)
+    found = memimport.plan(home, source, workspace)
+    if not found.files and not found.skipped:
+        echo(f"nothing found: no {source} memory files on this machine")
+        return
+    echo(f"plan for {source}: {len(found.new)} file{'s' if len(found.new) != 1 else ''} to import, "
+         f"about {found.tokens:,} tokens to process (estimate)")
+    for f in found.files:
+        p = f.plan
+        state = "already imported" if f.imported else f"{p.count} part{'s' if p.count != 1 else ''}"
+        echo(f"  {f.found.label} [{f.found.kind}] -> {p.scope}: {state}, {p.file_bytes:,} bytes, "
+             f"~{p.tokens:,} tokens ({f.found.path})")
+    for skip in found.skipped:
+        echo(f"  skipped {skip.code}: {skip.path}: {skip.reason}")
+    if found.needs_permission:
+        echo("permission: imports are off (disclosure.allowedProvenance lacks document_import); "
+             "confirming grants it in config.json")
+    if dry_run:
+        echo("dry run: nothing was queued")
+        return
+    if not found.new:
+        echo("nothing new to import")
+        return
+    if not yes:
+        confirm("Import these files" + (" and allow document imports?" if found.needs_permission else "?"),
+                f"importing {len(found.new)} file(s) sends them to the Memory Agent")
+    if found.needs_permission:
+        memimport.grant(home)
+        echo("granted: disclosure.allowedProvenance +document_import")
+    reports = memimport.run(home, found, not no_wait, echo_outcome)
+    for f, report in zip(found.new, reports, strict=True):
+        states = sorted({p["state"] for p in report.parts})
+        echo(f"{f.found.label} -> {report.scope}: {', '.join(states)}")
+    if reports and reports[0].note:
+        echo(reports[0].note, err=True)
+    complete = all(r.complete for r in reports)
+    echo(f"complete: {'true' if complete else 'false'}")
+    if not no_wait and not complete:
         ctx.exit(1)
 
 

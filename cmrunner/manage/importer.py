@@ -64,10 +64,11 @@ _BLOCK_KINDS = {
 }
 
 
-def read_markdown(path: str) -> tuple[str, str]:
-    """The normalised text and the file name of an importable Markdown file (see contract)."""
+def read_markdown(path: str, suffixes: tuple[str, ...] = SUFFIXES) -> tuple[str, str]:
+    """The normalised text and the file name of an importable Markdown file (see contract);
+    ``suffixes`` widens the names accepted (``cm import --from`` also reads Cursor's ``.mdc``)."""
     name = os.path.basename(path)
-    if not name.lower().endswith(SUFFIXES):
+    if not name.lower().endswith(suffixes):
         raise CmError("UNSUPPORTED_FILE_TYPE", "only .md and .markdown files can be imported")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
@@ -184,7 +185,13 @@ def prepare(cfg: config_mod.Config, paths: DataPaths, path: str, workspace_path:
                       "`cm config set disclosure.allowedProvenance +document_import`")
     scope = import_scope(cfg, paths, workspace_path)
     text, file_name = read_markdown(path)
-    label = check_label(label, file_name)
+    return prepare_text(cfg, text, file_name, scope, author, check_label(label, file_name))
+
+
+def prepare_text(cfg: config_mod.Config, text: str, file_name: str, scope: str, author: str,
+                 label: str) -> importplan.Plan:
+    """The plan of one normalised text already read and checked for scope and permission: parts,
+    the sensitive scan of each, identity and estimate (``cm import --from`` plans each file here)."""
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     import_id = f"md-{digest}"
     # A part must fit one job's sources; an explicit disclosure cap (raw bytes plus the Writer's
@@ -285,10 +292,15 @@ class ImportReport:
 
 def run(home: str, planned: Planned, wait: bool, progress: Callable[[Outcome], None]) -> ImportReport:
     """Queue a planned import, optionally run the Writer loop, and report each part's state."""
-    cfg, paths, import_plan = planned.cfg, planned.paths, planned.plan
-    duplicate = queue(home, paths, import_plan, spawn_drain=not wait)
+    return run_many(home, planned.cfg, planned.paths, [planned.plan], wait, progress)[0]
+
+
+def run_many(home: str, cfg: config_mod.Config, paths: DataPaths, plans: list[importplan.Plan], wait: bool,
+             progress: Callable[[Outcome], None]) -> list[ImportReport]:
+    """Queue several planned imports, then (``wait``) one Writer loop for all; a report per plan."""
+    duplicates = [queue(home, paths, p, spawn_drain=not wait and i == len(plans) - 1) for i, p in enumerate(plans)]
     note = None
-    if wait:
+    if wait and plans:
         from cmrunner.writer_proc import flush as flush_mod
 
         try:
@@ -298,5 +310,5 @@ def run(home: str, planned: Planned, wait: bool, progress: Callable[[Outcome], N
             if exc.code != "UNCONFIGURED":
                 raise
             note = "no model is configured, so the import stays queued; configure one and run `cm flush`"
-    return ImportReport(import_plan.import_id, import_plan.scope, duplicate, part_states(paths, import_plan), wait,
-                        note)
+    return [ImportReport(p.import_id, p.scope, duplicate, part_states(paths, p), wait, note)
+            for p, duplicate in zip(plans, duplicates, strict=True)]

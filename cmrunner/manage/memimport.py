@@ -1,0 +1,122 @@
+"""``cm import --from claude|codex|gemini|project``: the memory a user's agents already hold, planned
+file by file and imported through the one document-import path.
+
+Contract:
+- ``plan(home, source, workspace)`` discovers the source's files (``memsources``) and plans each
+  with ``importer.prepare_text`` under its source label (``claude:auto-memory/<name>``,
+  ``codex:memory_summary``, ``project:AGENTS.md`` …), kind and target scope: parts, bytes and
+  estimated tokens, the sensitive scan of every part. A file whose plan is refused (a secret:
+  ``SENSITIVE_CONTENT_REJECTED``; a scope outside ``disclosure.allowedScopes``:
+  ``UNAUTHORIZED_SCOPE``; a line too long for a part) is skipped with that code, nothing of it
+  sent. Nothing is queued and nothing is written by planning.
+- Checked-in project files and project facts target the project's scope only; only ``personal``
+  files target ``global``.
+- Identity is the importer's: the digest of each file's text within its scope. A file imported
+  before is ``already imported`` in the plan and queues nothing; a changed file is a new digest
+  and is imported again whole (the Writer's import guard keeps what the user said).
+- ``needs_permission``: ``document_import`` is not in ``disclosure.allowedProvenance``. The
+  caller asks once; ``grant`` records it through the typed config path (``configedit``).
+- ``run`` queues every new file's parts and runs one Writer loop for them (``importer.run_many``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from cmrunner.core import config as config_mod, workspace
+from cmrunner.core.errors import CmError
+from cmrunner.core.home import DataPaths
+from cmrunner.manage import importer, importplan, memsources
+
+if TYPE_CHECKING:
+    from cmrunner.writer_proc.writer import Outcome
+
+
+@dataclass(frozen=True, slots=True)
+class FilePlan:
+    found: memsources.Found
+    plan: importplan.Plan
+    imported: bool   # every part of this exact text is already in the store
+
+
+@dataclass
+class SourcePlan:
+    source: str
+    cfg: config_mod.Config
+    paths: DataPaths
+    files: list[FilePlan] = field(default_factory=list)
+    skipped: list[memsources.Skipped] = field(default_factory=list)
+
+    @property
+    def new(self) -> list[FilePlan]:
+        return [f for f in self.files if not f.imported]
+
+    @property
+    def needs_permission(self) -> bool:
+        return bool(self.new) and "document_import" not in self.cfg.disclosure.allowed_provenance
+
+    @property
+    def tokens(self) -> int:
+        return sum(f.plan.tokens for f in self.new)
+
+
+def plan(home: str, source: str, workspace_path: str | None, user_home: str | None = None) -> SourcePlan:
+    """Discover and plan one source (see module contract); nothing is queued."""
+    if source not in memsources.SOURCES:
+        raise CmError("INVALID_ARGUMENTS", "--from must be one of " + ", ".join(memsources.SOURCES))
+    cfg = config_mod.load(home)
+    paths = DataPaths(cfg.data_root)
+    project = None
+    if workspace_path is not None:
+        found_project = workspace.resolve(paths, workspace_path)
+        project = (found_project.path, found_project.scope)
+    found, skipped = memsources.discover(source, user_home or os.path.expanduser("~"), project)
+    result = SourcePlan(source, cfg, paths, skipped=list(skipped))
+    for item in found:
+        if item.scope not in cfg.allowed_scopes:
+            result.skipped.append(memsources.Skipped(
+                item.path, "UNAUTHORIZED_SCOPE",
+                f"{item.scope} is not in disclosure.allowedScopes; `cm config set disclosure.allowedScopes +{item.scope}`"))
+            continue
+        try:
+            file_plan = importer.prepare_text(cfg, item.text, os.path.basename(item.path), item.scope, item.author,
+                                              item.label)
+        except CmError as exc:
+            result.skipped.append(memsources.Skipped(item.path, exc.code, exc.message))
+            continue
+        result.files.append(FilePlan(item, file_plan, _imported(paths, file_plan)))
+    return result
+
+
+def _imported(paths: DataPaths, file_plan: importplan.Plan) -> bool:
+    from cmrunner.capture import observations
+    from cmrunner.core import store
+
+    conn = store.open_existing(paths)
+    if conn is None:
+        return False
+    try:
+        return all(observations.exists(conn, file_plan.namespace, importer.part_entry(i))
+                   for i in range(1, file_plan.count + 1))
+    finally:
+        conn.close()
+
+
+def grant(home: str) -> None:
+    """Allow document imports (``disclosure.allowedProvenance +document_import``), as the user confirmed."""
+    from cmrunner.manage import configedit
+
+    configedit.set_value(home, "disclosure.allowedProvenance", "+document_import")
+
+
+def run(home: str, source_plan: SourcePlan, wait: bool,
+        progress: Callable[[Outcome], None]) -> list[importer.ImportReport]:
+    """Queue the new files of a confirmed plan and (``wait``) process them; one report per file."""
+    if "document_import" not in config_mod.load(home).disclosure.allowed_provenance and source_plan.new:
+        raise CmError("IMPORT_DISABLED", "imports are disabled; confirm the plan's permission question or "
+                                         "`cm config set disclosure.allowedProvenance +document_import`")
+    cfg = config_mod.load(home)
+    return importer.run_many(home, cfg, source_plan.paths, [f.plan for f in source_plan.new], wait, progress)

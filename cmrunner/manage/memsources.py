@@ -1,0 +1,238 @@
+"""Where the agents keep the memory a new user already has, and which of those files cm may import.
+
+Contract (``../shared/hosts-more.md`` §4; ``cm import --from``):
+- ``discover(source, user_home, project)`` lists the files of one source on this machine as
+  ``Found`` (path, source label, kind, target scope, declared author) and the files it will not
+  read as ``Skipped`` (path, stable code, reason). It reads nothing but names, links and, for the
+  files it returns, their text (through ``importer.read_markdown``: regular UTF-8 Markdown, no NUL,
+  not empty, at most ``MAX_FILE_BYTES``). Nothing here is sent anywhere.
+- Sources: ``claude`` (``~/.claude/CLAUDE.md``; auto memory ``~/.claude/projects/<dir>/memory/``
+  topic files with ``name``/``description``/``type`` front matter, whose index ``MEMORY.md`` is
+  skipped when topic files carry its entries; the project's ``CLAUDE.local.md``), ``codex``
+  (``$CODEX_HOME`` or ``~/.codex``: ``memories/memory_summary.md`` and ``memories/MEMORY.md``, never
+  ``raw_memories.md`` or ``rollout_summaries/``), ``gemini`` (``~/.gemini/GEMINI.md``) and
+  ``project`` (a registered project's ``AGENTS.md``, ``CLAUDE.md``, ``.cursor/rules/**/*.mdc`` that
+  always apply or have globs, ``.github/copilot-instructions.md``).
+- Kinds: ``personal`` (about the user: candidates for Profile and Preferences; global scope),
+  ``project fact`` (auto memory ``project``/``reference``, ``CLAUDE.local.md``: the project's scope),
+  ``team convention`` (checked-in ``AGENTS.md``/``CLAUDE.md``) and ``instructions`` (Cursor rules,
+  Copilot instructions) — both of the latter land in the project's scope only, never global.
+- A file is skipped with a code, never half-read: ``UNREADABLE``, ``SYMLINK_LEAVES_ROOT`` (a link
+  whose target is outside its root: the agent's own directory such as ``~/.claude``, or the project), ``BINARY``, ``OVERSIZED``, ``EMPTY``,
+  ``NO_PROJECT`` (project memory with no registered project for it), ``RULE_NOT_ALWAYS_APPLIED``,
+  ``INDEX_ONLY``. An ``@path`` import in an instructions file (outside code fences, at most
+  ``MAX_IMPORT_DEPTH`` hops) that stays inside the root is imported as its own file; one that
+  leaves it is ``IMPORT_LEAVES_ROOT`` and one already visited ``IMPORT_CYCLE`` (its text is not read).
+  Files holding a secret are skipped later, by the plan's sensitive scan (``memimport``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from cmrunner.core.errors import CmError
+from cmrunner.manage import importer
+
+SOURCES = ("claude", "codex", "gemini", "project")
+MAX_FILE_BYTES = 1 << 20   # memory files are kilobytes; a larger one is not what these agents write
+MAX_IMPORT_DEPTH = 5       # Claude Code's own limit for @imports
+MDC = (".md", ".markdown", ".mdc")
+_IMPORT = re.compile(r"(?:^|\s)@((?:~/|\.{1,2}/|/)?[\w.-][\w./-]*\.(?:md|markdown))\b")
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    path: str
+    text: str
+    label: str
+    kind: str
+    scope: str      # 'global' or 'project:<id>'
+    author: str
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    path: str
+    code: str
+    reason: str
+
+
+class _Walk:
+    def __init__(self) -> None:
+        self.found: list[Found] = []
+        self.skipped: list[Skipped] = []
+        self.seen: set[str] = set()
+
+    def skip(self, path: str, code: str, reason: str) -> None:
+        self.skipped.append(Skipped(path, code, reason))
+
+    def read(self, path: str, root: str) -> str | None:
+        """The file's text, or ``None`` after recording why it is skipped (absent files: nothing)."""
+        if not os.path.lexists(path):
+            return None
+        real = os.path.realpath(path)
+        if os.path.islink(path) and not _inside(real, root):
+            self.skip(path, "SYMLINK_LEAVES_ROOT", f"a link to {real}, outside {root}")
+            return None
+        try:
+            if os.path.getsize(real) > MAX_FILE_BYTES:
+                self.skip(path, "OVERSIZED", f"larger than {MAX_FILE_BYTES:,} bytes; import it with `cm import FILE`")
+                return None
+            text, _name = importer.read_markdown(real, MDC)
+        except OSError:
+            self.skip(path, "UNREADABLE", "cannot be read; check its permissions")
+            return None
+        except CmError as exc:
+            code = {"INVALID_ENCODING": "BINARY", "EMPTY_DOCUMENT": "EMPTY", "IMPORT_TOO_LARGE": "OVERSIZED"}.get(
+                exc.code, "UNREADABLE")
+            self.skip(path, code, exc.message)
+            return None
+        return text
+
+    def add(self, path: str, root: str, label: str, kind: str, scope: str, author: str, depth: int = 0) -> None:
+        real = os.path.realpath(path)
+        if real in self.seen:
+            return
+        text = self.read(path, root)
+        if text is None:
+            return
+        self.seen.add(real)
+        self.found.append(Found(path, text, label[:importer.LABEL_LIMIT], kind, scope, author))
+        for target in imports_of(text):
+            resolved = os.path.normpath(os.path.join(os.path.dirname(path), os.path.expanduser(target)))
+            if not _inside(os.path.realpath(resolved), root):
+                self.skip(resolved, "IMPORT_LEAVES_ROOT", f"@{target} in {path} leaves {root}; not read")
+            elif os.path.realpath(resolved) in self.seen or depth + 1 > MAX_IMPORT_DEPTH:
+                self.skip(resolved, "IMPORT_CYCLE", f"@{target} in {path} was already read or is too deep; not read again")
+            else:
+                prefix = label.split(":", 1)[0]
+                self.add(resolved, root, f"{prefix}:import/{os.path.basename(resolved)}", kind, scope, author, depth + 1)
+
+
+def _inside(path: str, root: str) -> bool:
+    root = os.path.realpath(root)
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def imports_of(text: str) -> list[str]:
+    """The ``@path`` imports of a Markdown text outside fenced code and inline code spans."""
+    found: list[str] = []
+    fenced = False
+    for line in text.split("\n"):
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+            continue
+        if not fenced:
+            found += _IMPORT.findall(re.sub(r"`[^`]*`", "", line))
+    return found
+
+
+def front_matter(text: str) -> dict[str, str]:
+    """The flat ``key: value`` pairs of a leading ``---`` block (what auto memory and Cursor rules
+    write); stdlib instead of a YAML parser: these blocks are flat and yaml stays off cm's import set."""
+    lines = text.split("\n")
+    if not lines or lines[0].strip() != "---":
+        return {}
+    fields: dict[str, str] = {}
+    for line in lines[1:]:
+        if line.strip() == "---":
+            return fields
+        key, sep, value = line.partition(":")
+        if sep and key.strip():
+            fields[key.strip()] = value.strip().strip("'\"")
+    return {}
+
+
+def claude_project_dir(path: str) -> str:
+    """Claude Code's directory name for a project path: every character but letters and digits is '-'."""
+    return re.sub(r"[^A-Za-z0-9]", "-", path)
+
+
+def discover(source: str, user_home: str, project: tuple[str, str] | None) -> tuple[list[Found], list[Skipped]]:
+    """The importable files of ``source`` and the skipped ones; ``project`` is (root, scope) of the
+    registered project ``--workspace`` named, if any (see module contract)."""
+    walk = _Walk()
+    if source == "claude":
+        _claude(walk, user_home, project)
+    elif source == "codex":
+        codex_home = os.environ.get("CODEX_HOME") or os.path.join(user_home, ".codex")
+        for name, label in (("memory_summary.md", "codex:memory_summary"), ("MEMORY.md", "codex:MEMORY")):
+            walk.add(os.path.join(codex_home, "memories", name), codex_home, label, "personal", "global", "agent")
+    elif source == "gemini":
+        gemini = os.path.join(user_home, ".gemini")
+        walk.add(os.path.join(gemini, "GEMINI.md"), gemini, "gemini:GEMINI.md", "personal", "global", "mixed")
+    elif source == "project":
+        if project is None:
+            raise CmError("WORKSPACE_REQUIRED", "--from project needs --workspace <path of a registered project>")
+        _project(walk, *project)
+    else:
+        raise CmError("INVALID_ARGUMENTS", "--from must be one of " + ", ".join(SOURCES))
+    return walk.found, walk.skipped
+
+
+def _claude(walk: _Walk, user_home: str, project: tuple[str, str] | None) -> None:
+    claude = os.path.join(user_home, ".claude")
+    walk.add(os.path.join(claude, "CLAUDE.md"), claude, "claude:CLAUDE.md", "personal", "global", "user")
+    if project is not None:
+        root, scope = project
+        walk.add(os.path.join(root, "CLAUDE.local.md"), root, "claude:CLAUDE.local.md", "project fact", scope, "user")
+    base = os.path.join(claude, "projects")
+    try:
+        dirs = sorted(os.listdir(base))
+    except OSError:
+        return
+    wanted = claude_project_dir(project[0]) if project is not None else None
+    for name in dirs:
+        if wanted is not None and name != wanted:
+            continue
+        memory = os.path.join(base, name, "memory")
+        try:
+            files = sorted(f for f in os.listdir(memory) if f.endswith(".md"))
+        except OSError:
+            continue
+        scope = project[1] if project is not None else None
+        topics = [f for f in files if f != "MEMORY.md"]
+        if "MEMORY.md" in files:
+            if topics:
+                walk.skip(os.path.join(memory, "MEMORY.md"), "INDEX_ONLY",
+                          "the index of the topic files, which are imported themselves")
+            else:
+                walk.add(os.path.join(memory, "MEMORY.md"), claude, "claude:auto-memory/MEMORY", "personal",
+                         "global", "agent")
+        for topic in topics:
+            path = os.path.join(memory, topic)
+            text = walk.read(path, claude)
+            if text is None:
+                continue
+            meta = front_matter(text)
+            kind_of = meta.get("type", "user")
+            label = f"claude:auto-memory/{meta.get('name') or topic[:-3]}"
+            if kind_of in ("user", "feedback"):
+                walk.found.append(Found(path, text, label[:importer.LABEL_LIMIT], "personal", "global", "agent"))
+            elif scope is None:
+                walk.skip(path, "NO_PROJECT", f"a {kind_of} memory of a project; pass --workspace <its registered path>")
+            else:
+                walk.found.append(Found(path, text, label[:importer.LABEL_LIMIT], "project fact", scope, "agent"))
+
+
+def _project(walk: _Walk, root: str, scope: str) -> None:
+    for rel, kind in (("AGENTS.md", "team convention"), ("CLAUDE.md", "team convention"),
+                      (".claude/CLAUDE.md", "team convention"), (".github/copilot-instructions.md", "instructions")):
+        walk.add(os.path.join(root, rel), root, f"project:{rel}", kind, scope, "mixed")
+    rules = os.path.join(root, ".cursor", "rules")
+    for folder, _dirs, files in sorted(os.walk(rules)):
+        for name in sorted(files):
+            if not name.endswith(".mdc"):
+                continue
+            path = os.path.join(folder, name)
+            text = walk.read(path, root)
+            if text is None:
+                continue
+            meta = front_matter(text)
+            if meta.get("alwaysApply", "").lower() != "true" and not meta.get("globs"):
+                walk.skip(path, "RULE_NOT_ALWAYS_APPLIED", "a manual or agent-requested Cursor rule; not imported")
+                continue
+            rel = os.path.relpath(path, root)
+            walk.found.append(Found(path, text, f"project:{rel}"[:importer.LABEL_LIMIT], "instructions", scope, "mixed"))
