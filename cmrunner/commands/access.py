@@ -76,11 +76,11 @@ def import_command(ctx: click.Context, file: str | None, source: str | None, wor
     unless every part was processed."""
     from cmrunner.manage import importer, importplan
 
-    if (file is None) == (source is None):
-        raise CmError("INVALID_ARGUMENTS", "give either FILE or --from claude|codex|gemini|project")
-    if source is not None:
+    if source is not None and file is None:
         _import_from(ctx, source, workspace, no_wait, dry_run, yes)
         return
+    if file is None or source is not None:
+        raise CmError("INVALID_ARGUMENTS", "give either FILE or --from claude|codex|gemini|project")
     planned = importer.plan(_home(ctx), file, workspace, author, label)
     plan = planned.plan
     daily = planned.cfg.spend["tokensPerDay"]

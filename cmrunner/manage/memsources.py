@@ -192,7 +192,7 @@ def _claude(walk: _Walk, user_home: str, project: tuple[str, str] | None) -> Non
             files = sorted(f for f in os.listdir(memory) if f.endswith(".md"))
         except OSError:
             continue
-        scope = project[1] if project is not None else None
+        project_scope = project[1] if project is not None else None
         topics = [f for f in files if f != "MEMORY.md"]
         if "MEMORY.md" in files:
             if topics:
@@ -211,10 +211,11 @@ def _claude(walk: _Walk, user_home: str, project: tuple[str, str] | None) -> Non
             label = f"claude:auto-memory/{meta.get('name') or topic[:-3]}"
             if kind_of in ("user", "feedback"):
                 walk.found.append(Found(path, text, label[:importer.LABEL_LIMIT], "personal", "global", "agent"))
-            elif scope is None:
+            elif project_scope is None:
                 walk.skip(path, "NO_PROJECT", f"a {kind_of} memory of a project; pass --workspace <its registered path>")
             else:
-                walk.found.append(Found(path, text, label[:importer.LABEL_LIMIT], "project fact", scope, "agent"))
+                walk.found.append(Found(path, text, label[:importer.LABEL_LIMIT], "project fact", project_scope,
+                                        "agent"))
 
 
 def _project(walk: _Walk, root: str, scope: str) -> None:
