@@ -99,6 +99,8 @@ def test_session_start_injection_reaches_the_model(setup, home):
     developer = [item for item in first["input"] if item.get("role") == "developer"]
     texts = json.dumps(developer)
     assert "kakoune-7731" in texts and "common-memory-data" in texts
+    # The block's last line says how fresh it is (issue 26); this session's own turn is not captured yet.
+    assert "Memory state: updated just now; no turns waiting to be processed." in texts
 
 
 def test_an_interrupted_turn_is_not_evidence(codex, home, tmp_path):
