@@ -61,7 +61,7 @@ def _claude_fixture(user: str, project_path: str) -> None:
 
 def test_nothing_found_is_exit_0(home, tmp_path):
     _setup(home)
-    env = hook_env(HOME=str(tmp_path / "empty-user"))
+    env = hook_env(HOME=str(tmp_path / "empty-user"), CODEX_HOME="")
     for source in ("claude", "codex", "gemini"):
         proc = run_cm(["import", "--from", source, "--dry-run"], env=env)
         assert proc.returncode == 0, proc.stderr
@@ -103,7 +103,8 @@ def test_confirmation_grants_permission_then_imports_once(home, tmp_path):
     _write(os.path.join(codex, "MEMORY.md"), "# Memory\n\n- prefers small pull requests\n")
     _write(os.path.join(codex, "raw_memories.md"), "# Raw\n\ntranscript excerpts, never imported\n")
     _write(os.path.join(codex, "rollout_summaries", "r1.md"), "# r1\n\nnever imported\n")
-    env = hook_env(HOME=user, CM_TEST_AGENT_SCRIPT=script_file(str(tmp_path), [retain_template("Kept {first}")]))
+    env = hook_env(HOME=user, CODEX_HOME="",  # an empty CODEX_HOME means the default, ~/.codex
+                   CM_TEST_AGENT_SCRIPT=script_file(str(tmp_path), [retain_template("Kept {first}")]))
     refused = run_cm(["import", "--from", "codex"], env=env)  # no terminal, no --yes
     assert refused.returncode == 1 and refused.stderr.decode().startswith("cm: CONFIRMATION_REQUIRED: ")
     assert _imports(paths) == [] and "document_import" not in config_mod.load(home).disclosure.allowed_provenance
