@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import pytest
 from conftest import hook_env, run_cm, wait_no_drain
 from mcp_support import allow, configure, register, retain_template, rows, script_file
-from writer_support import admit, all_evidence, decision, put, read, retain, writer
+from writer_support import check_import_guard, read, user_said_diet
 
 from cmrunner.core import config as config_mod
 
@@ -157,30 +156,7 @@ def test_a_quarantined_part_is_final_and_exits_1(home, tmp_path):
 def test_import_guard_appends_but_never_replaces_user_sections(home, tmp_path, overwrite):
     paths = configure(home)
     cfg = config_mod.load(home)
-    admit(paths, "I am a vegetarian", "u1", batch="b1")
-    w, _ = writer(paths, cfg, lambda task, reads: decision(task, retain(all_evidence(reads),
-                                                                        put("profile", "Diet", "vegetarian\n"))))
-    assert w.run_once().state == "committed"
-    w.close()
-    before = read(paths, "profile")
+    before = user_said_diet(paths, cfg)
     proc = run_cm(["import", _file(tmp_path, data="# Notes\n\nThe user eats fish.\n"), "--no-wait"])
     assert proc.returncode == 0
-
-    def script(task, reads):
-        ops = [put("profile", "Imported from notes.md", "eats fish (imported, unverified)\n")]
-        if overwrite:
-            ref = reads.inspect_memory(task["snapshot"]["handle"])["documents"][0]["sections"][0]["ref"]
-            ops.append(put("profile", "Diet", "pescatarian\n", section=ref))
-        return decision(task, retain(all_evidence(reads), *ops))
-
-    w, _ = writer(paths, cfg, script, now=lambda: int(time.time() * 1000) + 60_000)
-    w.force = True
-    outcome = w.run_once()
-    w.close()
-    if overwrite:  # all or nothing: the valid append is not committed either
-        assert outcome.code == "UNAUTHORIZED_IMPORT_OVERWRITE"
-        assert read(paths, "profile") == before
-    else:
-        assert outcome.state == "committed"
-        after = read(paths, "profile")
-        assert after.startswith(before) and "Imported from notes.md" in after
+    check_import_guard(paths, cfg, before, "Imported from notes.md", overwrite)

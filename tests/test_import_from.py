@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import pytest
 from conftest import hook_env, run_cm
 from mcp_support import allow, configure, register, retain_template, rows, script_file
-from writer_support import admit, all_evidence, decision, put, read, retain, writer
+from writer_support import check_import_guard, user_said_diet
 
 from cmrunner.core import config as config_mod
 from cmrunner.core.home import DataPaths
@@ -165,33 +164,11 @@ def test_import_guard_holds_for_an_agent_memory_file(home, tmp_path, overwrite):
     """A Gemini memory imported with --from may add to the Profile but never replace what the user said."""
     paths = configure(home)
     cfg = config_mod.load(home)
-    admit(paths, "I am a vegetarian", "u1", batch="b1")
-    w, _ = writer(paths, cfg, lambda task, reads: decision(task, retain(all_evidence(reads),
-                                                                        put("profile", "Diet", "vegetarian\n"))))
-    assert w.run_once().state == "committed"
-    w.close()
-    before = read(paths, "profile")
+    before = user_said_diet(paths, cfg)
     user = str(tmp_path / "user")
     _write(os.path.join(user, ".gemini", "GEMINI.md"), "## Gemini Added Memories\n- The user eats fish.\n")
     proc = run_cm(["import", "--from", "gemini", "--yes", "--no-wait"], env=hook_env(HOME=user))
     assert proc.returncode == 0, proc.stderr
     assert _imports(paths) == [("gemini:GEMINI.md", "global", "pending")]
 
-    def script(task, reads):
-        ops = [put("profile", "Imported from GEMINI.md", "eats fish (imported, unverified)\n")]
-        if overwrite:
-            ref = reads.inspect_memory(task["snapshot"]["handle"])["documents"][0]["sections"][0]["ref"]
-            ops.append(put("profile", "Diet", "pescatarian\n", section=ref))
-        return decision(task, retain(all_evidence(reads), *ops))
-
-    w, _ = writer(paths, cfg, script, now=lambda: int(time.time() * 1000) + 60_000)
-    w.force = True
-    outcome = w.run_once()
-    w.close()
-    if overwrite:  # all or nothing: the valid append is not committed either
-        assert outcome.code == "UNAUTHORIZED_IMPORT_OVERWRITE"
-        assert read(paths, "profile") == before
-    else:
-        assert outcome.state == "committed"
-        after = read(paths, "profile")
-        assert after.startswith(before) and "Imported from GEMINI.md" in after
+    check_import_guard(paths, cfg, before, "Imported from GEMINI.md", overwrite)

@@ -69,3 +69,40 @@ def rows(paths: DataPaths, sql: str, params: tuple = ()) -> list[tuple]:
         return conn.execute(sql, params).fetchall()
     finally:
         conn.close()
+
+
+def user_said_diet(paths: DataPaths, cfg: config_mod.Config) -> str:
+    """Commit a user turn's Profile section "Diet"; returns the Profile as it then reads."""
+    admit(paths, "I am a vegetarian", "u1", batch="b1")
+    w, _ = writer(paths, cfg, lambda task, reads: decision(task, retain(all_evidence(reads),
+                                                                        put("profile", "Diet", "vegetarian\n"))))
+    assert w.run_once().state == "committed"
+    w.close()
+    profile = read(paths, "profile")
+    assert profile is not None
+    return profile
+
+
+def check_import_guard(paths: DataPaths, cfg: config_mod.Config, before: str, title: str, overwrite: bool) -> None:
+    """Process the queued import with a decision that appends ``title`` and (``overwrite``) also
+    replaces the user's first section: the append commits, the replacement refuses the whole job."""
+    import time
+
+    def script(task, reads):
+        ops = [put("profile", title, "eats fish (imported, unverified)\n")]
+        if overwrite:
+            ref = reads.inspect_memory(task["snapshot"]["handle"])["documents"][0]["sections"][0]["ref"]
+            ops.append(put("profile", "Diet", "pescatarian\n", section=ref))
+        return decision(task, retain(all_evidence(reads), *ops))
+
+    w, _ = writer(paths, cfg, script, now=lambda: int(time.time() * 1000) + 60_000)
+    w.force = True
+    outcome = w.run_once()
+    w.close()
+    if overwrite:  # all or nothing: the valid append is not committed either
+        assert outcome.code == "UNAUTHORIZED_IMPORT_OVERWRITE"
+        assert read(paths, "profile") == before
+    else:
+        assert outcome.state == "committed"
+        after = read(paths, "profile")
+        assert after is not None and after.startswith(before) and title in after
