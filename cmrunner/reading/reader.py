@@ -73,8 +73,11 @@ def read_memory(paths: DataPaths, contexts: list[str], home: str | None = None, 
             raw = fsutil.read_regular_file(paths.document(target), DOCUMENT_LIMIT, f"memory document {target}")
             if raw is None:
                 continue
-            mtime = os.stat(paths.document(target)).st_mtime
-            updated = mtime if updated is None else max(updated, mtime)
+            try:
+                mtime = os.stat(paths.document(target)).st_mtime
+                updated = mtime if updated is None else max(updated, mtime)
+            except OSError:  # replaced or removed since the read: the text read still stands
+                pass
             text, held = withhold.document(raw.decode("utf-8"), target, home, paths, deep)
             documents.append((target, text))
             withheld += held
