@@ -3,7 +3,7 @@
 A provider that answers every request with an 80 MiB stream — small text deltas, or one 80 MiB
 ``data:`` line that never ends — against a 3 s whole-attempt deadline: one real ``cm flush``
 makes five attempts (1 + 2 + 4 + 8 s of backoff fit its wait bound) and its peak RSS, the child's
-own ``ru_maxrss`` from ``os.wait4``, stays within 100 MiB across all of them. Before, the first
+own ``ru_maxrss``, stays within 100 MiB across all of them. Before, the first
 failed request loaded the token estimator's tables (the ``bpe-openai`` package decodes three
 encodings into Python at import) and the flush peaked at 186–188 MiB. Figures and method:
 ``bench/flush_memory.py`` and ``docs/benchmarks.md``. Both floods run at once (two servers, two
@@ -26,6 +26,16 @@ from cmrunner.synthetic import fakemodel
 STREAM = 80 * 1024 * 1024
 PEAK_MIB = 100
 CASES = {"text deltas": {"text": "x", "flood": STREAM}, "one line": {"text": "x", "line": STREAM}}
+# Linux keeps a process's peak RSS across execve, so a child forked straight from this pytest process
+# (hundreds of MiB deep into the suite) would report pytest's peak as its own. A small launcher forks
+# the flush instead and reports that child's ``ru_maxrss`` from ``os.wait4``.
+LAUNCHER = (
+    "import os, subprocess, sys\n"
+    "proc = subprocess.Popen(sys.argv[2:])\n"
+    "_pid, status, usage = os.wait4(proc.pid, 0)\n"
+    "with open(sys.argv[1], 'w') as out:\n"
+    "    out.write(f'{os.waitstatus_to_exitcode(status)} {usage.ru_maxrss}')\n"
+)
 ATTEMPTS = 5  # the first attempt and the four whose backoff (1, 2, 4, 8 s) fits the flush's 10 s wait bound
 
 
@@ -35,15 +45,19 @@ def _flush(workdir: str, reply: dict, found: dict) -> None:
         paths, _ = configure_remote(home, fm.base_url, deadlineMs=3000)
         admit(paths, "I prefer tabs over spaces in Go.", "e1")
         with open(os.path.join(workdir, "out"), "wb") as out, open(os.path.join(workdir, "err"), "wb") as err:
-            proc = subprocess.Popen([CM, "flush"], env=hook_env(COMMON_MEMORY_HOME=home), stdin=subprocess.DEVNULL,
-                                    stdout=out, stderr=err)
-            guard = threading.Timer(180, proc.kill)  # a hung flush fails the test instead of hanging it
+            peak_file = os.path.join(workdir, "peak")
+            proc = subprocess.Popen([sys.executable, "-I", "-c", LAUNCHER, peak_file, CM, "flush"],
+                                    env=hook_env(COMMON_MEMORY_HOME=home), stdin=subprocess.DEVNULL,
+                                    stdout=out, stderr=err, start_new_session=True)
+            guard = threading.Timer(180, os.killpg, (proc.pid, 9))  # a hung flush fails the test instead of hanging it
             guard.start()
             try:
-                _pid, status, usage = os.wait4(proc.pid, 0)  # this child's own peak, nobody else's
+                proc.wait()
             finally:
                 guard.cancel()
-        found.update(rc=os.waitstatus_to_exitcode(status), peak_mib=usage.ru_maxrss / 1024, paths=paths,
+        assert proc.returncode == 0, "the launcher reported the flush"
+        rc, maxrss_kib = (int(x) for x in open(peak_file, encoding="utf-8").read().split())
+        found.update(rc=rc, peak_mib=maxrss_kib / 1024, paths=paths,
                      requests=len(fm.model_requests()),
                      out=open(os.path.join(workdir, "out"), encoding="utf-8").read(),
                      err=open(os.path.join(workdir, "err"), encoding="utf-8").read())
