@@ -106,15 +106,29 @@ def test_sigkill_of_cm_hook_claude_leaves_each_prompt_whole_or_absent(home, tmp_
     assert start.returncode == 0
     env = hook_env(CM_TEST_DRAIN_LINGER_MS="0")
     sent: dict[str, str] = {}
-    outcomes = {"killed": 0, "completed": 0}
-    for n in range(TRIALS):
-        sent[f"p{n}"] = f"prompt number {n} " + "x" * rng.randrange(0, 4000)
-        payload = json.dumps(dict(base, hook_event_name="UserPromptSubmit", prompt_id=f"p{n}", prompt=sent[f"p{n}"]))
+
+    def launch(turn: str) -> subprocess.Popen:
+        payload = json.dumps(dict(base, hook_event_name="UserPromptSubmit", prompt_id=turn, prompt=sent[turn]))
         proc = subprocess.Popen([CM, "hook", "claude", "--home", home], stdin=subprocess.PIPE,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         proc.stdin.write(payload.encode())
         proc.stdin.close()
-        time.sleep(rng.uniform(0.0, 0.4))  # wide enough that some runs finish on a loaded machine
+        return proc
+
+    # Kill points are drawn from twice the time a whole hook takes on this machine now (the median of
+    # three unkilled runs), so about half the runs die mid-way whether the machine is quiet or loaded.
+    took = []
+    for n in range(3):
+        sent[f"c{n}"] = f"calibration {n}"
+        began = time.monotonic()
+        assert launch(f"c{n}").wait(timeout=30) == 0
+        took.append(time.monotonic() - began)
+    window = 2 * sorted(took)[1]
+    outcomes = {"killed": 0, "completed": 0}
+    for n in range(TRIALS):
+        sent[f"p{n}"] = f"prompt number {n} " + "x" * rng.randrange(0, 4000)
+        proc = launch(f"p{n}")
+        time.sleep(rng.uniform(0.0, window))
         try:
             os.kill(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
