@@ -133,7 +133,7 @@ def test_saving_the_model_unchanged_says_so_and_a_change_says_saved(home, tmp_pa
 
 def test_the_first_runs_last_screen_leads_to_home(home, tmp_path):
     with fakemodel.running(str(tmp_path / "fake")) as fake:
-        app = CmApp(home, discover=temp_hosts(str(tmp_path), pi=False))
+        app = CmApp(home, discover=temp_hosts(str(tmp_path), pi=False), user_home=str(tmp_path / "userhome"))
 
         async def steps(pilot):
             await model_form(pilot, fake.base_url)
@@ -142,7 +142,7 @@ def test_the_first_runs_last_screen_leads_to_home(home, tmp_path):
             await wait_for(pilot, "Agent Integration")
             await pilot.press("enter")
             text = await wait_for(pilot, "Setup is complete", timeout=60)
-            assert "Run `cm` again" not in text and "Enter opens cm's home screen" in text
+            assert "Run `cm` again" not in text and "then cm's home screen" in text
             await pilot.press("enter")
             text = await wait_for(pilot, "Model & Configuration")
             assert app.is_running
