@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from tui_support import configure_model, drive, model_form, open_action, screen_text, temp_hosts, wait_for
+from tui_support import configure_model, drive, first_run, open_action, screen_text, temp_hosts, wait_for
 
 from cmrunner.core import config as config_mod
 from cmrunner.core.home import DataPaths
@@ -136,13 +136,8 @@ def test_the_first_runs_last_screen_leads_to_home(home, tmp_path):
         app = CmApp(home, discover=temp_hosts(str(tmp_path), pi=False), user_home=str(tmp_path / "userhome"))
 
         async def steps(pilot):
-            await model_form(pilot, fake.base_url)
-            await wait_for(pilot, "fake-model")
-            await pilot.press("enter")
-            await wait_for(pilot, "Agent Integration")
-            await pilot.press("enter")
-            text = await wait_for(pilot, "Setup is complete", timeout=60)
-            assert "Run `cm` again" not in text and "then cm's home screen" in text
+            text = await first_run(pilot, fake.base_url)
+            assert "Setup is complete" in text and "Run `cm` again" not in text and "then cm's home screen" in text
             await pilot.press("enter")
             text = await wait_for(pilot, "Model & Configuration")
             assert app.is_running

@@ -12,7 +12,7 @@ import json
 import os
 
 import pytest
-from tui_support import configure_model, drive, model_form, open_action, temp_hosts, wait_for
+from tui_support import configure_model, drive, first_run, open_action, temp_hosts, wait_for
 
 from cmrunner.core import config as config_mod
 from cmrunner.core.home import DataPaths
@@ -77,12 +77,7 @@ def test_first_run_shows_the_plan_and_enter_imports_through_the_writer(home, tmp
         seen: dict[str, object] = {}
 
         async def steps(pilot):
-            await model_form(pilot, fake.base_url)
-            await wait_for(pilot, "fake-model")
-            await pilot.press("enter")
-            await wait_for(pilot, "Agent Integration")
-            await pilot.press("enter")  # Claude Code, Codex CLI and Gemini CLI, all found here
-            await wait_for(pilot, "Installation check:", timeout=60)
+            await first_run(pilot, fake.base_url)  # Claude Code, Codex CLI and Gemini CLI, all found here
             await pilot.press("enter")
             text = await wait_for(pilot, "To import:", timeout=60)
             seen["plan"] = text
@@ -155,12 +150,7 @@ def test_nothing_found_says_so_and_the_first_run_goes_on(home, tmp_path, monkeyp
         app = CmApp(home, discover=hosts, user_home=user)
 
         async def steps(pilot):
-            await model_form(pilot, fake.base_url)
-            await wait_for(pilot, "fake-model")
-            await pilot.press("enter")
-            await wait_for(pilot, "Agent Integration")
-            await pilot.press("enter")
-            await wait_for(pilot, "Installation check:", timeout=60)
+            await first_run(pilot, fake.base_url)
             await pilot.press("enter")
             text = await wait_for(pilot, "Model & Configuration", timeout=60)
             assert "Nothing to bring in: no memory files of Claude Code, Codex CLI or Gemini CLI were found" in text

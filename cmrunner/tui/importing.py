@@ -15,6 +15,8 @@ Contract:
   thread with the Writer loop (``wait``): progress per processed job, then one line per file (its
   parts' states). A failure is shown as its code and one-line remedy; nothing but labels, paths,
   codes and counts is ever shown (no file text, no key).
+- While the import runs, Esc only says to wait, and ``q`` warns once that cm exits only when the
+  Writer loop has processed the queued parts (it runs in this process).
 - Skip (a visible choice, or Esc) imports nothing and writes nothing. When nothing is found the
   screen says so in one line; during the first run the flow then goes on to Home by itself with
   that line as Home's notice.
@@ -238,6 +240,12 @@ class ImportScreen(CmScreen):
         menu.highlighted = 0
         menu.display = True
         menu.focus()
+
+    def leaving_loses(self) -> str | None:
+        if self.running:
+            return ("The import is running: quitting now closes this screen, but cm exits only when the Memory "
+                    "Agent has processed the queued parts. Press q again to quit anyway.")
+        return None
 
     def leave(self) -> None:
         if self.running:
