@@ -15,11 +15,15 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 from agent_support import configure_remote, read_doc
 from conftest import hook_env, run_cm
 from mcp_support import allow, register, rows
 
+from cmrunner.core import directives, importkinds
 from cmrunner.synthetic import fakemodel
+from cmrunner.writer_proc.contract import DecisionContext, DecisionRejected, EvidenceSource, validate_decision
+from cmrunner.writer_proc.reads import Source
 
 POLICIES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "support", "import_kind_policy.py")
 FACTS = "I am a backend developer in Lisbon; I mostly write Go."
@@ -72,7 +76,7 @@ def test_an_instruction_in_a_personal_file_goes_to_preferences_never_the_profile
     assert profile is not None and FACTS in profile and INSTRUCTION not in profile
     assert preferences is not None and "## Working with me" in preferences and INSTRUCTION in preferences
     [(envelope,)] = rows(paths, "SELECT text FROM observations WHERE source = 'document_import'")
-    assert json.loads(envelope)["importKind"] == "personal"
+    assert json.loads(envelope)[importkinds.ENVELOPE_FIELD] == "personal"
     assert rows(paths, "SELECT state, issue FROM jobs") == [("done", None)]
 
 
@@ -122,3 +126,80 @@ def test_the_plan_says_what_each_file_may_become_and_counts_its_instructions(hom
     assert "  claude:CLAUDE.md [personal] -> global: 1 part," in out
     assert ("    may become: profile (facts about you, never instructions to an agent), preferences; 1 line read as "
             "instructions to an agent (preferences, never profile)\n") in out
+
+
+# ---------------------------------------------------------------- the rule itself (writer_proc/contract.py)
+
+def _ctx(kind: str | None, scope: str = "global", known: dict | None = None, user_turn: bool = False) -> DecisionContext:
+    evidence = {"ev_9": EvidenceSource(scope, "document_import", kind)}
+    if user_turn:
+        evidence["ev_1"] = EvidenceSource(scope, "user_explicit")
+    targets = ["profile", "preferences"] + ([scope] if scope != "global" else [])
+    return DecisionContext(job_id="job-1", batch_scope=scope, evidence=evidence,
+                           writable_scopes=frozenset({"global", scope}), snapshot={t: {} for t in targets},
+                           fully_read_targets=frozenset(targets), ingest_fully_read=True, known_lines=known or {})
+
+
+def _submit(target: str, body: str, title: str = "Imported", evidence: list[str] | None = None) -> dict:
+    applicability = "global" if target in ("profile", "preferences") else "project"
+    return {"version": "memory_maintenance_v2", "request_id": "job-1", "decisions": [
+        {"kind": "retain", "applicability": applicability, "confidence": 0.9, "evidence": evidence or ["ev_9"],
+         "reason": "r", "admission": "remember", "lifetime": "stable",
+         "operations": [{"op": "put_section", "target": target, "section": None, "title": title, "body": body}]}]}
+
+
+def _code(payload: dict, ctx: DecisionContext) -> str | None:
+    try:
+        validate_decision(payload, ctx)
+    except DecisionRejected as exc:
+        return exc.code
+    return None
+
+
+@pytest.mark.parametrize(("kind", "target", "code"), [
+    ("personal", "profile", None), ("personal", "preferences", None), ("user_fact", "profile", None),
+    ("user_feedback", "preferences", None), ("user_feedback", "profile", "IMPORT_KIND_WRONG_TARGET"),
+    (None, "profile", None), (None, "preferences", None),
+])
+def test_a_global_import_writes_only_where_its_kind_may_go(kind, target, code):
+    assert _code(_submit(target, "Works mostly in Go.\n"), _ctx(kind)) == code
+
+
+@pytest.mark.parametrize("kind", ["project_fact", "reference", "team_convention", "instructions"])
+def test_a_project_kind_writes_its_project_and_never_a_global_document(kind):
+    ctx = _ctx(kind, "project:alpha")
+    assert _code(_submit("project:alpha", "Use pnpm, not npm.\n"), ctx) is None
+    for target in ("profile", "preferences"):
+        assert _code(_submit(target, "The team ships on Thursdays.\n"), ctx) == "IMPORT_KIND_WRONG_TARGET"
+
+
+@pytest.mark.parametrize("kind", [None, "personal", "user_fact"])
+def test_an_instruction_written_to_the_profile_is_refused_whatever_the_kind(kind):
+    err = pytest.raises(DecisionRejected, validate_decision, _submit("profile", "Works in Go.\n- Never use tabs.\n"),
+                        _ctx(kind)).value
+    assert err.code == "IMPORT_INSTRUCTION_IN_PROFILE"
+    assert err.details == {"path": "$.decisions[0].operations[0].body", "rule": "instruction to an agent",
+                           "target": "profile", "section": "Imported"}
+    assert "tabs" not in err.message
+    titled = pytest.raises(DecisionRejected, validate_decision, _submit("profile", "Go.\n", "Always run the tests"),
+                           _ctx(kind)).value
+    assert titled.details["path"].endswith(".title") and "section" not in titled.details
+
+
+def test_the_rule_judges_only_new_text_and_only_imports():
+    instruction = "Always run the tests before committing."
+    already = {"profile": directives.known_lines(f"# Profile\n\n## Habits\n- {instruction}\n")}
+    assert _code(_submit("profile", f"{instruction}\nWorks in Go.\n"), _ctx("personal", known=already)) is None
+    assert _code(_submit("profile", f"```\n{instruction}\n```\n"), _ctx("personal")) is None
+    assert _code(_submit("profile", f"{instruction}\n", evidence=["ev_9", "ev_1"]),
+                 _ctx("personal", user_turn=True)) is None, "a user turn stands behind it: not an import's doing"
+    assert _code(_submit("profile", f"{instruction}\n"), _ctx("personal")) == "IMPORT_INSTRUCTION_IN_PROFILE"
+
+
+def test_an_envelope_without_a_kind_still_reads_as_an_unclassified_import():
+    old = json.dumps({"kind": "document_import", "importId": "md-x", "sourceLabel": "notes.md",
+                      "declaredAuthor": "user", "fileName": "notes.md", "text": "I like Go."})
+    source = Source(7, old, "global", "document_import", "document_import", "2026-12-01T00:00:00.000Z")
+    assert source.import_kind is None and importkinds.may_become(None) == importkinds.CLASSES
+    assert importkinds.of_envelope(old.replace('"declaredAuthor"', '"importKind": "no_such_kind", "declaredAuthor"')) \
+        is None

@@ -33,25 +33,29 @@ from __future__ import annotations
 import re
 
 # Bare verbs that open an instruction and seldom open a statement about a person.
-VERBS = frozenset("""
-act add answer apologize apologise ask avoid be bump call check cite clean comment commit confirm create
-cut delete deploy describe disable document double-check edit enable ensure escape explain favor favour fix
-follow force-push format generate give grep guess hard-code ignore include install keep label limit link lint
-log look make mark mention merge migrate mock modify name never note obey open output paste pin ping prefer
-prefix print push put quote read rebase refactor refer regenerate remember remove rename reply report
-respond restart return reuse revert review rewrite run sanitize sanitise search set show sign skip sort split
-squash start stick stop suggest summarize summarise tag tell test think touch translate treat try update
-use validate verify wait wrap write
-""".split())
+VERBS = frozenset([
+    "act", "add", "answer", "apologize", "apologise", "ask", "avoid", "be", "bump", "call", "check", "cite",
+    "clean", "comment", "commit", "confirm", "create", "cut", "delete", "deploy", "describe", "disable", "document",
+    "double-check", "edit", "enable", "ensure", "escape", "explain", "favor", "favour", "fix", "follow",
+    "force-push", "format", "generate", "give", "grep", "guess", "hard-code", "ignore", "include", "install",
+    "keep", "label", "limit", "link", "lint", "log", "look", "make", "mark", "mention", "merge", "migrate", "mock",
+    "modify", "name", "never", "note", "obey", "open", "output", "paste", "pin", "ping", "prefer", "prefix",
+    "print", "push", "put", "quote", "read", "rebase", "refactor", "refer", "regenerate", "remember", "remove",
+    "rename", "reply", "report", "respond", "restart", "return", "reuse", "revert", "review", "rewrite", "run",
+    "sanitize", "sanitise", "search", "set", "show", "sign", "skip", "sort", "split", "squash", "start", "stick",
+    "stop", "suggest", "summarize", "summarise", "tag", "tell", "test", "think", "touch", "translate", "treat",
+    "try", "update", "use", "validate", "verify", "wait", "wrap", "write"
+])
 # Verbs that are as often nouns or adjectives at the start of a statement ("Test lead", "Build
 # engineer", "Plan: …", "Open to relocation"): they count only before an object word.
-NOUN_VERBS = frozenset("""
-address build call design document focus format lead limit log name open output plan process record report
-review set start study support test
-""".split())
-OBJECTS = frozenset("""
-the a an all every each any it them this that these those your my our their its me us
-""".split())
+NOUN_VERBS = frozenset([
+    "address", "build", "call", "design", "document", "focus", "format", "lead", "limit", "log", "name", "open",
+    "output", "plan", "process", "record", "report", "review", "set", "start", "study", "support", "test"
+])
+OBJECTS = frozenset([
+    "the", "a", "an", "all", "every", "each", "any", "it", "them", "this", "that", "these", "those", "your", "my",
+    "our", "their", "its", "me", "us"
+])
 NOT_VERB_AFTER = frozenset({"is", "are", "was", "were", "has", "have", "had", "of"})
 _AGENT = (r"(?:you|the\s+(?:agent|assistant|model|ai|bot)|agents?|assistants?|claude|codex|gemini|copilot|cursor"
           r"|the\s+llm|llms?|ai)")
