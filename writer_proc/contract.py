@@ -493,17 +493,19 @@ def _check_edit_result(ctx: DecisionContext, decision: MaintenanceDecision) -> N
                       "use modified exactly when some decision is not ignore")
 
 
+def _import_backed(ctx: DecisionContext, d: AnyDecision) -> list[EvidenceSource]:
+    """The sources behind a changing decision that imports alone stand behind: its cited evidence,
+    or the whole batch when it cites none; [] when a user turn stands behind it (or it is ``ignore``)."""
+    cited = [ctx.evidence[h] for h in d.evidence] if d.evidence else list(ctx.evidence.values())
+    if d.kind == "ignore" or not cited or not all(s.is_import for s in cited):
+        return []
+    return cited
+
+
 def _guard_imports(ctx: DecisionContext, decisions: list[AnyDecision]) -> None:
     """Import evidence alone may append, or change sections that imports alone produced (3.4)."""
-    sources = list(ctx.evidence.values())
-    if not any(s.is_import for s in sources):
-        return
-    import_only_batch = all(s.is_import for s in sources)
     for i, d in enumerate(decisions):
-        if d.kind == "ignore":
-            continue
-        guarded = all(ctx.evidence[h].is_import for h in d.evidence) if d.evidence else import_only_batch
-        if not guarded:
+        if not _import_backed(ctx, d):
             continue
         if d.kind == "forget":
             raise _reject("UNAUTHORIZED_FORGET_EVIDENCE", f"$.decisions[{i}].evidence", "holds only import evidence",
@@ -519,16 +521,6 @@ def _guard_imports(ctx: DecisionContext, decisions: list[AnyDecision]) -> None:
                               "with import evidence append a new section (section null) instead")
 
 
-def _guarded(ctx: DecisionContext, d: AnyDecision) -> list[EvidenceSource]:
-    """The document imports behind a decision that imports alone stand behind (as ``_guard_imports``
-    judges it: its cited evidence, or the whole batch when it cites none); [] when a user turn does."""
-    sources = list(ctx.evidence.values())
-    cited = [ctx.evidence[h] for h in d.evidence] if d.evidence else sources
-    if d.kind == "ignore" or not cited or not all(s.is_import for s in cited):
-        return []
-    return [s for s in cited if s.provenance == "document_import"]
-
-
 def _guard_import_kinds(ctx: DecisionContext, decisions: list[AnyDecision]) -> None:
     """What an imported file is decides where it may go (``importkinds``): a decision that document
     imports alone stand behind writes only the classes of document their kinds may become (a
@@ -537,7 +529,7 @@ def _guard_import_kinds(ctx: DecisionContext, decisions: list[AnyDecision]) -> N
     instruction to an agent (``directives``; not text already in profile) is
     ``IMPORT_INSTRUCTION_IN_PROFILE``, naming the section, never the text."""
     for i, d in enumerate(decisions):
-        imports = _guarded(ctx, d)
+        imports = [s for s in _import_backed(ctx, d) if s.provenance == "document_import"]
         if not imports:
             continue
         allowed = {c for s in imports for c in importkinds.may_become(s.import_kind)}
