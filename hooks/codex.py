@@ -23,9 +23,8 @@ import os
 import sqlite3
 
 from cmrunner.capture import activations, admission as capture, capacity, codex_inbox, sessions, transcript
-from cmrunner.core import config as config_mod, drainlease, identity, projects, store
+from cmrunner.core import config as config_mod, drainlease, identity
 from cmrunner.core.errors import CmError, InputError
-from cmrunner.core.home import DataPaths
 from cmrunner.hooks import runner, stdin
 from cmrunner.reading import reader
 
@@ -110,13 +109,6 @@ class HookEvent:
         })
 
 
-def _context_output(name: str, block: str, warning: str | None) -> dict:
-    out: dict = {"hookSpecificOutput": {"hookEventName": name, "additionalContext": block}}
-    if warning:
-        out["systemMessage"] = warning
-    return out
-
-
 class _Activation:
     __slots__ = ("base", "session_id", "active", "is_new")
 
@@ -155,22 +147,10 @@ def handle(client_flag: str, home: str, event: dict) -> dict:
     ev = HookEvent(event)
     if ev.ignored:
         return {}
-    cfg = config_mod.load(home)
-    paths = DataPaths(cfg.data_root)
-    instance = identity.host_instance()
-    scope = projects.scope_for(paths, ev.cwd)
-    fresh_view: reader.MemoryView | None = None
-    if ev.name == "SessionStart" and ev.source in READING_SOURCES:
-        contexts = reader.authorized_contexts(cfg.allowed_scopes, scope if scope != "global" else None)
-        fresh_view = reader.read_memory(paths, contexts, home)
-    conn = store.open_store(paths, store.HOOK_BUSY_MS)
-    # Closed only on failure: after a commit it is left to the process exit (cmrunner.core.db, "hook connections").
-    try:
-        with store.immediate(conn, store.HOOK_BUSY_MS):
-            return _admit(conn, cfg, home, client, instance, scope, ev, fresh_view)
-    except BaseException:
-        conn.close()
-        raise
+    reading = ev.name == "SessionStart" and ev.source in READING_SOURCES
+    return runner.admit_event(home, ev.cwd, reading, identity.host_instance,
+                              lambda conn, cfg, instance, scope, fresh_view:
+                              _admit(conn, cfg, home, client, instance, scope, ev, fresh_view))
 
 
 def _admit(conn: sqlite3.Connection, cfg: config_mod.Config, home: str, client: str, instance: str, scope: str,
@@ -180,20 +160,20 @@ def _admit(conn: sqlite3.Connection, cfg: config_mod.Config, home: str, client: 
     if ev.name == "SessionStart":
         frozen = activations.frozen_snapshot(conn, act.session_id)
         if frozen is None and fresh_view is not None:
-            from cmrunner.capture import observations  # a reading SessionStart only: per-turn events skip it
+            from cmrunner.capture import waiting  # a reading SessionStart only: per-turn events skip it
 
-            block, warning = reader.render_block(fresh_view, waiting=observations.waiting(conn, scope))
+            block, warning = reader.render_block(fresh_view, waiting=waiting.turns(conn, scope))
             if ev.transcript is None:
                 warning = EPHEMERAL_NOTE if warning is None else f"{warning}; {EPHEMERAL_NOTE}"
             activations.freeze_snapshot(conn, act.session_id, block, capture.canonical_json(sorted({"global", scope})),
                                     capture.now_ms())
-            output = _context_output(ev.name, block, warning)
+            output = runner.context_output(ev.name, block, warning)
         elif frozen is not None and ev.source not in READING_SOURCES:
-            output = _context_output(ev.name, frozen, None)
+            output = runner.context_output(ev.name, frozen, None)
     elif ev.name in ("UserPromptSubmit", "PostToolUse"):
         pending = activations.take_pending_snapshot(conn, act.session_id)
         if pending is not None:  # a /memory-refresh replaced the snapshot: deliver it now, once
-            output = _context_output(ev.name, pending, None)
+            output = runner.context_output(ev.name, pending, None)
     if not act.active or not capture.mark_admitted(conn, act.session_id, ev.digest):
         return output  # the same event was delivered before: admitted once, answered again
     if ev.transcript is None:
