@@ -7,7 +7,8 @@ Contract:
   first, then the other sources present on this machine (``SOURCES``); planning queues and writes
   nothing. A source whose plan fails shows its code and message in place; the others still show.
 - The plan lists each file with its source label, kind, target scope, parts, bytes and estimated
-  tokens (``already imported`` when its exact text is in the store), every skipped file with its
+  tokens (``already imported`` when its exact text is in the store) and what it may become (the
+  kind's documents; lines read as instructions never reach the profile), every skipped file with its
   code and reason, and the total. When a file needs ``document_import`` disclosure the screen
   says so, and that choosing Import grants it (``memimport.grant``, recorded in config.json)
   before anything is queued; Skip grants nothing.
@@ -104,7 +105,12 @@ def plan_lines(found: Found, user_home: str) -> list[str]:
             p = f.plan
             state = "already imported" if f.imported else \
                 f"{_count(p.count, 'part')}, {p.file_bytes:,} bytes, ~{p.tokens:,} tokens"
-            lines.append(f"  {f.found.label} [{f.found.kind}] → {p.scope}: {state}")
+            lines.append(f"  {f.found.label} [{f.kind_label}] → {p.scope}: {state}")
+            if not f.imported:
+                instructions = f.instruction_lines
+                lines.append(f"    may become: {f.may_become}" + (
+                    f"; {_count(instructions, 'line')} read as instructions to an agent (never profile)"
+                    if instructions else ""))
         for skip in planned.skipped:
             lines.append(f"  skipped {skip.code}: {_short(skip.path, user_home)} — {skip.reason}")
     tokens = sum(p.tokens for p in found.ok)
