@@ -81,8 +81,8 @@ def test_claude_plan_kinds_scopes_and_skip_codes(home, tmp_path):
     out = proc.stdout.decode()
     assert proc.returncode == 0, proc.stderr
     assert "plan for claude: 5 files to import" in out
-    assert "  claude:CLAUDE.md [personal] -> global: 1 part," in out
-    assert "  claude:import/style.md [personal] -> global: 1 part," in out
+    assert "  claude:CLAUDE.md [personal] -> global: new, 1 part," in out
+    assert "  claude:import/style.md [personal] -> global: new, 1 part," in out
     assert "  claude:auto-memory/user-role [personal] -> global" in out
     assert "  claude:auto-memory/run-tests [personal] -> global" in out
     assert f"  claude:auto-memory/deploy [project fact] -> {project.scope}" in out
@@ -121,7 +121,7 @@ def test_confirmation_grants_permission_then_imports_once(home, tmp_path):
 
     again = run_cm(["import", "--from", "codex", "--yes"], env=env)
     out = again.stdout.decode()
-    assert again.returncode == 0 and "0 files to import" in out and out.count("already imported") == 2
+    assert again.returncode == 0 and "0 files to import" in out and out.count(": unchanged, 0 of ") == 2
     assert out.endswith("nothing new to import\n") and len(_imports(paths)) == 2
 
     _write(os.path.join(codex, "MEMORY.md"), "# Memory\n\n- prefers small pull requests\n- uses nushell\n")

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 from cmrunner.core import config as config_mod, workspace
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
-from cmrunner.manage import importplan
+from cmrunner.manage import importdelta, importplan
 from cmrunner.secrets import safety
 from cmrunner.writer_proc import budget
 
@@ -167,12 +167,42 @@ class Planned:
 
 
 def _envelope(import_id: str, label: str, author: str, file_name: str, digest: str, index: int, count: int,
-              piece: importplan.Piece) -> str:
-    return json.dumps({
+              piece: importplan.Piece, update: dict | None = None) -> str:
+    body: dict = {
         "kind": "document_import", "importId": import_id, "sourceLabel": label, "declaredAuthor": author,
         "fileName": file_name, "contentDigest": f"sha256:{digest}", "part": {"index": index, "count": count},
-        "headingPath": piece.heading_path, "blocks": piece.blocks, "text": piece.text,
-    }, ensure_ascii=False)
+    }
+    if update is not None:
+        body["update"] = update
+    body.update({"headingPath": piece.heading_path, "blocks": piece.blocks, "text": piece.text})
+    return json.dumps(body, ensure_ascii=False)
+
+
+def _update(basis: int, delta: importdelta.Delta) -> dict:
+    """What an update part says about itself: the file was imported before, and only these
+    sections (marked ``change`` in ``blocks``) are sent; removed sections are not forgotten."""
+    return {"of": f"import {basis} of this source", "sectionsInFile": delta.total, "edited": delta.edited,
+            "added": delta.added, "unchanged": delta.unchanged, "removedNotForgotten": len(delta.removed)}
+
+
+def source_key(path: str, label: str | None) -> str:
+    """The stable key of ``cm import FILE``'s source: its ``--label``, else the file's real path."""
+    return label if label is not None else os.path.realpath(path)
+
+
+def _known(paths: DataPaths | None, scope: str, source: str) -> tuple[int, list[tuple[str, str, bool]]]:
+    if paths is None:
+        return 0, []
+    from cmrunner.capture import importsections
+    from cmrunner.core import store
+
+    conn = store.open_existing(paths)
+    if conn is None:
+        return 0, []
+    try:
+        return importsections.known(conn, scope, source)
+    finally:
+        conn.close()
 
 
 def prepare(cfg: config_mod.Config, paths: DataPaths, path: str, workspace_path: str | None, author: str,
@@ -185,15 +215,29 @@ def prepare(cfg: config_mod.Config, paths: DataPaths, path: str, workspace_path:
                       "`cm config set disclosure.allowedProvenance +document_import`")
     scope = import_scope(cfg, paths, workspace_path)
     text, file_name = read_markdown(path)
-    return prepare_text(cfg, text, file_name, scope, author, check_label(label, file_name))
+    return prepare_text(cfg, text, file_name, scope, author, check_label(label, file_name), paths,
+                        source_key(path, label))
 
 
 def prepare_text(cfg: config_mod.Config, text: str, file_name: str, scope: str, author: str,
-                 label: str) -> importplan.Plan:
+                 label: str, paths: DataPaths | None = None, source: str | None = None) -> importplan.Plan:
     """The plan of one normalised text already read and checked for scope and permission: parts,
-    the sensitive scan of each, identity and estimate (``cm import --from`` plans each file here)."""
+    the sensitive scan of each, identity and estimate (``cm import --from`` plans each file here).
+    With ``paths``, the source (``source``, default ``label``) is compared section by section with
+    its last import and only new or edited sections are planned (see module contract)."""
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     import_id = f"md-{digest}"
+    source = label if source is None else source
+    blocks = blocks_of(text)
+    current = importdelta.sections(text, blocks)
+    basis, known = _known(paths, scope, source)
+    context: list = ["markdown", "v2", import_id, scope]
+    delta, update, send, send_blocks = None, None, text, blocks
+    if basis:
+        delta = importdelta.classify(current, known)
+        update = _update(basis, delta)
+        context.append(f"update-{basis + 1}")
+        send, send_blocks = importdelta.changed_text(text, current, delta, blocks)
     # A part must fit one job's sources; an explicit disclosure cap (raw bytes plus the Writer's
     # framing of 32) is never larger than the same part as sent, so a smaller cap sizes the parts.
     limit, code = budget.job_limit(cfg.max_request_bytes, []), "SOURCE_TOO_LARGE"
@@ -201,9 +245,9 @@ def prepare_text(cfg: config_mod.Config, text: str, file_name: str, scope: str, 
     if cap is not None and cap - 32 < limit:
         limit, code = cap - 32, "IMPORT_CHUNK_TOO_LARGE"
     empty = importplan.Piece("", [], [])
-    reserve = budget.wire_bytes(_envelope(import_id, label, author, file_name, digest, 1, 1, empty))
+    reserve = budget.wire_bytes(_envelope(import_id, label, author, file_name, digest, 1, 1, empty, update))
     try:
-        pieces = importplan.split(text, blocks_of(text), limit, reserve, code)
+        pieces = importplan.split(send, send_blocks, limit, reserve, code) if send else []
     except CmError as exc:
         if exc.code != "IMPORT_CHUNK_TOO_LARGE":
             raise
@@ -217,11 +261,12 @@ def prepare_text(cfg: config_mod.Config, text: str, file_name: str, scope: str, 
             rules = ", ".join(sorted({v.rule_id for v in violations}))
             raise CmError("SENSITIVE_CONTENT_REJECTED",
                           f"part {index}/{count}: {rules}; remove or redact it, then import again")
-        envelopes.append(_envelope(import_id, label, author, file_name, digest, index, count, piece))
+        envelopes.append(_envelope(import_id, label, author, file_name, digest, index, count, piece, update))
     tokens, method = importplan.estimate_tokens(envelopes)
-    namespace = "import:" + json.dumps(["markdown", "v2", import_id, scope], separators=(",", ":"))
+    namespace = "import:" + json.dumps(context, separators=(",", ":"))
     return importplan.Plan(scope, import_id, namespace, envelopes, len(text.encode("utf-8")),
-                           sum(budget.wire_bytes(e) for e in envelopes), tokens, method)
+                           sum(budget.wire_bytes(e) for e in envelopes), tokens, method, source,
+                           [(s.digest, s.place) for s in current], basis, delta, len(send.encode("utf-8")))
 
 
 def plan(home: str, path: str, workspace_path: str | None, author: str, label: str | None) -> Planned:
@@ -237,12 +282,18 @@ def part_entry(index: int) -> str:
 
 def queue(home: str, paths: DataPaths, planned: importplan.Plan, spawn_drain: bool) -> bool:
     """Admit the missing parts and request a flush in one transaction; ``True`` if all were there."""
-    from cmrunner.capture import observations
+    from cmrunner.capture import importsections, observations
     from cmrunner.core import drainlease, jobstore, store
     conn = store.open_store(paths)
     try:
         with store.immediate(conn):
+            if importsections.generation(conn, planned.scope, planned.source) != planned.basis:
+                raise CmError("IMPORT_PLAN_STALE", "this source was imported again while its plan was shown; "
+                                                   "run the import again to plan what is left")
             now = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+            if planned.sections and (planned.basis == 0 or planned.count):
+                importsections.record(conn, planned.scope, planned.source, planned.basis + 1, planned.sections,
+                                      int(datetime.datetime.now(datetime.UTC).timestamp() * 1000))
             duplicate = True
             for index, envelope in enumerate(planned.envelopes, start=1):
                 if observations.exists(conn, planned.namespace, part_entry(index)):
@@ -259,18 +310,24 @@ def queue(home: str, paths: DataPaths, planned: importplan.Plan, spawn_drain: bo
 
 
 def part_states(paths: DataPaths, planned: importplan.Plan) -> list[dict]:
-    """Each part's outcome (``mcp_items.outcome`` shape) plus its index and count."""
+    """Each part's outcome (``mcp_items.outcome`` shape) plus its index and count. A plan that sends
+    nothing (no section changed) reports the parts that carried this exact text before, if any."""
+    from cmrunner.capture import observations
     from cmrunner.core import store
     from cmrunner.mcpserver import items as mcp_items
 
     conn = store.open_store(paths)
     try:
-        found = [mcp_items.outcome(conn, planned.namespace, part_entry(i)) for i in range(1, planned.count + 1)]
+        carried = [(planned.namespace, planned.count)] if planned.count else observations.namespaces_with_prefix(
+            conn, "import:" + json.dumps(["markdown", "v2", planned.import_id, planned.scope],
+                                         separators=(",", ":"))[:-1])
+        found = [(mcp_items.outcome(conn, namespace, part_entry(i)), i, count)
+                 for namespace, count in carried for i in range(1, count + 1)]
     finally:
         conn.close()
-    if any(f is None for f in found):  # pragma: no cover - queued above in this process
+    if any(f is None for f, _i, _n in found):  # pragma: no cover - queued above in this process
         raise CmError("IMPORT_IDENTITY_CONFLICT", "a queued import part disappeared; run `cm status`")
-    return [{"index": i, "count": planned.count, **f[0]} for i, f in enumerate(found, start=1) if f is not None]
+    return [{"index": i, "count": count, **f[0]} for f, i, count in found if f is not None]
 
 
 class ImportReport:

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import bisect
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cmrunner.core.errors import CmError
+from cmrunner.manage.importdelta import Delta
 from cmrunner.writer_proc import budget
 
 MAX_IMPORT_BYTES = 16 << 20
@@ -144,6 +145,11 @@ class Plan:
     wire_bytes: int
     tokens: int
     token_method: str
+    source: str = ""                  # the source's stable key (``capture.importsections``)
+    sections: list[tuple[str, str]] = field(default_factory=list)  # the file's (digest, heading JSON)
+    basis: int = 0                    # the source's import this plan compares with (0: its first)
+    delta: Delta | None = None        # against that import; None for a first import (all is sent)
+    sent_bytes: int = 0               # UTF-8 bytes of the text the parts carry (the file's, or its changes)
 
     @property
     def count(self) -> int:
