@@ -17,9 +17,24 @@ Contract (specification "Importing a Markdown file", reference-facts ยง3.3 and ย
   structural block index (headings, paragraphs, lists, quotes, tables, code, rules and HTML as
   1-based line ranges within the part from markdown-it-py, each with its heading path) and its text.
   The blocks are structure, not facts; ``--author user`` is still a document import.
-- Identity is the content digest within the target context: ``md-<sha256(text)>`` in namespace
-  ``import:["markdown","v2",importId,contextId]``. The same text under another name, label or
-  author is a duplicate: nothing new is queued and the first metadata stays.
+- Identity is per section, per source and target scope (``importdelta``; the rows in
+  ``import_sections``). The source is ``--label`` if given, else the file's real path
+  (``source_key``); ``cm import --from`` passes each file's source label. The import id is
+  ``md-<sha256(text)>``.
+  - A source's first import plans the whole text, exactly as before sections existed: namespace
+    ``import:["markdown","v2",importId,contextId]``, parts ``part-1`` โ€ฆ. The same text already
+    queued under another name, label or author is a duplicate: nothing new is queued and the first
+    metadata stays (a file imported before sections existed is such a duplicate when unchanged:
+    its sections are then recorded; changed, it is imported whole once more, then per section).
+  - Later imports of the source send only the sections whose text was not in its last import
+    (``edited`` at a heading path that held other text, else ``added``), each whole, with every
+    block's heading path from the file and an ``update`` key in each part's envelope; namespace
+    ``import:["markdown","v2",importId,contextId,"update-<n>"]`` for the source's n-th import. A
+    moved section is unchanged; a removed one is counted in the plan and never forgotten. No
+    changed section: nothing is planned or queued, and the report shows the parts that carried
+    this exact text before, if any.
+  - The rows are recorded in the transaction that admits the parts; a plan made before another
+    import of the same source committed is refused with ``IMPORT_PLAN_STALE`` (plan again).
 - Refusals before anything is written: ``IMPORT_DISABLED`` unless ``document_import`` is in
   ``disclosure.allowedProvenance``; a workspace that is not a registered, allowed project; an
   author or label outside its set; the sensitive scan of each part (``SENSITIVE_CONTENT_REJECTED
@@ -28,7 +43,8 @@ Contract (specification "Importing a Markdown file", reference-facts ยง3.3 and ย
 - Admission of every missing part and a flush request share one transaction. Then either the foreground Writer loop of
   ``cm flush`` runs, or (``--no-wait``) a detached drain is reserved in that same transaction.
   ``complete`` is true only when every part is ``processed``; re-importing the same bytes resumes
-  pending or retrying parts.
+  pending or retrying parts (a part quarantined or cancelled stays so: its sections count as
+  imported, so only an edit to one of them sends that section again).
 - The Writer's import guard (enforced at commit) lets an import append attributed Sections but
   never forget, remove or replace Sections that user turns produced.
 """
