@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cmrunner.core import config as config_mod, workspace
+from cmrunner.core import config as config_mod, projects, workspace
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.manage import importer, importplan, memsources
@@ -80,7 +80,8 @@ def plan(home: str, source: str, workspace_path: str | None, user_home: str | No
     if workspace_path is not None:
         found_project = workspace.resolve(paths, workspace_path)
         project = (found_project.path, found_project.scope)
-    found, skipped = memsources.discover(source, user_home or os.path.expanduser("~"), project)
+    registered = projects.load(paths) if source == "gemini" else []
+    found, skipped = memsources.discover(source, user_home or os.path.expanduser("~"), project, registered)
     result = SourcePlan(source, cfg, paths, skipped=list(skipped))
     for item in found:
         if item.scope not in cfg.allowed_scopes:
