@@ -238,11 +238,11 @@ def test_gemini_project_memory_lands_in_its_registered_project_only(home, tmp_pa
     lines = out.splitlines()
     assert lines[0].startswith("plan for gemini: 5 files to import"), out
     memory = fixture["memory"]
-    assert "  gemini:GEMINI.md [personal] -> global: 1 part," in out
-    assert f"  gemini:project-memory/MEMORY [project fact] -> {app.scope}: 1 part," in out
+    assert "  gemini:GEMINI.md [personal] -> global: new, 1 part," in out
+    assert f"  gemini:project-memory/MEMORY [project fact] -> {app.scope}: new, 1 part," in out
     assert f"({os.path.join(memory, 'MEMORY.md')})" in out
-    assert f"  gemini:project-memory/release [project fact] -> {app.scope}: 1 part," in out
-    assert f"-> {other.scope}: 1 part," in out and "app-1/memory/MEMORY.md" in out
+    assert f"  gemini:project-memory/release [project fact] -> {app.scope}: new, 1 part," in out
+    assert f"-> {other.scope}: new, 1 part," in out and "app-1/memory/MEMORY.md" in out
     assert "src/memory/MEMORY.md" in out  # gemini run in app/src: the project that holds src
     for code, where in (("NOT_APPROVED", os.path.join(memory, ".inbox")),
                         ("NOT_APPROVED", os.path.join(memory, "skills")),
@@ -257,7 +257,7 @@ def test_gemini_project_memory_lands_in_its_registered_project_only(home, tmp_pa
     only = run_cm(["import", "--from", "gemini", "--workspace", other.path, "--dry-run"], env=hook_env(HOME=user))
     out = only.stdout.decode()
     assert only.returncode == 0 and "plan for gemini: 2 files to import" in out, out
-    assert f"-> {other.scope}: 1 part," in out and app.scope not in out and "NO_PROJECT" not in out
+    assert f"-> {other.scope}: new, 1 part," in out and app.scope not in out and "NO_PROJECT" not in out
 
 
 def test_gemini_project_memory_imports_into_the_project(home, tmp_path):

@@ -97,8 +97,8 @@ def test_an_edited_section_is_all_the_model_receives_and_an_unchanged_file_nothi
         assert [m for m in others if m in sent] == []
         # the edited section keeps its place: its heading path, and what changed
         envelope = json.loads(rows(paths, "SELECT text FROM observations ORDER BY id DESC LIMIT 1")[0][0])
-        assert envelope["update"] == {"of": "import 1 of this source", "sectionsInFile": 40, "edited": 1, "added": 0,
-                                      "unchanged": 39, "removedNotForgotten": 0}
+        assert envelope["update"] == {"note": importer.UPDATE_NOTE, "previousImports": 1, "sectionsInFile": 40,
+                                      "edited": 1, "added": 0, "unchanged": 39, "removedNotForgotten": 0}
         assert envelope["headingPath"] == ["Team handbook", "Area 6"] and envelope["text"] == section
         assert envelope["blocks"][0]["change"] == "edited"
         second_bytes = _ledger_bytes(paths) - first_bytes

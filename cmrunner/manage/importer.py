@@ -72,6 +72,10 @@ if TYPE_CHECKING:
 AUTHORS = ("user", "agent", "third_party", "mixed", "unknown")
 SUFFIXES = (".md", ".markdown")
 LABEL_LIMIT = 64
+# Said in the update parts themselves, not in the Memory Agent's instructions: only updates pay for it.
+UPDATE_NOTE = ("a later version of a file imported before: only its edited or added sections are here (their "
+               "first block says change); correct what the earlier import wrote under the same heading path; "
+               "sections not here are unchanged, or removed from the file and not to be forgotten")
 
 _BLOCK_KINDS = {
     "heading_open": "heading", "paragraph_open": "paragraph", "bullet_list_open": "list",
@@ -197,7 +201,7 @@ def _envelope(import_id: str, label: str, author: str, file_name: str, digest: s
 def _update(basis: int, delta: importdelta.Delta) -> dict:
     """What an update part says about itself: the file was imported before, and only these
     sections (marked ``change`` in ``blocks``) are sent; removed sections are not forgotten."""
-    return {"of": f"import {basis} of this source", "sectionsInFile": delta.total, "edited": delta.edited,
+    return {"note": UPDATE_NOTE, "previousImports": basis, "sectionsInFile": delta.total, "edited": delta.edited,
             "added": delta.added, "unchanged": delta.unchanged, "removedNotForgotten": len(delta.removed)}
 
 
