@@ -50,7 +50,7 @@ from cmrunner.capture import (
     hook_rejections,
     sessions,
 )
-from cmrunner.core import config as config_mod, drainlease, identity, projects, store
+from cmrunner.core import config as config_mod, drainlease, identity, store
 from cmrunner.core.errors import CmError, InputError
 from cmrunner.core.home import DataPaths
 from cmrunner.hooks import runner, stdin
@@ -164,22 +164,10 @@ def handle(spec: HostSpec, home: str, payload: dict) -> dict:
     ev = Event(spec, payload)
     if ev.passive(spec):
         return {}
-    cfg = config_mod.load(home)
-    paths = DataPaths(cfg.data_root)
-    instance = identity.launcher_instance(spec.label)
-    scope = projects.scope_for(paths, ev.cwd)
-    fresh: reader.MemoryView | None = None
-    if ev.name == spec.start and ev.source != "compact":
-        contexts = reader.authorized_contexts(cfg.allowed_scopes, scope if scope != "global" else None)
-        fresh = reader.read_memory(paths, contexts, home)
-    conn = store.open_store(paths, store.HOOK_BUSY_MS)
-    # Closed only on failure: after a commit it is left to the process exit (cmrunner.core.db, "hook connections").
-    try:
-        with store.immediate(conn, store.HOOK_BUSY_MS):
-            return _admit(conn, spec, cfg, home, instance, scope, ev, fresh)
-    except BaseException:
-        conn.close()
-        raise
+    reading = ev.name == spec.start and ev.source != "compact"
+    return runner.admit_event(home, ev.cwd, reading, lambda: identity.launcher_instance(spec.label),
+                              lambda conn, cfg, instance, scope, fresh:
+                              _admit(conn, spec, cfg, home, instance, scope, ev, fresh))
 
 
 def _admit(conn: sqlite3.Connection, spec: HostSpec, cfg: config_mod.Config, home: str, instance: str, scope: str,

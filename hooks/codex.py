@@ -23,9 +23,8 @@ import os
 import sqlite3
 
 from cmrunner.capture import activations, admission as capture, capacity, codex_inbox, sessions, transcript
-from cmrunner.core import config as config_mod, drainlease, identity, projects, store
+from cmrunner.core import config as config_mod, drainlease, identity
 from cmrunner.core.errors import CmError, InputError
-from cmrunner.core.home import DataPaths
 from cmrunner.hooks import runner, stdin
 from cmrunner.reading import reader
 
@@ -155,22 +154,10 @@ def handle(client_flag: str, home: str, event: dict) -> dict:
     ev = HookEvent(event)
     if ev.ignored:
         return {}
-    cfg = config_mod.load(home)
-    paths = DataPaths(cfg.data_root)
-    instance = identity.host_instance()
-    scope = projects.scope_for(paths, ev.cwd)
-    fresh_view: reader.MemoryView | None = None
-    if ev.name == "SessionStart" and ev.source in READING_SOURCES:
-        contexts = reader.authorized_contexts(cfg.allowed_scopes, scope if scope != "global" else None)
-        fresh_view = reader.read_memory(paths, contexts, home)
-    conn = store.open_store(paths, store.HOOK_BUSY_MS)
-    # Closed only on failure: after a commit it is left to the process exit (cmrunner.core.db, "hook connections").
-    try:
-        with store.immediate(conn, store.HOOK_BUSY_MS):
-            return _admit(conn, cfg, home, client, instance, scope, ev, fresh_view)
-    except BaseException:
-        conn.close()
-        raise
+    reading = ev.name == "SessionStart" and ev.source in READING_SOURCES
+    return runner.admit_event(home, ev.cwd, reading, identity.host_instance,
+                              lambda conn, cfg, instance, scope, fresh_view:
+                              _admit(conn, cfg, home, client, instance, scope, ev, fresh_view))
 
 
 def _admit(conn: sqlite3.Connection, cfg: config_mod.Config, home: str, client: str, instance: str, scope: str,
