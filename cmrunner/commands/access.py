@@ -110,7 +110,7 @@ def import_command(ctx: click.Context, file: str | None, source: str | None, wor
         where = f"; retained in {', '.join(part['retainedIn'])}" if part["retainedIn"] else ""
         issue = f" ({part['issue']})" if part["issue"] else ""
         hint = {"dead": f"; run `cm retry {part['jobId']}`",
-                "quarantined": "; final for this content: change the file to import it again"}.get(part["state"], "")
+                "quarantined": "; final for this content: change the file and the sections you change are sent again"}.get(part["state"], "")
         echo(f"part {part['index']}/{part['count']}: {part['state']}{issue}{where}{hint}")
     if len(report.parts) > PARTS_LISTED:
         states: dict[str, int] = {}

@@ -128,7 +128,7 @@ def result_lines(planned: memimport.SourcePlan, reports: list[ImportReport]) -> 
         if failed:
             line += f" (run `cm retry {failed[0]['jobId']}`)"
         elif "quarantined" in states:
-            line += " (final for this content: change the file to import it again)"
+            line += " (final for this content: change the file and the sections you change are sent again)"
         lines.append(line)
     if reports and reports[0].note:
         lines.append(reports[0].note)
