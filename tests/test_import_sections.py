@@ -11,8 +11,8 @@ import sqlite3
 
 import pytest
 from agent_support import configure_remote, policy
-from conftest import hook_env, run_cm
-from mcp_support import rows
+from conftest import hook_env, run_cm, wait_no_drain
+from mcp_support import configure, rows
 from writer_support import read
 
 from cmrunner.core.errors import CmError
@@ -98,7 +98,7 @@ def test_an_edited_section_is_all_the_model_receives_and_an_unchanged_file_nothi
         # the edited section keeps its place: its heading path, and what changed
         envelope = json.loads(rows(paths, "SELECT text FROM observations ORDER BY id DESC LIMIT 1")[0][0])
         assert envelope["update"] == {"note": importer.UPDATE_NOTE, "previousImports": 1, "sectionsInFile": 40,
-                                      "edited": 1, "added": 0, "unchanged": 39, "removedNotForgotten": 0}
+                                      "edited": 1, "added": 0, "resent": 0, "unchanged": 39, "removedNotForgotten": 0}
         assert envelope["headingPath"] == ["Team handbook", "Area 6"] and envelope["text"] == section
         assert envelope["blocks"][0]["change"] == "edited"
         second_bytes = _ledger_bytes(paths) - first_bytes
@@ -201,6 +201,26 @@ def test_from_a_source_plans_and_sends_only_the_changed_section(home, tmp_path):
         assert "zellij marker-b-" in sent and "marker-a-" not in sent and "marker-c-" not in sent
         again = _import(["--from", "codex", "--dry-run"], home, user)
         assert "codex:MEMORY [personal] -> global: unchanged, 0 of " in again
+
+
+def test_sections_of_a_cancelled_part_are_sent_again_once_the_file_changes(home, tmp_path):
+    paths = configure(home)  # no model: the import stays queued until cancelled
+    text = "# Notes\n\n## A\n\nalpha marker-a-\n\n## B\n\nbeta marker-b-\n"
+    path = _write(str(tmp_path / "notes.md"), text)
+    queued = _import([path, "--no-wait"], home)
+    import_id = queued.split("import ", 1)[1].split(" ", 1)[0]
+    wait_no_drain(home)
+    assert run_cm(["cancel", import_id], env=hook_env(COMMON_MEMORY_HOME=home)).returncode == 0
+    again = _import([path, "--no-wait"], home)  # the same text: its outcome is final, nothing is sent
+    assert "unchanged since its last import: nothing queued" in again and "part 1/1: cancelled" in again
+    _write(path, text.replace("beta", "beta, now gamma"))
+    plan = _import([path, "--dry-run"], home)
+    assert ("1 of 3 sections (1 edited, 0 added, 2 resent (their earlier part never reached memory), "
+            "0 unchanged)") in plan
+    _import([path, "--no-wait"], home)
+    last = json.loads(rows(paths, "SELECT text FROM observations ORDER BY id DESC LIMIT 1")[0][0])
+    assert "marker-a-" in last["text"] and "now gamma marker-b-" in last["text"]
+    assert [b.get("change") for b in last["blocks"] if "change" in b] == ["resent", "resent", "edited"]
 
 
 def test_a_plan_made_before_another_import_of_the_source_is_refused(home, tmp_path):

@@ -7,6 +7,8 @@ Contract:
   ``generation`` numbers those imports (1, 2, …; 0 = never recorded).
 - ``known`` answers the planner (read only); ``record`` runs inside the caller's ``BEGIN IMMEDIATE``
   transaction, the one that admits the import's parts, so the rows and the queue never disagree.
+- ``carrier`` is the import namespace (``observations``) whose parts last sent a section's text:
+  the importer asks that owner whether those parts were cancelled or quarantined.
 - Rows are never deleted: a section removed from the file stays a row with ``current = 0``;
   nothing here forgets memory (the Writer owns memory, and an import never forgets).
 Stdlib only.
@@ -17,12 +19,13 @@ from __future__ import annotations
 import sqlite3
 
 
-def known(conn: sqlite3.Connection, scope: str, source: str) -> tuple[int, list[tuple[str, str, bool]]]:
-    """(generation, [(digest, heading JSON, current)]) of one source; generation 0 when unrecorded."""
-    rows = conn.execute("SELECT digest, heading, current, generation FROM import_sections"
+def known(conn: sqlite3.Connection, scope: str, source: str) -> tuple[int, list[tuple[str, str, bool, str]]]:
+    """(generation, [(digest, heading JSON, current, carrier namespace)]) of one source; generation 0
+    when unrecorded."""
+    rows = conn.execute("SELECT digest, heading, current, carrier, generation FROM import_sections"
                         " WHERE scope = ? AND source = ? ORDER BY rowid", (scope, source)).fetchall()
-    generation = max((int(r[3]) for r in rows), default=0)
-    return generation, [(r[0], r[1], bool(r[2])) for r in rows]
+    generation_ = max((int(r[4]) for r in rows), default=0)
+    return generation_, [(r[0], r[1], bool(r[2]), r[3]) for r in rows]
 
 
 def generation(conn: sqlite3.Connection, scope: str, source: str) -> int:
@@ -31,14 +34,17 @@ def generation(conn: sqlite3.Connection, scope: str, source: str) -> int:
                             (scope, source)).fetchone()[0])
 
 
-def record(conn: sqlite3.Connection, scope: str, source: str, generation_: int, sections: list[tuple[str, str]],
-           now_ms: int) -> None:
-    """Inside the caller's transaction: ``sections`` ((digest, heading JSON)) are the source's
-    current sections as of import ``generation_``; every other row of the source stops being current."""
+def record(conn: sqlite3.Connection, scope: str, source: str, generation_: int,
+           sections: list[tuple[str, str, bool]], carrier: str, now_ms: int) -> None:
+    """Inside the caller's transaction: ``sections`` ((digest, heading JSON, sent now)) are the
+    source's current sections as of import ``generation_``; those sent now were carried by the
+    parts of namespace ``carrier``, the others keep theirs; every other row stops being current."""
     conn.execute("UPDATE import_sections SET current = 0 WHERE scope = ? AND source = ?", (scope, source))
     conn.executemany(
-        "INSERT INTO import_sections(scope, source, digest, heading, generation, current, recorded_at)"
-        " VALUES (?, ?, ?, ?, ?, 1, ?) ON CONFLICT(scope, source, digest) DO UPDATE SET"
+        "INSERT INTO import_sections(scope, source, digest, heading, generation, carrier, current, recorded_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, 1, ?) ON CONFLICT(scope, source, digest) DO UPDATE SET"
         " heading = excluded.heading, generation = excluded.generation, current = 1,"
+        " carrier = CASE WHEN excluded.carrier != '' THEN excluded.carrier ELSE import_sections.carrier END,"
         " recorded_at = excluded.recorded_at",
-        [(scope, source, digest, heading, generation_, now_ms) for digest, heading in sections])
+        [(scope, source, digest, heading, generation_, carrier if sent else "", now_ms)
+         for digest, heading, sent in sections])

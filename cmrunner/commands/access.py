@@ -91,8 +91,10 @@ def import_command(ctx: click.Context, file: str | None, source: str | None, wor
             plan.tokens > daily else ""))
     if plan.delta is not None:
         delta = plan.delta
-        echo(f"changes since this file's last import: {len(delta.changes)} of {delta.total} sections "
-             f"({delta.edited} edited, {delta.added} added, {delta.unchanged} unchanged); "
+        echo(f"changes since this file's last import: {delta.edited + delta.added} of {delta.total} sections "
+             f"({delta.edited} edited, {delta.added} added, "
+             + (f"{delta.resent} resent (their earlier part never reached memory), " if delta.resent else "")
+             + f"{delta.unchanged} unchanged); "
              f"{plan.sent_bytes:,} bytes to send"
              + (f"; {len(delta.removed)} removed from the file: nothing is forgotten" if delta.removed else ""))
     if dry_run:

@@ -421,6 +421,7 @@ def m014_import_sections(conn: sqlite3.Connection) -> None:
             digest TEXT NOT NULL,             -- sha256 of the section's text (trimmed)
             heading TEXT NOT NULL,            -- JSON heading path, the section's own heading last
             generation INTEGER NOT NULL,      -- the source's import that last held this section
+            carrier TEXT NOT NULL,            -- the import namespace whose parts last sent its text
             current INTEGER NOT NULL,         -- 1: in the file at the source's last import
             recorded_at INTEGER NOT NULL,     -- ms since epoch
             PRIMARY KEY (scope, source, digest)

@@ -10,11 +10,14 @@ Contract:
   wherever it now sits (a move sends nothing); one whose place held other text then is
   ``edited`` (also a section reverted to earlier text: the last import held the other text); any
   other is ``added``. A section current then that is neither in the text nor at a place still in
-  it is ``removed``: reported, never sent, never forgotten (an import never forgets).
+  it is ``removed``: reported, never sent, never forgotten (an import never forgets). When anything
+  changed, an unchanged section whose last sending never reached memory (``lost``: its part was
+  cancelled or quarantined) is ``resent`` with the changes, as a changed file was sent whole before
+  sections existed; with no change, nothing is sent (the same text's outcome is final).
 - ``changed_text(text, sections, delta)`` is the text to send for an update: the edited and added
   sections in file order, each whole, with the file's block index entries re-based onto it; every
   block keeps its heading path from the file (the context above a section that was not sent), and
-  each sent section's first block says ``"change": "edited" | "added"``.
+  each sent section's first block says ``"change": "edited" | "added" | "resent"``.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
-UNCHANGED, EDITED, ADDED = "unchanged", "edited", "added"
+UNCHANGED, EDITED, ADDED, RESENT = "unchanged", "edited", "added", "resent"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +48,7 @@ class Delta:
     """How a text differs from its source's last import (see module contract)."""
 
     total: int
-    changes: dict[int, str]                  # section index -> edited | added (absent: unchanged)
+    changes: dict[int, str]                  # section index -> edited | added | resent (absent: unchanged)
     removed: list[list[str]] = field(default_factory=list)   # heading paths of removed sections
 
     @property
@@ -55,6 +58,10 @@ class Delta:
     @property
     def added(self) -> int:
         return sum(1 for c in self.changes.values() if c == ADDED)
+
+    @property
+    def resent(self) -> int:
+        return sum(1 for c in self.changes.values() if c == RESENT)
 
     @property
     def unchanged(self) -> int:
@@ -82,8 +89,9 @@ def _section(lines: list[str], heading: list[str], start: int, end: int) -> Sect
     return Section(hashlib.sha256(body.encode("utf-8")).hexdigest(), heading, start, end)
 
 
-def classify(current: list[Section], known: list[tuple[str, str, bool]]) -> Delta:
-    """The delta of ``current`` against the source's known sections (see module contract)."""
+def classify(current: list[Section], known: list[tuple[str, str, bool]], lost: frozenset[str] = frozenset()) -> Delta:
+    """The delta of ``current`` against the source's known sections ((digest, place, current));
+    ``lost``: digests whose last sending never reached memory (see module contract)."""
     last = [(digest, place) for digest, place, is_current in known if is_current]
     last_digests = {digest for digest, _ in last}
     last_places = {place for _, place in last}
@@ -92,6 +100,10 @@ def classify(current: list[Section], known: list[tuple[str, str, bool]]) -> Delt
         if section.digest in last_digests:
             continue
         changes[index] = EDITED if section.place in last_places else ADDED
+    if changes:
+        for index, section in enumerate(current):
+            if index not in changes and section.digest in lost:
+                changes[index] = RESENT
     digests = {s.digest for s in current}
     places = {s.place for s in current}
     removed = [json.loads(place) for digest, place in last if digest not in digests and place not in places]

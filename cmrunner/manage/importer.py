@@ -43,8 +43,8 @@ Contract (specification "Importing a Markdown file", reference-facts ยง3.3 and ย
 - Admission of every missing part and a flush request share one transaction. Then either the foreground Writer loop of
   ``cm flush`` runs, or (``--no-wait``) a detached drain is reserved in that same transaction.
   ``complete`` is true only when every part is ``processed``; re-importing the same bytes resumes
-  pending or retrying parts (a part quarantined or cancelled stays so: its sections count as
-  imported, so only an edit to one of them sends that section again).
+  pending or retrying parts (a part quarantined or cancelled stays so for this exact text; once
+  the file changes, its sections are sent again with the changes: ``resent``).
 - The Writer's import guard (enforced at commit) lets an import append attributed Sections but
   never forget, remove or replace Sections that user turns produced.
 """
@@ -73,8 +73,8 @@ AUTHORS = ("user", "agent", "third_party", "mixed", "unknown")
 SUFFIXES = (".md", ".markdown")
 LABEL_LIMIT = 64
 # Said in the update parts themselves, not in the Memory Agent's instructions: only updates pay for it.
-UPDATE_NOTE = ("a later version of a file imported before: only its edited or added sections are here (their "
-               "first block says change); correct what the earlier import wrote under the same heading path; "
+UPDATE_NOTE = ("a later version of a file imported before: only its edited or added sections, and any whose "
+               "earlier import never reached memory, are here (their first block says change); correct what the earlier import wrote under the same heading path; "
                "sections not here are unchanged, or removed from the file and not to be forgotten")
 
 _BLOCK_KINDS = {
@@ -202,7 +202,8 @@ def _update(basis: int, delta: importdelta.Delta) -> dict:
     """What an update part says about itself: the file was imported before, and only these
     sections (marked ``change`` in ``blocks``) are sent; removed sections are not forgotten."""
     return {"note": UPDATE_NOTE, "previousImports": basis, "sectionsInFile": delta.total, "edited": delta.edited,
-            "added": delta.added, "unchanged": delta.unchanged, "removedNotForgotten": len(delta.removed)}
+            "added": delta.added, "resent": delta.resent, "unchanged": delta.unchanged,
+            "removedNotForgotten": len(delta.removed)}
 
 
 def source_key(path: str, label: str | None) -> str:
@@ -210,19 +211,24 @@ def source_key(path: str, label: str | None) -> str:
     return label if label is not None else os.path.realpath(path)
 
 
-def _known(paths: DataPaths | None, scope: str, source: str) -> tuple[int, list[tuple[str, str, bool]]]:
+def _known(paths: DataPaths | None, scope: str,
+           source: str) -> tuple[int, list[tuple[str, str, bool]], frozenset[str]]:
+    """The source's last import: its generation, its sections ((digest, place, current)) and the
+    digests of current sections whose carrying parts were cancelled or quarantined."""
     if paths is None:
-        return 0, []
-    from cmrunner.capture import importsections
+        return 0, [], frozenset()
+    from cmrunner.capture import importsections, observations
     from cmrunner.core import store
 
     conn = store.open_existing(paths)
     if conn is None:
-        return 0, []
+        return 0, [], frozenset()
     try:
-        return importsections.known(conn, scope, source)
+        basis, rows = importsections.known(conn, scope, source)
+        lost = observations.with_lost_parts(conn, sorted({r[3] for r in rows if r[2]}))
     finally:
         conn.close()
+    return basis, [r[:3] for r in rows], frozenset(r[0] for r in rows if r[2] and r[3] in lost)
 
 
 def prepare(cfg: config_mod.Config, paths: DataPaths, path: str, workspace_path: str | None, author: str,
@@ -250,11 +256,11 @@ def prepare_text(cfg: config_mod.Config, text: str, file_name: str, scope: str, 
     source = label if source is None else source
     blocks = blocks_of(text)
     current = importdelta.sections(text, blocks)
-    basis, known = _known(paths, scope, source)
+    basis, known, lost = _known(paths, scope, source)
     context: list = ["markdown", "v2", import_id, scope]
     delta, update, send, send_blocks = None, None, text, blocks
     if basis:
-        delta = importdelta.classify(current, known)
+        delta = importdelta.classify(current, known, lost)
         update = _update(basis, delta)
         context.append(f"update-{basis + 1}")
         send, send_blocks = importdelta.changed_text(text, current, delta, blocks)
@@ -286,7 +292,8 @@ def prepare_text(cfg: config_mod.Config, text: str, file_name: str, scope: str, 
     namespace = "import:" + json.dumps(context, separators=(",", ":"))
     return importplan.Plan(scope, import_id, namespace, envelopes, len(text.encode("utf-8")),
                            sum(budget.wire_bytes(e) for e in envelopes), tokens, method, source,
-                           [(s.digest, s.place) for s in current], basis, delta, len(send.encode("utf-8")))
+                           [(s.digest, s.place, delta is None or i in delta.changes) for i, s in enumerate(current)],
+                           basis, delta, len(send.encode("utf-8")))
 
 
 def plan(home: str, path: str, workspace_path: str | None, author: str, label: str | None) -> Planned:
@@ -313,7 +320,7 @@ def queue(home: str, paths: DataPaths, planned: importplan.Plan, spawn_drain: bo
             now = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
             if planned.sections and (planned.basis == 0 or planned.count):
                 importsections.record(conn, planned.scope, planned.source, planned.basis + 1, planned.sections,
-                                      int(datetime.datetime.now(datetime.UTC).timestamp() * 1000))
+                                      planned.namespace, int(datetime.datetime.now(datetime.UTC).timestamp() * 1000))
             duplicate = True
             for index, envelope in enumerate(planned.envelopes, start=1):
                 if observations.exists(conn, planned.namespace, part_entry(index)):

@@ -149,7 +149,7 @@ class Plan:
     tokens: int
     token_method: str
     source: str = ""                  # the source's stable key (``capture.importsections``)
-    sections: list[tuple[str, str]] = field(default_factory=list)  # the file's (digest, heading JSON)
+    sections: list[tuple[str, str, bool]] = field(default_factory=list)  # the file's (digest, heading JSON, sent)
     basis: int = 0                    # the source's import this plan compares with (0: its first)
     delta: Delta | None = None        # against that import; None for a first import (all is sent)
     sent_bytes: int = 0               # UTF-8 bytes of the text the parts carry (the file's, or its changes)

@@ -122,7 +122,9 @@ def status(file_plan: importplan.Plan, imported: bool) -> str:
     if delta is None:
         return "unchanged" if imported else "new"
     said = "unchanged" if not delta.changes else \
-        f"{len(delta.changes)} of {delta.total} section{'s' if delta.total != 1 else ''} changed"
+        f"{delta.edited + delta.added} of {delta.total} section{'s' if delta.total != 1 else ''} changed"
+    if delta.resent:
+        said += f", {delta.resent} resent (their earlier part never reached memory)"
     if delta.removed:
         said += f", {len(delta.removed)} removed (not forgotten)"
     return said
