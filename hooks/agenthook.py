@@ -190,9 +190,9 @@ def _admit(conn: sqlite3.Connection, spec: HostSpec, cfg: config_mod.Config, hom
             return _context_output(ev.name, frozen, None)
         if fresh is None:
             return {}
-        from cmrunner.capture import observations  # a reading SessionStart only: per-turn events skip it
+        from cmrunner.capture import waiting  # a reading SessionStart only: per-turn events skip it
 
-        block, warning = reader.render_block(fresh, spec.context_limit, observations.waiting(conn, scope))
+        block, warning = reader.render_block(fresh, spec.context_limit, waiting.turns(conn, scope))
         activations.freeze_snapshot(conn, session_id, block, capture.canonical_json(sorted({"global", scope})),
                                     capture.now_ms())
         return _context_output(ev.name, block, warning)
@@ -211,18 +211,18 @@ def _admit(conn: sqlite3.Connection, spec: HostSpec, cfg: config_mod.Config, hom
         command = typed is not None and is_command(typed)
         text = None if typed is None or command or not typed.strip() else typed
         body = {"text": text, "command": command, "turn": ev.turn or ev.digest[:32], "at": _iso(now)}
-        event = "prompt"
+        event, user_turn = "prompt", text is not None
     elif ev.name == spec.stop:
         body = {"text": ev.reply if ev.reply and ev.reply.strip() else None, "at": _iso(now)}
         if spec.chat_record:  # what the drain checks the turn's prompt against (never the prompt's text)
             typed = gemini_chat.typed_part(ev.prompt) if ev.prompt is not None else None
             body.update({"transcript": ev.transcript, "typed": gemini_chat.digest(typed) if typed else None})
-        event = "stop"
+        event, user_turn = "stop", False
     else:
-        body, event = {"at": _iso(now)}, "end"
+        body, event, user_turn = {"at": _iso(now)}, "end", False
     encoded = capture.canonical_json(body)
     capacity.check_capacity(conn, cfg, session_id, len(encoded.encode("utf-8")))
-    hook_inbox.append(conn, session_id, event, encoded, scope, now)
+    hook_inbox.append(conn, session_id, event, encoded, scope, now, user_turn=user_turn)
     if event == "end":
         activations.close_activation(conn, base)
         activations.drop_snapshot(conn, session_id)

@@ -167,9 +167,9 @@ def _admit(conn: sqlite3.Connection, cfg: config_mod.Config, home: str, client: 
     if ev.name == "SessionStart":
         frozen = activations.frozen_snapshot(conn, act.session_id)
         if frozen is None and fresh_view is not None:
-            from cmrunner.capture import observations  # a reading SessionStart only: per-turn events skip it
+            from cmrunner.capture import waiting  # a reading SessionStart only: per-turn events skip it
 
-            block, warning = reader.render_block(fresh_view, waiting=observations.waiting(conn, scope))
+            block, warning = reader.render_block(fresh_view, waiting=waiting.turns(conn, scope))
             if ev.transcript is None:
                 warning = EPHEMERAL_NOTE if warning is None else f"{warning}; {EPHEMERAL_NOTE}"
             activations.freeze_snapshot(conn, act.session_id, block, capture.canonical_json(sorted({"global", scope})),
