@@ -152,13 +152,6 @@ class Event:
         return self.name in spec.ignored or self.name == spec.compact
 
 
-def _context_output(name: str, block: str, warning: str | None) -> dict:
-    out: dict = {"hookSpecificOutput": {"hookEventName": name, "additionalContext": block}}
-    if warning:
-        out["systemMessage"] = warning
-    return out
-
-
 def handle(spec: HostSpec, home: str, payload: dict) -> dict:
     """Admit one event; returns the JSON object to print."""
     ev = Event(spec, payload)
@@ -187,7 +180,7 @@ def _admit(conn: sqlite3.Connection, spec: HostSpec, cfg: config_mod.Config, hom
         capture.mark_admitted(conn, session_id, ev.digest)
         frozen = activations.frozen_snapshot(conn, session_id)
         if frozen is not None:
-            return _context_output(ev.name, frozen, None)
+            return runner.context_output(ev.name, frozen, None)
         if fresh is None:
             return {}
         from cmrunner.capture import waiting  # a reading SessionStart only: per-turn events skip it
@@ -195,7 +188,7 @@ def _admit(conn: sqlite3.Connection, spec: HostSpec, cfg: config_mod.Config, hom
         block, warning = reader.render_block(fresh, spec.context_limit, waiting.turns(conn, scope))
         activations.freeze_snapshot(conn, session_id, block, capture.canonical_json(sorted({"global", scope})),
                                     capture.now_ms())
-        return _context_output(ev.name, block, warning)
+        return runner.context_output(ev.name, block, warning)
     if row is None or not row[1]:
         if row is not None and capture.was_admitted(conn, row[0], ev.digest):
             return {}  # a re-delivery of an event already admitted (e.g. SessionEnd twice)

@@ -109,13 +109,6 @@ class HookEvent:
         })
 
 
-def _context_output(name: str, block: str, warning: str | None) -> dict:
-    out: dict = {"hookSpecificOutput": {"hookEventName": name, "additionalContext": block}}
-    if warning:
-        out["systemMessage"] = warning
-    return out
-
-
 class _Activation:
     __slots__ = ("base", "session_id", "active", "is_new")
 
@@ -174,13 +167,13 @@ def _admit(conn: sqlite3.Connection, cfg: config_mod.Config, home: str, client: 
                 warning = EPHEMERAL_NOTE if warning is None else f"{warning}; {EPHEMERAL_NOTE}"
             activations.freeze_snapshot(conn, act.session_id, block, capture.canonical_json(sorted({"global", scope})),
                                     capture.now_ms())
-            output = _context_output(ev.name, block, warning)
+            output = runner.context_output(ev.name, block, warning)
         elif frozen is not None and ev.source not in READING_SOURCES:
-            output = _context_output(ev.name, frozen, None)
+            output = runner.context_output(ev.name, frozen, None)
     elif ev.name in ("UserPromptSubmit", "PostToolUse"):
         pending = activations.take_pending_snapshot(conn, act.session_id)
         if pending is not None:  # a /memory-refresh replaced the snapshot: deliver it now, once
-            output = _context_output(ev.name, pending, None)
+            output = runner.context_output(ev.name, pending, None)
     if not act.active or not capture.mark_admitted(conn, act.session_id, ev.digest):
         return output  # the same event was delivered before: admitted once, answered again
     if ev.transcript is None:

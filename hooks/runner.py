@@ -58,6 +58,15 @@ def emit(result: dict) -> None:
         view = view[os.write(1, view):]
 
 
+def context_output(event_name: str, block: str, warning: str | None) -> dict:
+    """The answer that puts ``block`` in the agent's context (Codex, Claude Code and Gemini CLI read
+    the same shape) and shows ``warning``, if any, to the user."""
+    out: dict = {"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": block}}
+    if warning:
+        out["systemMessage"] = warning
+    return out
+
+
 Admit = Callable[[sqlite3.Connection, config_mod.Config, str, str, "reader.MemoryView | None"], dict]
 
 

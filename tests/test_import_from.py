@@ -83,9 +83,20 @@ def test_claude_plan_kinds_scopes_and_skip_codes(home, tmp_path):
     assert "plan for claude: 5 files to import" in out
     assert "  claude:CLAUDE.md [personal] -> global: new, 1 part," in out
     assert "  claude:import/style.md [personal] -> global: new, 1 part," in out
-    assert "  claude:auto-memory/user-role [personal] -> global" in out
-    assert "  claude:auto-memory/run-tests [personal] -> global" in out
+    assert "  claude:auto-memory/user-role [about the user] -> global" in out
+    assert "  claude:auto-memory/run-tests [feedback] -> global" in out
     assert f"  claude:auto-memory/deploy [project fact] -> {project.scope}" in out
+    lines = out.splitlines()
+
+    def may_become(label: str) -> str:
+        """The plan's "may become" line under the file ``label``."""
+        at = next(i for i, line in enumerate(lines) if line.startswith(f"  {label} ["))
+        assert lines[at + 1].startswith("    may become: "), lines[at + 1]
+        return lines[at + 1][len("    may become: "):]
+
+    assert may_become("claude:CLAUDE.md") == "profile (facts about you, never instructions to an agent), preferences"
+    assert may_become("claude:auto-memory/run-tests") == "preferences"
+    assert may_become("claude:auto-memory/deploy") == "the project's memory only"
     for code, name in (("INDEX_ONLY", "MEMORY.md"), ("BINARY", "blob.md"), ("SENSITIVE_CONTENT_REJECTED", "keys.md"),
                        ("SYMLINK_LEAVES_ROOT", "linked.md"), ("IMPORT_LEAVES_ROOT", "notes.md"),
                        ("IMPORT_CYCLE", "CLAUDE.md")):
@@ -154,6 +165,7 @@ def test_project_files_land_in_the_project_only(home, tmp_path):
     assert f"project:AGENTS.md [team convention] -> {project.scope}" in out
     assert f"project:.cursor/rules/style.mdc [instructions] -> {project.scope}" in out
     assert f"project:GEMINI.md [team convention] -> {project.scope}" in out
+    assert out.count("    may become: the project's memory only\n") == 4
     assert "skipped RULE_NOT_ALWAYS_APPLIED: " in out and "pirate" not in out
     imported = _imports(paths)
     assert sorted(label for label, _s, _st in imported) == ["project:.cursor/rules/style.mdc",

@@ -96,7 +96,7 @@ def test_first_run_shows_the_plan_and_enter_imports_through_the_writer(home, tmp
     plan = seen["plan"]
     assert isinstance(plan, str)
     for line in ("Claude Code (chosen)", "claude:CLAUDE.md [personal] → global: new, 1 part,",
-                 "claude:auto-memory/user-role [personal] → global: new, 1 part,", "skipped INDEX_ONLY:",
+                 "claude:auto-memory/user-role [about the user] → global: new, 1 part,", "skipped INDEX_ONLY:",
                  "skipped NO_PROJECT:", "Codex CLI (chosen)", "codex:memory_summary [personal] → global: new, 1 part,",
                  "Gemini CLI (chosen)", "gemini:GEMINI.md [personal] → global: new, 1 part,",
                  "To import: 4 files, about", "Permission: document imports are off",

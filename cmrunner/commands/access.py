@@ -141,8 +141,13 @@ def _import_from(ctx: click.Context, source: str, workspace: str | None, no_wait
         p = f.plan
         parts = "" if f.imported else f", {p.count} part{'s' if p.count != 1 else ''}"
         sent, tokens = (0, 0) if f.imported else (p.sent_bytes, p.tokens)
-        echo(f"  {f.found.label} [{f.found.kind}] -> {p.scope}: {f.status}{parts}, {sent:,} of {p.file_bytes:,} "
+        echo(f"  {f.found.label} [{f.kind_label}] -> {p.scope}: {f.status}{parts}, {sent:,} of {p.file_bytes:,} "
              f"bytes to send, ~{tokens:,} tokens ({f.found.path})")
+        if not f.imported:
+            instructions = f.instruction_lines
+            note = f"; {instructions} line{'s' if instructions != 1 else ''} read as instructions to an agent " \
+                   "(preferences, never profile)" if instructions else ""
+            echo(f"    may become: {f.may_become}{note}")
     for skip in found.skipped:
         echo(f"  skipped {skip.code}: {skip.path}: {skip.reason}")
     if found.needs_permission:

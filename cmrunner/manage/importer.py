@@ -13,7 +13,8 @@ Contract (specification "Importing a Markdown file", reference-facts ยง3.3 and ย
   Writer job and request stays within its budget and the cost grows linearly with the file. A line
   too large for any part is ``SOURCE_TOO_LARGE`` (``IMPORT_CHUNK_TOO_LARGE`` under an explicit
   cap). Each part is a JSON envelope with a fixed key order holding the label, the declared author,
-  the file name, the content digest, the part's index and count, the heading path above it, its
+  for ``cm import --from`` the file's kind (``importKind``, ``cmrunner.core.importkinds``; absent
+  for ``cm import FILE``), the file name, the content digest, the part's index and count, the heading path above it, its
   structural block index (headings, paragraphs, lists, quotes, tables, code, rules and HTML as
   1-based line ranges within the part from markdown-it-py, each with its heading path) and its text.
   The blocks are structure, not facts; ``--author user`` is still a document import.
@@ -23,9 +24,10 @@ Contract (specification "Importing a Markdown file", reference-facts ยง3.3 and ย
   ``md-<sha256(text)>``.
   - A source's first import plans the whole text, exactly as before sections existed: namespace
     ``import:["markdown","v2",importId,contextId]``, parts ``part-1`` โ€ฆ. The same text already
-    queued under another name, label or author is a duplicate: nothing new is queued and the first
-    metadata stays (a file imported before sections existed is such a duplicate when unchanged:
-    its sections are then recorded; changed, it is imported whole once more, then per section).
+    queued under another name, label, author or kind is a duplicate: nothing new is queued and the
+    first metadata stays (so parts queued before the envelope carried a kind are not imported
+    again; a file imported before sections existed is such a duplicate when unchanged: its
+    sections are then recorded; changed, it is imported whole once more, then per section).
   - Later imports of the source send only the sections whose text was not in its last import
     (``edited`` at a heading path that held other text, else ``added``), each whole, with every
     block's heading path from the file and an ``update`` key in each part's envelope; namespace
@@ -59,7 +61,7 @@ import stat
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from cmrunner.core import config as config_mod, workspace
+from cmrunner.core import config as config_mod, importkinds, workspace
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.manage import importdelta, importplan
@@ -187,12 +189,12 @@ class Planned:
 
 
 def _envelope(import_id: str, label: str, author: str, file_name: str, digest: str, index: int, count: int,
-              piece: importplan.Piece, update: dict | None = None) -> str:
-    body: dict = {
-        "kind": "document_import", "importId": import_id, "sourceLabel": label, "declaredAuthor": author,
-        "fileName": file_name, "contentDigest": f"sha256:{digest}", "part": {"index": index, "count": count},
-    }
-    if update is not None:
+              piece: importplan.Piece, kind: str | None = None, update: dict | None = None) -> str:
+    body: dict = {"kind": "document_import", "importId": import_id, "sourceLabel": label, "declaredAuthor": author}
+    if kind is not None:  # absent for `cm import FILE`: its envelopes stay byte for byte what they were
+        body[importkinds.ENVELOPE_FIELD] = kind
+    body.update({"fileName": file_name, "contentDigest": f"sha256:{digest}", "part": {"index": index, "count": count}})
+    if update is not None:  # only a later import of a source: its changed sections
         body["update"] = update
     body.update({"headingPath": piece.heading_path, "blocks": piece.blocks, "text": piece.text})
     return json.dumps(body, ensure_ascii=False)
@@ -241,16 +243,18 @@ def prepare(cfg: config_mod.Config, paths: DataPaths, path: str, workspace_path:
                       "`cm config set disclosure.allowedProvenance +document_import`")
     scope = import_scope(cfg, paths, workspace_path)
     text, file_name = read_markdown(path)
-    return prepare_text(cfg, text, file_name, scope, author, check_label(label, file_name), paths,
-                        source_key(path, label))
+    return prepare_text(cfg, text, file_name, scope, author, check_label(label, file_name), paths=paths,
+                        source=source_key(path, label))
 
 
 def prepare_text(cfg: config_mod.Config, text: str, file_name: str, scope: str, author: str,
-                 label: str, paths: DataPaths | None = None, source: str | None = None) -> importplan.Plan:
+                 label: str, kind: str | None = None, paths: DataPaths | None = None,
+                 source: str | None = None) -> importplan.Plan:
     """The plan of one normalised text already read and checked for scope and permission: parts,
-    the sensitive scan of each, identity and estimate (``cm import --from`` plans each file here).
-    With ``paths``, the source (``source``, default ``label``) is compared section by section with
-    its last import and only new or edited sections are planned (see module contract)."""
+    the sensitive scan of each, identity and estimate (``cm import --from`` plans each file here,
+    with its ``importkinds`` kind). With ``paths``, the source (``source``, default ``label``) is
+    compared section by section with its last import and only new or edited sections are planned
+    (see module contract)."""
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     import_id = f"md-{digest}"
     source = label if source is None else source
@@ -271,7 +275,7 @@ def prepare_text(cfg: config_mod.Config, text: str, file_name: str, scope: str, 
     if cap is not None and cap - 32 < limit:
         limit, code = cap - 32, "IMPORT_CHUNK_TOO_LARGE"
     empty = importplan.Piece("", [], [])
-    reserve = budget.wire_bytes(_envelope(import_id, label, author, file_name, digest, 1, 1, empty, update))
+    reserve = budget.wire_bytes(_envelope(import_id, label, author, file_name, digest, 1, 1, empty, kind, update))
     try:
         pieces = importplan.split(send, send_blocks, limit, reserve, code) if send else []
     except CmError as exc:
@@ -287,7 +291,7 @@ def prepare_text(cfg: config_mod.Config, text: str, file_name: str, scope: str, 
             rules = ", ".join(sorted({v.rule_id for v in violations}))
             raise CmError("SENSITIVE_CONTENT_REJECTED",
                           f"part {index}/{count}: {rules}; remove or redact it, then import again")
-        envelopes.append(_envelope(import_id, label, author, file_name, digest, index, count, piece, update))
+        envelopes.append(_envelope(import_id, label, author, file_name, digest, index, count, piece, kind, update))
     tokens, method = importplan.estimate_tokens(envelopes)
     namespace = "import:" + json.dumps(context, separators=(",", ":"))
     return importplan.Plan(scope, import_id, namespace, envelopes, len(text.encode("utf-8")),

@@ -19,11 +19,13 @@ Contract (``../shared/hosts-more.md`` §4; ``cm import --from``):
   ``GEMINI.md``, ``.cursor/rules/**/*.mdc`` that always apply or have globs,
   ``.github/copilot-instructions.md``). With ``project`` (``--workspace``) given, auto memory and
   Gemini's project notes are that project's only.
-- Kinds: ``personal`` (about the user: candidates for Profile and Preferences; global scope),
-  ``project fact`` (auto memory ``project``/``reference``, ``CLAUDE.local.md``, Gemini's project
-  notes: the project's scope), ``team convention`` (checked-in ``AGENTS.md``/``CLAUDE.md``/
-  ``GEMINI.md``) and ``instructions`` (Cursor rules, Copilot instructions) — both of the latter
-  land in the project's scope only, never global.
+- Kinds are the ids of ``cmrunner.core.importkinds`` (which also says what each may become):
+  ``personal`` (the user's ``CLAUDE.md``, Codex memories, ``~/.gemini/GEMINI.md``, the auto
+  memory index; global scope), auto memory topic files by their front matter ``type``
+  (``user_fact``, ``user_feedback``: global; ``project_fact``, ``reference``: the project's
+  scope), ``CLAUDE.local.md`` and Gemini's project notes (``project_fact``), checked-in
+  ``AGENTS.md``/``CLAUDE.md``/``GEMINI.md`` (``team_convention``) and Cursor rules and Copilot
+  instructions (``instructions``) — the project kinds land in the project's scope only, never global.
 - A file is skipped with a code, never half-read: ``UNREADABLE``, ``SYMLINK_LEAVES_ROOT`` (its real
   path, through a link to it or to a folder above it, is outside its root: the agent's own
   directory such as ``~/.claude``, or the project), ``BINARY``, ``OVERSIZED``, ``EMPTY``,
@@ -43,7 +45,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cmrunner.core import fsutil, projects
+from cmrunner.core import fsutil, importkinds, projects
 from cmrunner.core.errors import CmError
 from cmrunner.manage import importer
 
@@ -59,7 +61,7 @@ class Found:
     path: str
     text: str
     label: str
-    kind: str
+    kind: str       # an id of ``importkinds.KINDS``
     scope: str      # 'global' or 'project:<id>'
     author: str
 
@@ -190,7 +192,7 @@ def _claude(walk: _Walk, user_home: str, project: tuple[str, str] | None) -> Non
     walk.add(os.path.join(claude, "CLAUDE.md"), claude, "claude:CLAUDE.md", "personal", "global", "user")
     if project is not None:
         root, scope = project
-        walk.add(os.path.join(root, "CLAUDE.local.md"), root, "claude:CLAUDE.local.md", "project fact", scope, "user")
+        walk.add(os.path.join(root, "CLAUDE.local.md"), root, "claude:CLAUDE.local.md", "project_fact", scope, "user")
     base = os.path.join(claude, "projects")
     try:
         dirs = sorted(os.listdir(base))
@@ -221,13 +223,14 @@ def _claude(walk: _Walk, user_home: str, project: tuple[str, str] | None) -> Non
                 continue
             meta = front_matter(text)
             kind_of = meta.get("type", "user")
+            kind = importkinds.AUTO_MEMORY_TYPES.get(kind_of, "user_fact")
             label = f"claude:auto-memory/{meta.get('name') or topic[:-3]}"
-            if kind_of in ("user", "feedback"):
-                walk.found.append(Found(path, text, label[:importer.LABEL_LIMIT], "personal", "global", "agent"))
+            if importkinds.PROJECT not in importkinds.may_become(kind):
+                walk.found.append(Found(path, text, label[:importer.LABEL_LIMIT], kind, "global", "agent"))
             elif project_scope is None:
                 walk.skip(path, "NO_PROJECT", f"a {kind_of} memory of a project; pass --workspace <its registered path>")
             else:
-                walk.found.append(Found(path, text, label[:importer.LABEL_LIMIT], "project fact", project_scope,
+                walk.found.append(Found(path, text, label[:importer.LABEL_LIMIT], kind, project_scope,
                                         "agent"))
 
 
@@ -296,12 +299,12 @@ def _gemini(walk: _Walk, user_home: str, project: tuple[str, str] | None,
                 walk.skip(path, "NOT_APPROVED", "Gemini's auto-memory drafts, not yet approved in `/memory inbox`; "
                                                 "not read")
             elif name.endswith(".md"):
-                walk.add(path, gemini, f"gemini:project-memory/{name[:-3]}", "project fact", owner.scope, "agent")
+                walk.add(path, gemini, f"gemini:project-memory/{name[:-3]}", "project_fact", owner.scope, "agent")
 
 
 def _project(walk: _Walk, root: str, scope: str) -> None:
-    for rel, kind in (("AGENTS.md", "team convention"), ("CLAUDE.md", "team convention"),
-                      (".claude/CLAUDE.md", "team convention"), ("GEMINI.md", "team convention"),
+    for rel, kind in (("AGENTS.md", "team_convention"), ("CLAUDE.md", "team_convention"),
+                      (".claude/CLAUDE.md", "team_convention"), ("GEMINI.md", "team_convention"),
                       (".github/copilot-instructions.md", "instructions")):
         walk.add(os.path.join(root, rel), root, f"project:{rel}", kind, scope, "mixed")
     rules = os.path.join(root, ".cursor", "rules")

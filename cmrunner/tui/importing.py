@@ -105,7 +105,7 @@ def plan_lines(found: Found, user_home: str) -> list[str]:
             p = f.plan
             state = f.status if f.imported else \
                 f"{f.status}, {_count(p.count, 'part')}, {p.sent_bytes:,} of {p.file_bytes:,} bytes, ~{p.tokens:,} tokens"
-            lines.append(f"  {f.found.label} [{f.found.kind}] → {p.scope}: {state}")
+            lines.append(f"  {f.found.label} [{f.kind_label}] → {p.scope}: {state}")
         for skip in planned.skipped:
             lines.append(f"  skipped {skip.code}: {_short(skip.path, user_home)} — {skip.reason}")
     tokens = sum(p.tokens for p in found.ok)
