@@ -83,21 +83,10 @@ class HostSpec:
         return (self.start, self.prompt, self.stop, self.compact, self.end)
 
 
-def _bad(field: str, expected: str) -> InputError:
-    return InputError("INVALID_HOOK_INPUT", f"field '{field}' must be {expected}; the event was not admitted")
-
-
-def _text(event: dict, field: str, limit: int = 512) -> str:
-    value = event.get(field)
-    if not isinstance(value, str) or not value or len(value) > limit:
-        raise _bad(field, f"a non-empty string of at most {limit} characters")
-    return value
-
-
 def _optional_text(event: dict, field: str) -> str | None:
     value = event.get(field)
     if value is not None and not isinstance(value, str):
-        raise _bad(field, "a string or absent")
+        raise stdin.bad_field(field, "a string or absent")
     return value
 
 
@@ -118,24 +107,24 @@ class Event:
     def __init__(self, spec: HostSpec, event: dict) -> None:
         name = event.get("hook_event_name")
         if not isinstance(name, str):
-            raise _bad("hook_event_name", "a string")
+            raise stdin.bad_field("hook_event_name", "a string")
         if name not in spec.events and name not in spec.ignored:
             raise InputError(UNKNOWN, f"{spec.label} event {name[:64]!r} is not one cm knows; it was ignored")
         self.name = name
         self.source = self.prompt = self.reply = self.turn = self.transcript = None
         if name in spec.ignored or name == spec.compact:
             return
-        self.session = _text(event, "session_id")
+        self.session = stdin.text_field(event, "session_id")
         cwd = event.get("cwd")
         if not isinstance(cwd, str) or not os.path.isabs(cwd) or len(cwd) > 4096:
-            raise _bad("cwd", "an absolute path")
+            raise stdin.bad_field("cwd", "an absolute path")
         self.cwd = os.path.normpath(cwd)
         if name == spec.start:
             self.source = _optional_text(event, "source")
         elif name == spec.prompt:
             prompt = event.get(spec.prompt_field)
             if not isinstance(prompt, str):
-                raise _bad(spec.prompt_field, "a string")
+                raise stdin.bad_field(spec.prompt_field, "a string")
             self.prompt = prompt
             turn = _optional_text(event, "prompt_id")
             self.turn = turn[:200] if turn else None

@@ -39,25 +39,14 @@ USAGE = "cm hook codex|work --home <absolute path>"
 EPHEMERAL_NOTE = "cm: this session is ephemeral (no transcript), so nothing from it will be remembered"
 
 
-def _bad(field: str, expected: str) -> InputError:
-    return InputError("INVALID_HOOK_INPUT", f"field '{field}' must be {expected}; the event was not admitted")
-
-
-def _text(event: dict, field: str, limit: int = 512) -> str:
-    value = event.get(field)
-    if not isinstance(value, str) or not value or len(value) > limit:
-        raise _bad(field, f"a non-empty string of at most {limit} characters")
-    return value
-
-
 def _abs_path(event: dict, field: str, nullable: bool = False) -> str | None:
     if field not in event:
-        raise _bad(field, "present")
+        raise stdin.bad_field(field, "present")
     value = event[field]
     if value is None and nullable:
         return None
     if not isinstance(value, str) or not os.path.isabs(value) or len(value) > 4096:
-        raise _bad(field, "an absolute path" + (" or null" if nullable else ""))
+        raise stdin.bad_field(field, "an absolute path" + (" or null" if nullable else ""))
     return os.path.normpath(value)
 
 
@@ -69,13 +58,13 @@ class HookEvent:
     def __init__(self, event: dict) -> None:
         name = event.get("hook_event_name")
         if not isinstance(name, str):
-            raise _bad("hook_event_name", "a string")
+            raise stdin.bad_field("hook_event_name", "a string")
         if name not in USED_EVENTS and name not in IGNORED_EVENTS:
             raise InputError("UNKNOWN_HOOK_EVENT", f"hook event {name[:64]!r} is not a Codex hook event; check the hook configuration")
         self.name = name
         if name in IGNORED_EVENTS:
             return
-        self.session = _text(event, "session_id")
+        self.session = stdin.text_field(event, "session_id")
         cwd = _abs_path(event, "cwd")
         assert cwd is not None  # only a nullable field comes back None
         self.cwd = cwd
@@ -86,14 +75,14 @@ class HookEvent:
         if name == "SessionStart":
             source = event.get("source")
             if source not in START_SOURCES:
-                raise _bad("source", "one of " + ", ".join(START_SOURCES))
+                raise stdin.bad_field("source", "one of " + ", ".join(START_SOURCES))
             self.source = source
         if name in TURN_EVENTS or event.get("turn_id") is not None:
-            self.turn_id = _text(event, "turn_id")
+            self.turn_id = stdin.text_field(event, "turn_id")
         if name == "UserPromptSubmit":
             prompt = event.get("prompt")
             if not isinstance(prompt, str):
-                raise _bad("prompt", "a string")
+                raise stdin.bad_field("prompt", "a string")
             self.prompt = prompt
         self.digest = capture.event_digest(event)
 

@@ -241,12 +241,14 @@ def test_rows_queued_before_m013_are_counted_after_the_upgrade(home, monkeypatch
         rows = [("message_end", {"role": "user", "text": "I use helix."}),
                 ("message_end", {"role": "user", "text": "   "}),
                 ("message_end", {"role": "assistant", "text": "ok"}),
-                ("input", {"text": "I use helix.", "source": "interactive"})]
+                ("input", {"text": "I use helix.", "source": "interactive"}),
+                ("message_end", None)]  # what an older cm once admitted: not JSON (see test_poison)
         with store.immediate(conn):
             for n, (name, payload) in enumerate(rows):
                 conn.execute("INSERT INTO pi_inbox(session_id, event_id, event, digest, body, scope, received_at)"
                              " VALUES ('s', ?, ?, '', ?, 'global', 0)",
-                             (f"e{n}", name, json.dumps({"event": name, "payload": payload})))
+                             (f"e{n}", name, json.dumps({"event": name, "payload": payload}) if payload else
+                              '{"event":"message_end","payload":{"role":"user","text":"hi","timestamp":Infinity}}'))
             for name, body in (("prompt", {"text": "We use Nomad."}), ("prompt", {"text": None, "command": True}),
                                ("stop", {"text": "Done."})):
                 conn.execute("INSERT INTO hook_inbox(session_id, event, body, scope, received_at)"

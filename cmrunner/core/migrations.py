@@ -417,17 +417,19 @@ def m013_waiting_turns(conn: sqlite3.Connection) -> None:
     Gemini CLI typed prompt until the drain consumes its row. Which inbox rows are user turns is
     known when they are admitted, so a flag column says so (no JSON is parsed to count, and the
     inboxes' indexes cover their count); rows queued before this migration are flagged from their
-    bodies once, here. The candidates' index leaves out ``text`` (a prompt's words do not belong
+    bodies once, here (a body that is not valid JSON, which the drain will set aside anyway, is
+    left unflagged rather than failing the upgrade). The candidates' index leaves out ``text`` (a prompt's words do not belong
     in an index), so their count reads one row per prompt still waiting."""
     _run_script(conn, """
         CREATE INDEX codex_candidates_waiting_scope ON codex_candidates(scope) WHERE text IS NOT NULL;
         ALTER TABLE pi_inbox ADD COLUMN user_turn INTEGER NOT NULL DEFAULT 0;
-        UPDATE pi_inbox SET user_turn = 1 WHERE event = 'message_end'
-            AND json_extract(body, '$.payload.role') = 'user'
-            AND trim(json_extract(body, '$.payload.text')) != '';
+        UPDATE pi_inbox SET user_turn = 1 WHERE event = 'message_end' AND CASE WHEN json_valid(body)
+            THEN json_extract(body, '$.payload.role') = 'user' AND trim(json_extract(body, '$.payload.text')) != ''
+            ELSE 0 END;
         CREATE INDEX pi_inbox_waiting_scope ON pi_inbox(scope, user_turn) WHERE user_turn = 1;
         ALTER TABLE hook_inbox ADD COLUMN user_turn INTEGER NOT NULL DEFAULT 0;
-        UPDATE hook_inbox SET user_turn = 1 WHERE event = 'prompt' AND json_extract(body, '$.text') IS NOT NULL;
+        UPDATE hook_inbox SET user_turn = 1 WHERE event = 'prompt'
+            AND CASE WHEN json_valid(body) THEN json_extract(body, '$.text') IS NOT NULL ELSE 0 END;
         CREATE INDEX hook_inbox_waiting_scope ON hook_inbox(scope, user_turn) WHERE user_turn = 1;
     """)
 
