@@ -13,7 +13,8 @@ production (default linger). The Claude Code rows run in the same rounds: (3) `c
 UserPromptSubmit with a 4 KiB prompt (console script), (3b) the same through `python -I -m cmrunner`
 (what `cm agents install claude-code` pins), (4) its Stop. SessionEnd is timed after the rounds on
 `--runs / 4` fresh sessions, each opened by a SessionStart that reads and injects memory, also timed
-(the injection path: file reads plus the one indexed count of waiting turns). Usage:
+(the injection path: file reads plus the count of waiting turns, one statement over partial indexes;
+`bench/freshness.py` times it on a backlog). Usage:
 `python bench/hook_latency.py [--runs 200] [--write]`.
 """
 

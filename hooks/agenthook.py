@@ -50,7 +50,7 @@ from cmrunner.capture import (
     hook_rejections,
     sessions,
 )
-from cmrunner.core import config as config_mod, drainlease, identity, projects, store
+from cmrunner.core import config as config_mod, drainlease, identity, store
 from cmrunner.core.errors import CmError, InputError
 from cmrunner.core.home import DataPaths
 from cmrunner.hooks import runner, stdin
@@ -83,21 +83,10 @@ class HostSpec:
         return (self.start, self.prompt, self.stop, self.compact, self.end)
 
 
-def _bad(field: str, expected: str) -> InputError:
-    return InputError("INVALID_HOOK_INPUT", f"field '{field}' must be {expected}; the event was not admitted")
-
-
-def _text(event: dict, field: str, limit: int = 512) -> str:
-    value = event.get(field)
-    if not isinstance(value, str) or not value or len(value) > limit:
-        raise _bad(field, f"a non-empty string of at most {limit} characters")
-    return value
-
-
 def _optional_text(event: dict, field: str) -> str | None:
     value = event.get(field)
     if value is not None and not isinstance(value, str):
-        raise _bad(field, "a string or absent")
+        raise stdin.bad_field(field, "a string or absent")
     return value
 
 
@@ -118,24 +107,24 @@ class Event:
     def __init__(self, spec: HostSpec, event: dict) -> None:
         name = event.get("hook_event_name")
         if not isinstance(name, str):
-            raise _bad("hook_event_name", "a string")
+            raise stdin.bad_field("hook_event_name", "a string")
         if name not in spec.events and name not in spec.ignored:
             raise InputError(UNKNOWN, f"{spec.label} event {name[:64]!r} is not one cm knows; it was ignored")
         self.name = name
         self.source = self.prompt = self.reply = self.turn = self.transcript = None
         if name in spec.ignored or name == spec.compact:
             return
-        self.session = _text(event, "session_id")
+        self.session = stdin.text_field(event, "session_id")
         cwd = event.get("cwd")
         if not isinstance(cwd, str) or not os.path.isabs(cwd) or len(cwd) > 4096:
-            raise _bad("cwd", "an absolute path")
+            raise stdin.bad_field("cwd", "an absolute path")
         self.cwd = os.path.normpath(cwd)
         if name == spec.start:
             self.source = _optional_text(event, "source")
         elif name == spec.prompt:
             prompt = event.get(spec.prompt_field)
             if not isinstance(prompt, str):
-                raise _bad(spec.prompt_field, "a string")
+                raise stdin.bad_field(spec.prompt_field, "a string")
             self.prompt = prompt
             turn = _optional_text(event, "prompt_id")
             self.turn = turn[:200] if turn else None
@@ -152,34 +141,15 @@ class Event:
         return self.name in spec.ignored or self.name == spec.compact
 
 
-def _context_output(name: str, block: str, warning: str | None) -> dict:
-    out: dict = {"hookSpecificOutput": {"hookEventName": name, "additionalContext": block}}
-    if warning:
-        out["systemMessage"] = warning
-    return out
-
-
 def handle(spec: HostSpec, home: str, payload: dict) -> dict:
     """Admit one event; returns the JSON object to print."""
     ev = Event(spec, payload)
     if ev.passive(spec):
         return {}
-    cfg = config_mod.load(home)
-    paths = DataPaths(cfg.data_root)
-    instance = identity.launcher_instance(spec.label)
-    scope = projects.scope_for(paths, ev.cwd)
-    fresh: reader.MemoryView | None = None
-    if ev.name == spec.start and ev.source != "compact":
-        contexts = reader.authorized_contexts(cfg.allowed_scopes, scope if scope != "global" else None)
-        fresh = reader.read_memory(paths, contexts, home)
-    conn = store.open_store(paths, store.HOOK_BUSY_MS)
-    # Closed only on failure: after a commit it is left to the process exit (cmrunner.core.db, "hook connections").
-    try:
-        with store.immediate(conn, store.HOOK_BUSY_MS):
-            return _admit(conn, spec, cfg, home, instance, scope, ev, fresh)
-    except BaseException:
-        conn.close()
-        raise
+    reading = ev.name == spec.start and ev.source != "compact"
+    return runner.admit_event(home, ev.cwd, reading, lambda: identity.launcher_instance(spec.label),
+                              lambda conn, cfg, instance, scope, fresh:
+                              _admit(conn, spec, cfg, home, instance, scope, ev, fresh))
 
 
 def _admit(conn: sqlite3.Connection, spec: HostSpec, cfg: config_mod.Config, home: str, instance: str, scope: str,
@@ -199,15 +169,15 @@ def _admit(conn: sqlite3.Connection, spec: HostSpec, cfg: config_mod.Config, hom
         capture.mark_admitted(conn, session_id, ev.digest)
         frozen = activations.frozen_snapshot(conn, session_id)
         if frozen is not None:
-            return _context_output(ev.name, frozen, None)
+            return runner.context_output(ev.name, frozen, None)
         if fresh is None:
             return {}
-        from cmrunner.capture import observations  # a reading SessionStart only: per-turn events skip it
+        from cmrunner.capture import waiting  # a reading SessionStart only: per-turn events skip it
 
-        block, warning = reader.render_block(fresh, spec.context_limit, observations.waiting(conn, scope))
+        block, warning = reader.render_block(fresh, spec.context_limit, waiting.turns(conn, scope))
         activations.freeze_snapshot(conn, session_id, block, capture.canonical_json(sorted({"global", scope})),
                                     capture.now_ms())
-        return _context_output(ev.name, block, warning)
+        return runner.context_output(ev.name, block, warning)
     if row is None or not row[1]:
         if row is not None and capture.was_admitted(conn, row[0], ev.digest):
             return {}  # a re-delivery of an event already admitted (e.g. SessionEnd twice)
@@ -223,18 +193,18 @@ def _admit(conn: sqlite3.Connection, spec: HostSpec, cfg: config_mod.Config, hom
         command = typed is not None and is_command(typed)
         text = None if typed is None or command or not typed.strip() else typed
         body = {"text": text, "command": command, "turn": ev.turn or ev.digest[:32], "at": _iso(now)}
-        event = "prompt"
+        event, user_turn = "prompt", text is not None
     elif ev.name == spec.stop:
         body = {"text": ev.reply if ev.reply and ev.reply.strip() else None, "at": _iso(now)}
         if spec.chat_record:  # what the drain checks the turn's prompt against (never the prompt's text)
             typed = gemini_chat.typed_part(ev.prompt) if ev.prompt is not None else None
             body.update({"transcript": ev.transcript, "typed": gemini_chat.digest(typed) if typed else None})
-        event = "stop"
+        event, user_turn = "stop", False
     else:
-        body, event = {"at": _iso(now)}, "end"
+        body, event, user_turn = {"at": _iso(now)}, "end", False
     encoded = capture.canonical_json(body)
     capacity.check_capacity(conn, cfg, session_id, len(encoded.encode("utf-8")))
-    hook_inbox.append(conn, session_id, event, encoded, scope, now)
+    hook_inbox.append(conn, session_id, event, encoded, scope, now, user_turn=user_turn)
     if event == "end":
         activations.close_activation(conn, base)
         activations.drop_snapshot(conn, session_id)

@@ -23,9 +23,8 @@ import os
 import sqlite3
 
 from cmrunner.capture import activations, admission as capture, capacity, codex_inbox, sessions, transcript
-from cmrunner.core import config as config_mod, drainlease, identity, projects, store
+from cmrunner.core import config as config_mod, drainlease, identity
 from cmrunner.core.errors import CmError, InputError
-from cmrunner.core.home import DataPaths
 from cmrunner.hooks import runner, stdin
 from cmrunner.reading import reader
 
@@ -40,25 +39,14 @@ USAGE = "cm hook codex|work --home <absolute path>"
 EPHEMERAL_NOTE = "cm: this session is ephemeral (no transcript), so nothing from it will be remembered"
 
 
-def _bad(field: str, expected: str) -> InputError:
-    return InputError("INVALID_HOOK_INPUT", f"field '{field}' must be {expected}; the event was not admitted")
-
-
-def _text(event: dict, field: str, limit: int = 512) -> str:
-    value = event.get(field)
-    if not isinstance(value, str) or not value or len(value) > limit:
-        raise _bad(field, f"a non-empty string of at most {limit} characters")
-    return value
-
-
 def _abs_path(event: dict, field: str, nullable: bool = False) -> str | None:
     if field not in event:
-        raise _bad(field, "present")
+        raise stdin.bad_field(field, "present")
     value = event[field]
     if value is None and nullable:
         return None
     if not isinstance(value, str) or not os.path.isabs(value) or len(value) > 4096:
-        raise _bad(field, "an absolute path" + (" or null" if nullable else ""))
+        raise stdin.bad_field(field, "an absolute path" + (" or null" if nullable else ""))
     return os.path.normpath(value)
 
 
@@ -70,13 +58,13 @@ class HookEvent:
     def __init__(self, event: dict) -> None:
         name = event.get("hook_event_name")
         if not isinstance(name, str):
-            raise _bad("hook_event_name", "a string")
+            raise stdin.bad_field("hook_event_name", "a string")
         if name not in USED_EVENTS and name not in IGNORED_EVENTS:
             raise InputError("UNKNOWN_HOOK_EVENT", f"hook event {name[:64]!r} is not a Codex hook event; check the hook configuration")
         self.name = name
         if name in IGNORED_EVENTS:
             return
-        self.session = _text(event, "session_id")
+        self.session = stdin.text_field(event, "session_id")
         cwd = _abs_path(event, "cwd")
         assert cwd is not None  # only a nullable field comes back None
         self.cwd = cwd
@@ -87,14 +75,14 @@ class HookEvent:
         if name == "SessionStart":
             source = event.get("source")
             if source not in START_SOURCES:
-                raise _bad("source", "one of " + ", ".join(START_SOURCES))
+                raise stdin.bad_field("source", "one of " + ", ".join(START_SOURCES))
             self.source = source
         if name in TURN_EVENTS or event.get("turn_id") is not None:
-            self.turn_id = _text(event, "turn_id")
+            self.turn_id = stdin.text_field(event, "turn_id")
         if name == "UserPromptSubmit":
             prompt = event.get("prompt")
             if not isinstance(prompt, str):
-                raise _bad("prompt", "a string")
+                raise stdin.bad_field("prompt", "a string")
             self.prompt = prompt
         self.digest = capture.event_digest(event)
 
@@ -108,13 +96,6 @@ class HookEvent:
             "event": self.name, "thread": self.session, "turnId": self.turn_id, "source": self.source,
             "cwd": self.cwd, "transcriptPath": self.transcript, "hostInstance": host_instance, "scope": scope,
         })
-
-
-def _context_output(name: str, block: str, warning: str | None) -> dict:
-    out: dict = {"hookSpecificOutput": {"hookEventName": name, "additionalContext": block}}
-    if warning:
-        out["systemMessage"] = warning
-    return out
 
 
 class _Activation:
@@ -155,22 +136,10 @@ def handle(client_flag: str, home: str, event: dict) -> dict:
     ev = HookEvent(event)
     if ev.ignored:
         return {}
-    cfg = config_mod.load(home)
-    paths = DataPaths(cfg.data_root)
-    instance = identity.host_instance()
-    scope = projects.scope_for(paths, ev.cwd)
-    fresh_view: reader.MemoryView | None = None
-    if ev.name == "SessionStart" and ev.source in READING_SOURCES:
-        contexts = reader.authorized_contexts(cfg.allowed_scopes, scope if scope != "global" else None)
-        fresh_view = reader.read_memory(paths, contexts, home)
-    conn = store.open_store(paths, store.HOOK_BUSY_MS)
-    # Closed only on failure: after a commit it is left to the process exit (cmrunner.core.db, "hook connections").
-    try:
-        with store.immediate(conn, store.HOOK_BUSY_MS):
-            return _admit(conn, cfg, home, client, instance, scope, ev, fresh_view)
-    except BaseException:
-        conn.close()
-        raise
+    reading = ev.name == "SessionStart" and ev.source in READING_SOURCES
+    return runner.admit_event(home, ev.cwd, reading, identity.host_instance,
+                              lambda conn, cfg, instance, scope, fresh_view:
+                              _admit(conn, cfg, home, client, instance, scope, ev, fresh_view))
 
 
 def _admit(conn: sqlite3.Connection, cfg: config_mod.Config, home: str, client: str, instance: str, scope: str,
@@ -180,20 +149,20 @@ def _admit(conn: sqlite3.Connection, cfg: config_mod.Config, home: str, client: 
     if ev.name == "SessionStart":
         frozen = activations.frozen_snapshot(conn, act.session_id)
         if frozen is None and fresh_view is not None:
-            from cmrunner.capture import observations  # a reading SessionStart only: per-turn events skip it
+            from cmrunner.capture import waiting  # a reading SessionStart only: per-turn events skip it
 
-            block, warning = reader.render_block(fresh_view, waiting=observations.waiting(conn, scope))
+            block, warning = reader.render_block(fresh_view, waiting=waiting.turns(conn, scope))
             if ev.transcript is None:
                 warning = EPHEMERAL_NOTE if warning is None else f"{warning}; {EPHEMERAL_NOTE}"
             activations.freeze_snapshot(conn, act.session_id, block, capture.canonical_json(sorted({"global", scope})),
                                     capture.now_ms())
-            output = _context_output(ev.name, block, warning)
+            output = runner.context_output(ev.name, block, warning)
         elif frozen is not None and ev.source not in READING_SOURCES:
-            output = _context_output(ev.name, frozen, None)
+            output = runner.context_output(ev.name, frozen, None)
     elif ev.name in ("UserPromptSubmit", "PostToolUse"):
         pending = activations.take_pending_snapshot(conn, act.session_id)
         if pending is not None:  # a /memory-refresh replaced the snapshot: deliver it now, once
-            output = _context_output(ev.name, pending, None)
+            output = runner.context_output(ev.name, pending, None)
     if not act.active or not capture.mark_admitted(conn, act.session_id, ev.digest):
         return output  # the same event was delivered before: admitted once, answered again
     if ev.transcript is None:

@@ -99,9 +99,9 @@ def handle(home: str, event: dict) -> dict:
         scope = projects.scope_for(paths, event["cwd"])
         contexts = reader.authorized_contexts(cfg.allowed_scopes, scope if scope != "global" else None)
         view = reader.read_memory(paths, contexts, home)
-        from cmrunner.capture import observations  # memory reads only: per-turn captures skip it
+        from cmrunner.capture import waiting  # memory reads only: per-turn captures skip it
 
-        answer["context"], warning = reader.render_block(view, waiting=observations.waiting_in(paths, [scope]))
+        answer["context"], warning = reader.render_block(view, waiting=waiting.turns_in(paths, [scope]))
         if warning:
             answer["warning"] = warning
         if event["event"] in READ_ONLY:
@@ -132,7 +132,8 @@ def _admit(home: str, cfg: config_mod.Config, paths: DataPaths, event: dict) -> 
                     )
                 return {"ok": True, "admitted": False, "duplicate": True}
             capacity.check_capacity(conn, cfg, session_id, len(body.encode("utf-8")))
-            pi_inbox.append(conn, session_id, event["eventId"], event["event"], digest, body, scope, capture.now_ms())
+            pi_inbox.append(conn, session_id, event["eventId"], event["event"], digest, body, scope, capture.now_ms(),
+                            user_turn=pi_inbox.delivers_turn(event["event"], event["payload"]))
             capture.mark_admitted(conn, session_id, prefix + digest)
             drainlease.ensure_drain(conn, home)
     except BaseException:

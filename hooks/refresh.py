@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-from cmrunner.capture import activations, admission as capture, observations
+from cmrunner.capture import activations, admission as capture, waiting
 from cmrunner.core import config as config_mod, identity, projects, store
 from cmrunner.core.errors import CmError, InputError
 from cmrunner.core.home import DataPaths, resolve_home
@@ -65,7 +65,7 @@ def refresh(home: str, client: str, thread: str | None) -> dict:
         scope = projects.scope_for(paths, cwd)
         contexts = reader.authorized_contexts(cfg.allowed_scopes, scope if scope != "global" else None)
         block, warning = reader.render_block(reader.read_memory(paths, contexts, home),
-                                             waiting=observations.waiting(conn, scope))
+                                             waiting=waiting.turns(conn, scope))
         with store.immediate(conn, store.HOOK_BUSY_MS):
             activations.replace_snapshot(conn, session_id, block, capture.canonical_json(contexts), capture.now_ms())
     finally:

@@ -8,8 +8,11 @@ Contract:
   event text, so user words never reach the host's logs through cm; input cm can classify never
   gets there (``hooks.stdin``, ``cmrunner.core.strictjson``). Each one is a cm bug and is recorded
   like a drain failure (``drainfailures``, process ``hook`` or ``capture``) for ``cm status``.
-- Because every write happens in one transaction, a failure leaves no half-written row.
-Stdlib only.
+- Because every write happens in one transaction, a failure leaves no half-written row:
+  ``admit_event`` is the set-up the Codex, Claude Code and Gemini CLI hooks share around it
+  (configuration, the host instance, the scope of ``cwd``, a SessionStart's read of memory, one
+  ``BEGIN IMMEDIATE``; the connection is closed on failure only, see ``cmrunner.core.db``).
+Stdlib only; what ``admit_event`` needs every hook that imports this module already loads.
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ import sqlite3
 import sys
 from collections.abc import Callable
 
-from cmrunner.core import jsonfast
+from cmrunner.core import config as config_mod, jsonfast, projects, store
 from cmrunner.core.errors import CmError, InputError
-from cmrunner.core.home import resolve_home
+from cmrunner.core.home import DataPaths, resolve_home
+from cmrunner.reading import reader
 
 INTERNAL_CODE = "INTERNAL_ERROR"  # the same as ``drainfailures.INTERNAL_CODE`` (not imported: hook budget)
 
@@ -52,6 +56,41 @@ def emit(result: dict) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(1, view):]
+
+
+def context_output(event_name: str, block: str, warning: str | None) -> dict:
+    """The answer that puts ``block`` in the agent's context (Codex, Claude Code and Gemini CLI read
+    the same shape) and shows ``warning``, if any, to the user."""
+    out: dict = {"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": block}}
+    if warning:
+        out["systemMessage"] = warning
+    return out
+
+
+Admit = Callable[[sqlite3.Connection, config_mod.Config, str, str, "reader.MemoryView | None"], dict]
+
+
+def admit_event(home: str, cwd: str, reading: bool, instance: Callable[[], str], admit: Admit) -> dict:
+    """Run ``admit(conn, cfg, instance, scope, fresh)`` in one ``BEGIN IMMEDIATE`` transaction, after
+    loading the configuration, identifying the host process (``instance``), resolving the scope of
+    ``cwd`` and, when ``reading``, reading the authorized memory (``fresh``, else ``None``) — in
+    that order, so the first failure is the one reported."""
+    cfg = config_mod.load(home)
+    paths = DataPaths(cfg.data_root)
+    host = instance()
+    scope = projects.scope_for(paths, cwd)
+    fresh: reader.MemoryView | None = None
+    if reading:
+        contexts = reader.authorized_contexts(cfg.allowed_scopes, scope if scope != "global" else None)
+        fresh = reader.read_memory(paths, contexts, home)
+    conn = store.open_store(paths, store.HOOK_BUSY_MS)
+    # Closed only on failure: after a commit it is left to the process exit (cmrunner.core.db, "hook connections").
+    try:
+        with store.immediate(conn, store.HOOK_BUSY_MS):
+            return admit(conn, cfg, host, scope, fresh)
+    except BaseException:
+        conn.close()
+        raise
 
 
 def _record(exc: Exception, process: str) -> None:

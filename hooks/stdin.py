@@ -4,7 +4,8 @@ Contract: at most ``limit`` bytes are read (the limit is enforced while reading,
 endless stdin cannot exhaust memory); the bytes must be strict UTF-8 without NUL and parse as one
 JSON object that is strict JSON (``cmrunner.core.strictjson``: no NaN or Infinity, no duplicate
 key, no lone surrogate, no NUL, bounded depth). Anything else raises ``InputError`` with a stable
-code naming the field.
+code naming the field; ``bad_field`` / ``text_field`` say the same for one field of a host's hook
+event (``INVALID_HOOK_INPUT``).
 Stdlib only.
 """
 
@@ -52,3 +53,16 @@ def parse_event(raw: bytes, code: str = "INVALID_HOOK_INPUT") -> dict:
 
 def read_event(fd: int = 0, limit: int = EVENT_LIMIT, code: str = "INVALID_HOOK_INPUT") -> dict:
     return parse_event(read_bytes(fd, limit), code)
+
+
+def bad_field(field: str, expected: str) -> InputError:
+    """The refusal of a hook event whose ``field`` is not ``expected``."""
+    return InputError("INVALID_HOOK_INPUT", f"field '{field}' must be {expected}; the event was not admitted")
+
+
+def text_field(event: dict, field: str, limit: int = 512) -> str:
+    """``event[field]``, a non-empty string of at most ``limit`` characters (else ``bad_field``)."""
+    value = event.get(field)
+    if not isinstance(value, str) or not value or len(value) > limit:
+        raise bad_field(field, f"a non-empty string of at most {limit} characters")
+    return value

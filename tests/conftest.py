@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -212,9 +212,11 @@ def table_counts(home: str) -> dict[str, int]:
 
 
 @pytest.fixture
-def quiet_drain(home: str) -> Iterator[None]:
+def quiet_drain(home: str) -> Iterator[Callable[[], None]]:
     """A live stand-in process holds the drain lease, so hooks admit without a drain consuming
-    their rows: tests can then inspect exactly what a hook admitted. Uses the real lease rule."""
+    their rows: tests can then inspect exactly what a hook admitted. Uses the real lease rule.
+    Yields ``release``: the stand-in exits, so the next drain (or ``cm flush``) takes the lease of
+    a dead holder at once."""
     from cmrunner.core import config as config_mod, identity, store
     from cmrunner.core.home import DataPaths
 
@@ -227,7 +229,12 @@ def quiet_drain(home: str) -> Iterator[None]:
             conn.execute("INSERT OR REPLACE INTO drain_lease VALUES (1, ?, ?, ?, 'held', 0)",
                          (holder.boot_id, holder.pid, holder.starttime))
         conn.close()
-        yield
+
+        def release() -> None:
+            sleeper.kill()
+            sleeper.wait()
+
+        yield release
     finally:
         sleeper.kill()
         sleeper.wait()

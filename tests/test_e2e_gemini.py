@@ -9,11 +9,13 @@ install; they are never skipped.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import CM, db_rows, hook_env, settle
+from conftest import CM, db_rows, hook_env, run_cm, settle
+from mcp_support import allow, configure, register
 from support import agenthosts
 
 from cmrunner.synthetic import fakemodel
@@ -95,3 +97,38 @@ def test_a_slash_command_and_a_tool_result_are_never_captured(gemini, home, tmp_
     assert "tool-result-5531" not in store and "command-arg-7712" not in store
     assert observed(home) == [("Read notes.txt please, I keep my aliases in it.", "pending", None)]
     assert db_rows(home, "SELECT COUNT(*) FROM hook_rejections") == [(0,)]
+
+
+def test_cm_import_finds_the_project_memory_gemini_itself_names(gemini, home, tmp_path):
+    """Two registered projects with one base name: the real Gemini gives them two ids and tells its
+    model where each one's private memory index is; cm import --from gemini reads back Gemini's own
+    record of those ids and plans each index into its own project's scope."""
+    paths = configure(home)
+    projects = [register(paths, str(tmp_path / "work" / "app"), "App"),
+                register(paths, str(tmp_path / "clients" / "app"), "Client app")]
+    allow(home, *(p.scope for p in projects))
+    scratch = tmp_path / "scratchhome"
+    agenthosts.write_gemini_settings(scratch, None)
+    indexes = []
+    with fakemodel.running(str(tmp_path / "gemini-model"), {"replies": [], "default": {"text": "Noted."}}) as fake:
+        env = agenthosts.gemini_env(scratch, home, fake.root_url)
+        for project in projects:
+            before = len(fake.model_requests())
+            done = agenthosts.run(agenthosts.gemini_argv(gemini, "Hello."), project.path, env)
+            assert done.returncode == 0, done.stderr[-2000:]
+            said = " ".join(json.dumps(r["body"]) for r in fake.model_requests()[before:])
+            found = re.search(r"Private Project Memory\*\* \(`([^`]+)`\)", said)
+            assert found, "gemini 0.61 names its private project memory index in the system prompt"
+            indexes.append(found.group(1))
+    # Observed on 0.61.0: ids are slugs of the base name, the second one numbered.
+    assert [Path(i).parent.parent.name for i in indexes] == ["app", "app-1"]
+    for project, index in zip(projects, indexes, strict=True):
+        Path(index).parent.mkdir(parents=True, exist_ok=True)
+        Path(index).write_text(f"# Project memory\n\n- The {project.name} deploys from the main branch.\n")
+    proc = run_cm(["import", "--from", "gemini", "--dry-run"], env=hook_env(HOME=str(scratch)))
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, proc.stderr
+    for project, index in zip(projects, indexes, strict=True):
+        assert f"  gemini:project-memory/MEMORY [project fact] -> {project.scope}: 1 part," in out
+        assert any(project.scope in line and line.endswith(f"({index})") for line in out.splitlines()), out
+    assert "skipped" not in out, out

@@ -83,9 +83,20 @@ def test_claude_plan_kinds_scopes_and_skip_codes(home, tmp_path):
     assert "plan for claude: 5 files to import" in out
     assert "  claude:CLAUDE.md [personal] -> global: 1 part," in out
     assert "  claude:import/style.md [personal] -> global: 1 part," in out
-    assert "  claude:auto-memory/user-role [personal] -> global" in out
-    assert "  claude:auto-memory/run-tests [personal] -> global" in out
+    assert "  claude:auto-memory/user-role [about the user] -> global" in out
+    assert "  claude:auto-memory/run-tests [feedback] -> global" in out
     assert f"  claude:auto-memory/deploy [project fact] -> {project.scope}" in out
+    lines = out.splitlines()
+
+    def may_become(label: str) -> str:
+        """The plan's "may become" line under the file ``label``."""
+        at = next(i for i, line in enumerate(lines) if line.startswith(f"  {label} ["))
+        assert lines[at + 1].startswith("    may become: "), lines[at + 1]
+        return lines[at + 1][len("    may become: "):]
+
+    assert may_become("claude:CLAUDE.md") == "profile (facts about you, never instructions to an agent), preferences"
+    assert may_become("claude:auto-memory/run-tests") == "preferences"
+    assert may_become("claude:auto-memory/deploy") == "the project's memory only"
     for code, name in (("INDEX_ONLY", "MEMORY.md"), ("BINARY", "blob.md"), ("SENSITIVE_CONTENT_REJECTED", "keys.md"),
                        ("SYMLINK_LEAVES_ROOT", "linked.md"), ("IMPORT_LEAVES_ROOT", "notes.md"),
                        ("IMPORT_CYCLE", "CLAUDE.md")):
@@ -143,6 +154,8 @@ def test_project_files_land_in_the_project_only(home, tmp_path):
     _write(os.path.join(root, ".cursor", "rules", "manual.mdc"),
            "---\ndescription: only when asked\nalwaysApply: false\n---\nExplain like a pirate.\n")
     _write(os.path.join(root, ".github", "copilot-instructions.md"), "# Copilot\n\nThe API lives in services/api.\n")
+    _write(os.path.join(root, "GEMINI.md"), "# Project context\n\nMigrations live in db/migrations; never edit one "
+                                            "that has shipped.\n")
     user = str(tmp_path / "user")
     assert run_cm(["import", "--from", "project"], env=hook_env(HOME=user)).stderr.decode().startswith(
         "cm: WORKSPACE_REQUIRED: ")
@@ -151,11 +164,13 @@ def test_project_files_land_in_the_project_only(home, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert f"project:AGENTS.md [team convention] -> {project.scope}" in out
     assert f"project:.cursor/rules/style.mdc [instructions] -> {project.scope}" in out
+    assert f"project:GEMINI.md [team convention] -> {project.scope}" in out
+    assert out.count("    may become: the project's memory only\n") == 4
     assert "skipped RULE_NOT_ALWAYS_APPLIED: " in out and "pirate" not in out
     imported = _imports(paths)
     assert sorted(label for label, _s, _st in imported) == ["project:.cursor/rules/style.mdc",
                                                             "project:.github/copilot-instructions.md",
-                                                            "project:AGENTS.md"]
+                                                            "project:AGENTS.md", "project:GEMINI.md"]
     assert {scope for _label, scope, _state in imported} == {project.scope}
 
 
@@ -172,3 +187,114 @@ def test_import_guard_holds_for_an_agent_memory_file(home, tmp_path, overwrite):
     assert _imports(paths) == [("gemini:GEMINI.md", "global", "pending")]
 
     check_import_guard(paths, cfg, before, "Imported from GEMINI.md", overwrite)
+
+
+def _gemini_project(gemini: str, project_id: str, root: str, notes: dict[str, str], *, marker: bool = True) -> str:
+    """What Gemini CLI 0.61 leaves for a project it ran in: ``projects.json`` maps the root to its id,
+    ``tmp/<id>/.project_root`` (and ``history/<id>/.project_root``) name the root, chats beside the
+    private notes in ``tmp/<id>/memory/``. Returns that memory folder."""
+    registry_path = os.path.join(gemini, "projects.json")
+    registry = json.load(open(registry_path)) if os.path.exists(registry_path) else {"projects": {}}
+    registry["projects"][root] = project_id
+    _write(registry_path, json.dumps(registry, indent=2))
+    if marker:
+        _write(os.path.join(gemini, "tmp", project_id, ".project_root"), root)
+        _write(os.path.join(gemini, "history", project_id, ".project_root"), root)
+    _write(os.path.join(gemini, "tmp", project_id, "chats", "session-2026-12-01T10-00-abc.json"), '{"messages": []}')
+    memory = os.path.join(gemini, "tmp", project_id, "memory")
+    for name, text in notes.items():
+        _write(os.path.join(memory, name), text)
+    return memory
+
+
+def _gemini_fixture(user: str, app: str, other_app: str, outside: str) -> dict[str, str]:
+    """Two registered projects both called ``app`` (Gemini ids ``app`` and ``app-1``: the second one
+    only in projects.json), a run in ``app/src`` (id ``src``), an unregistered project, a folder no
+    project claims, the drafts Gemini keeps unapproved, and a memory folder linked out of ~/.gemini."""
+    gemini = os.path.join(user, ".gemini")
+    _write(os.path.join(gemini, "GEMINI.md"), "# My preferences\n\n- I write commit messages in the imperative.\n")
+    memory = _gemini_project(gemini, "app", app, {
+        "MEMORY.md": "# Project memory\n\n- Local Postgres runs on port 5433 on my machine.\n"
+                     "- [Release checklist](release.md): how I cut a release here\n",
+        "release.md": "# Release checklist\n\n1. Bump the version in pyproject.toml.\n2. Tag `vX.Y.Z`.\n",
+    })
+    _write(os.path.join(memory, ".inbox", "private", "extraction.patch"),
+           "--- a/MEMORY.md\n+++ b/MEMORY.md\n@@\n+- unapproved-draft-7731\n")
+    _write(os.path.join(memory, "skills", "cut-release", "SKILL.md"), "---\nname: cut-release\n---\nunapproved-skill-7732\n")
+    _write(os.path.join(memory, ".extraction.lock"), "")
+    _gemini_project(gemini, "app-1", other_app, {"MEMORY.md": "# Project memory\n\n- The staging VM is called kiwi.\n"},
+                    marker=False)
+    _gemini_project(gemini, "src", os.path.join(app, "src"),
+                    {"MEMORY.md": "# Project memory\n\n- In src/ I keep the generated client untouched.\n"})
+    _gemini_project(gemini, "scratch", os.path.join(os.path.dirname(app), "scratch"),
+                    {"MEMORY.md": "# Project memory\n\n- unregistered-note-7733\n"})
+    _write(os.path.join(gemini, "tmp", "0f" * 32, "memory", "MEMORY.md"), "# Orphan\n\n- orphan-note-7734\n")
+    _write(os.path.join(outside, "MEMORY.md"), "# Elsewhere\n\n- outside-note-7735\n")
+    os.makedirs(os.path.join(gemini, "tmp", "linked"))
+    _write(os.path.join(gemini, "tmp", "linked", ".project_root"), app)
+    os.symlink(outside, os.path.join(gemini, "tmp", "linked", "memory"))
+    return {"memory": memory}
+
+
+def test_gemini_project_memory_lands_in_its_registered_project_only(home, tmp_path):
+    _setup(home)
+    paths = _paths(home)
+    app = register(paths, str(tmp_path / "work" / "app"), "App")
+    other = register(paths, str(tmp_path / "clients" / "app"), "Client app")
+    allow(home, app.scope, other.scope)
+    user = str(tmp_path / "user")
+    fixture = _gemini_fixture(user, app.path, other.path, str(tmp_path / "outside"))
+    proc = run_cm(["import", "--from", "gemini", "--dry-run"], env=hook_env(HOME=user))
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, proc.stderr
+    lines = out.splitlines()
+    assert lines[0].startswith("plan for gemini: 5 files to import"), out
+    memory = fixture["memory"]
+    assert "  gemini:GEMINI.md [personal] -> global: 1 part," in out
+    assert f"  gemini:project-memory/MEMORY [project fact] -> {app.scope}: 1 part," in out
+    assert f"({os.path.join(memory, 'MEMORY.md')})" in out
+    assert f"  gemini:project-memory/release [project fact] -> {app.scope}: 1 part," in out
+    assert f"-> {other.scope}: 1 part," in out and "app-1/memory/MEMORY.md" in out
+    assert "src/memory/MEMORY.md" in out  # gemini run in app/src: the project that holds src
+    for code, where in (("NOT_APPROVED", os.path.join(memory, ".inbox")),
+                        ("NOT_APPROVED", os.path.join(memory, "skills")),
+                        ("NO_PROJECT", os.path.join("tmp", "scratch", "memory")),
+                        ("NO_PROJECT", os.path.join("tmp", "0f" * 32, "memory")),
+                        ("SYMLINK_LEAVES_ROOT", os.path.join("tmp", "linked", "memory", "MEMORY.md"))):
+        assert any(line.startswith(f"  skipped {code}: ") and where in line for line in lines), (code, out)
+    assert "cm project register " + os.path.join(os.path.dirname(app.path), "scratch") in out
+    assert not any(marker in out for marker in ("7731", "7732", "7733", "7734", "7735"))
+    assert out.endswith("dry run: nothing was queued\n") and _imports(paths) == []
+
+    only = run_cm(["import", "--from", "gemini", "--workspace", other.path, "--dry-run"], env=hook_env(HOME=user))
+    out = only.stdout.decode()
+    assert only.returncode == 0 and "plan for gemini: 2 files to import" in out, out
+    assert f"-> {other.scope}: 1 part," in out and app.scope not in out and "NO_PROJECT" not in out
+
+
+def test_gemini_project_memory_imports_into_the_project(home, tmp_path):
+    paths = configure(home)
+    project = register(paths, str(tmp_path / "work" / "api"), "API")
+    allow(home, project.scope)
+    user = str(tmp_path / "user")
+    gemini = os.path.join(user, ".gemini")
+    _gemini_project(gemini, "api", project.path, {
+        "MEMORY.md": "# Project memory\n\n- My local API talks to the dev database on port 5433.\n"
+                     "- [Fixtures](fixtures.md)\n",
+        "fixtures.md": "# Fixtures\n\nI regenerate the fixtures with `make fixtures` after a schema change.\n"})
+    _gemini_project(gemini, "notes", str(tmp_path / "notes"), {"MEMORY.md": "# Project memory\n\n- unregistered-8841\n"})
+    env = hook_env(HOME=user, CM_TEST_AGENT_SCRIPT=script_file(
+        str(tmp_path), [retain_template("Kept {first}", target=project.scope, applicability="project")]))
+    proc = run_cm(["import", "--from", "gemini", "--yes"], env=env)
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, (out, proc.stderr)
+    assert out.endswith("complete: true\n")
+    assert _imports(paths) == [("gemini:project-memory/MEMORY", project.scope, "processed"),
+                               ("gemini:project-memory/fixtures", project.scope, "processed")]
+    assert "Kept" in open(paths.document(project.scope)).read()
+    assert not os.path.exists(paths.document("profile")) or "Kept" not in open(paths.document("profile")).read()
+    assert not rows(paths, "SELECT id FROM observations WHERE text LIKE '%unregistered-8841%'")
+
+    again = run_cm(["import", "--from", "gemini", "--yes"], env=env)
+    assert again.returncode == 0 and again.stdout.decode().endswith("nothing new to import\n")
+    assert len(_imports(paths)) == 2

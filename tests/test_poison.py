@@ -101,7 +101,8 @@ def _inject_poisoned_row(home: str, session: str) -> None:
     conn = store.open_store(DataPaths(config_mod.load(home).data_root))
     try:
         with store.immediate(conn):
-            pi_inbox.append(conn, session, "e1", "message_end", "0" * 64, body, "global", int(time.time() * 1000))
+            pi_inbox.append(conn, session, "e1", "message_end", "0" * 64, body, "global", int(time.time() * 1000),
+                            user_turn=True)
     finally:
         conn.close()
 

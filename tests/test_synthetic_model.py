@@ -74,7 +74,7 @@ def test_the_setup_wizard_then_edit_and_observation_tasks_run_against_it(served,
         await wait_for(pilot, "Setup is complete", timeout=60)
         await pilot.press("enter")
 
-    drive(CmApp(home, discover=hosts), wizard)
+    drive(CmApp(home, discover=hosts, user_home=str(tmp_path / "userhome")), wizard)
     remote = config_mod.load(home).remote
     assert remote["baseUrl"] == served.base_url and remote["model"] == "synthetic"
 

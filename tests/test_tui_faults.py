@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from tui_support import configure_model, drive, model_form, open_action, screen_text, temp_hosts, wait_for
+from tui_support import configure_model, drive, first_run, open_action, screen_text, temp_hosts, wait_for
 
 from cmrunner.core import config as config_mod
 from cmrunner.core.home import DataPaths
@@ -133,16 +133,11 @@ def test_saving_the_model_unchanged_says_so_and_a_change_says_saved(home, tmp_pa
 
 def test_the_first_runs_last_screen_leads_to_home(home, tmp_path):
     with fakemodel.running(str(tmp_path / "fake")) as fake:
-        app = CmApp(home, discover=temp_hosts(str(tmp_path), pi=False))
+        app = CmApp(home, discover=temp_hosts(str(tmp_path), pi=False), user_home=str(tmp_path / "userhome"))
 
         async def steps(pilot):
-            await model_form(pilot, fake.base_url)
-            await wait_for(pilot, "fake-model")
-            await pilot.press("enter")
-            await wait_for(pilot, "Agent Integration")
-            await pilot.press("enter")
-            text = await wait_for(pilot, "Setup is complete", timeout=60)
-            assert "Run `cm` again" not in text and "Enter opens cm's home screen" in text
+            text = await first_run(pilot, fake.base_url)
+            assert "Setup is complete" in text and "Run `cm` again" not in text and "then cm's home screen" in text
             await pilot.press("enter")
             text = await wait_for(pilot, "Model & Configuration")
             assert app.is_running

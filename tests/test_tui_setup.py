@@ -18,7 +18,7 @@ from cmrunner.tui.app import CmApp
 def test_first_run_configures_the_model_from_the_model_list_and_installs_codex(home, tmp_path):
     hosts = temp_hosts(str(tmp_path), pi=False)
     with fakemodel.running(str(tmp_path / "fake")) as fake:
-        app = CmApp(home, discover=hosts)
+        app = CmApp(home, discover=hosts, user_home=str(tmp_path / "userhome"))
 
         async def steps(pilot):
             await model_form(pilot, fake.base_url + "/")

@@ -56,7 +56,7 @@ def test_first_run_then_home_in_a_real_terminal_restore_the_terminal(home, tmp_p
             pane.wait("[x] Codex CLI")
             pane.keys("Enter")
             screen = pane.wait("Installation check:", timeout=30)
-            assert "Run `cm` again" not in screen and "Enter opens cm's home screen" in screen
+            assert "Run `cm` again" not in screen and "then cm's home screen" in screen
             pane.keys("Enter")  # the last setup screen leads on to Home, as it says
             pane.wait("Model & Configuration")
             pane.text("?")

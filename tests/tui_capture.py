@@ -1,9 +1,9 @@
 """Regenerate the text captures in docs/screens/: ``python tests/tui_capture.py docs/screens``.
 
 Drives the real management UI with textual's pilot through every screen, in a scratch home under
-``/tmp/cm-screens`` (deleted and recreated), with the loopback fake model, a Codex folder, a Pi
-agent folder and a pretend ChatGPT.app. Each screen is written as plain text (what a person sees,
-without colour). Not a test: pytest does not collect it.
+``/tmp/cm-screens`` (deleted and recreated), with the loopback fake model, a Codex folder (with its
+memory files, for the import step), a Pi agent folder and a pretend ChatGPT.app.
+Each screen is written as plain text (what a person sees, without colour). Not a test: pytest does not collect it.
 """
 
 from __future__ import annotations
@@ -68,6 +68,9 @@ async def first_run(pilot: object, shots: Shots, base_url: str) -> None:
     await wait_for(pilot, "Installation check:", timeout=60)
     await shots.save(pilot, "setup-result")
     await pilot.press("enter")  # type: ignore[attr-defined]
+    await wait_for(pilot, "To import:", timeout=60)
+    await shots.save(pilot, "setup-import")
+    await pilot.press("down", "enter")  # type: ignore[attr-defined]  # Skip (the import itself: tests/test_tui_import.py)
 
 
 def open_action(column: int, index: int):
@@ -128,7 +131,7 @@ async def management(pilot: object, shots: Shots, home: str) -> None:
     await open_action(2, 2)(pilot)
     await wait_for(pilot, "Saved: mode")
     await pilot.press("down", "down", "enter")  # type: ignore[attr-defined]
-    await pilot.press(*"socks5://proxy:1080", "enter")  # type: ignore[attr-defined]
+    await pilot.press(*"ftp://proxy:1080", "enter")  # type: ignore[attr-defined]
     await wait_for(pilot, "PROXY_URL_INVALID")
     await shots.save(pilot, "network-settings-error")
     await pilot.press("escape")  # type: ignore[attr-defined]
@@ -170,6 +173,19 @@ def plant_secrets(home: str) -> None:
     subprocess.run([cm, "flush"], capture_output=True, stdin=subprocess.DEVNULL, env=dict(os.environ), timeout=60)
 
 
+def plant_agents_memory() -> str:
+    """Codex's memory files in the scratch CODEX_HOME, for the import step."""
+    user_home = os.path.join(ROOT, "userhome")
+    os.environ["CODEX_HOME"] = os.path.join(ROOT, "codexhome")
+    memories = os.path.join(ROOT, "codexhome", "memories")  # Codex only: a ~/.gemini or ~/.claude
+    for name, text in (("memory_summary.md", "# Memory summary\n\n- The user maintains a Rust CLI named ferrous.\n"),
+                       ("MEMORY.md", "# Memory\n\n- Prefers small pull requests.\n")):  # would add agents
+        os.makedirs(memories, exist_ok=True)
+        with open(os.path.join(memories, name), "w", encoding="utf-8") as handle:
+            handle.write(text)
+    return user_home
+
+
 def main(out: str) -> None:
     shutil.rmtree(ROOT, ignore_errors=True)
     os.makedirs(out, exist_ok=True)
@@ -179,18 +195,19 @@ def main(out: str) -> None:
     home = os.path.join(ROOT, "home", ".common-memory")
     os.environ["COMMON_MEMORY_HOME"] = home
     hosts = temp_hosts(ROOT, chatgpt=True)
+    user_home = plant_agents_memory()
     shots = Shots(out)
     with fakemodel.running(os.path.join(ROOT, "fake"), {"replies": [], "policy": EDIT_POLICY}) as fake:
         async def run(app: CmApp, steps) -> None:
             async with app.run_test(size=SIZE) as pilot:
                 await steps(pilot)
 
-        asyncio.run(run(CmApp(home, discover=hosts), lambda p: first_run(p, shots, fake.base_url)))
+        asyncio.run(run(CmApp(home, discover=hosts, user_home=user_home), lambda p: first_run(p, shots, fake.base_url)))
         paths = DataPaths(config_mod.load(home).data_root)
         os.makedirs(paths.memory, exist_ok=True)
         with open(paths.document("preferences"), "w", encoding="utf-8") as handle:
             handle.write("# Preferences\n\n## Editor\nI use Vim keybindings, and tabs for indentation.\n")
-        asyncio.run(run(CmApp(home, discover=hosts), lambda p: management(p, shots, home)))
+        asyncio.run(run(CmApp(home, discover=hosts, user_home=user_home), lambda p: management(p, shots, home)))
         time.sleep(0.5)
     guidance = subprocess.run([os.path.join(os.path.dirname(sys.executable), "cm")], capture_output=True, text=True,
                               stdin=subprocess.DEVNULL, env=dict(os.environ), timeout=30).stdout
@@ -198,7 +215,7 @@ def main(out: str) -> None:
         handle.write("$ cm < /dev/null | cat\n" + guidance)
     shots.count += 1
     plant_secrets(home)  # after the other captures, which show memory without secrets
-    asyncio.run(run(CmApp(home, discover=hosts), lambda p: secrets_screen(p, shots)))
+    asyncio.run(run(CmApp(home, discover=hosts, user_home=user_home), lambda p: secrets_screen(p, shots)))
 
 
 if __name__ == "__main__":

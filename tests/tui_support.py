@@ -8,7 +8,8 @@
   optionally a ChatGPT.app folder on "darwin".
 - ``Tmux`` runs the real ``cm`` in a tmux pane (a real pseudo-terminal) with send-keys and
   capture-pane; every session is killed by name afterwards.
-- ``model_form(pilot, base_url)`` fills the setup wizard's provider, base URL and key steps.
+- ``model_form(pilot, base_url)`` fills the setup wizard's provider, base URL and key steps;
+  ``first_run(pilot, base_url)`` goes on through the model list and the agents to their result.
 - ``EDIT_POLICY`` names ``support/edit_policy.py``, the fake model's policy for edit tasks.
 """
 
@@ -73,6 +74,17 @@ async def model_form(pilot: object, base_url: str, key: str = KEY) -> None:
     await pilot.press(*key)  # type: ignore[attr-defined]
     assert key not in screen_text(pilot.app)  # type: ignore[attr-defined]  # the field is hidden
     await pilot.press("enter")  # type: ignore[attr-defined]
+
+
+async def first_run(pilot: object, base_url: str) -> str:
+    """The whole first run up to its agents' result: the model form with the fake model's one model,
+    then Enter on the agents checklist as ticked; returns the result screen's flat text."""
+    await model_form(pilot, base_url)
+    await wait_for(pilot, "fake-model")
+    await pilot.press("enter")  # type: ignore[attr-defined]
+    await wait_for(pilot, "Agent Integration")
+    await pilot.press("enter")  # type: ignore[attr-defined]
+    return await wait_for(pilot, "Installation check:", timeout=60)
 
 
 def open_action(action: str, then: Callable[[object], Awaitable[None]]) -> Callable[[object], Awaitable[None]]:

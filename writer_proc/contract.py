@@ -22,7 +22,7 @@ Contract:
   accepted or rejected as a whole. Order: schema (``INVALID_DECISION``) → ``request_id`` →
   ingest coverage → each decision in order (evidence, applicability, then each operation's
   characters, target, section ref, scope, writability, read coverage, duplicate ref) → duplicate titles per
-  target → edit result → import guard. Messages and details name JSON paths and rules, never a
+  target → edit result → import guard → import kind rule. Messages and details name JSON paths and rules, never a
   value taken from the payload.
 - Promotion (usage "Maintenance"): evidence handles are only the batch's current sources, so
   retain and forget always rest on current evidence and a global ``maintain`` from a project batch
@@ -31,6 +31,13 @@ Contract:
   controls other than tab and newline, CR, DEL, bidirectional overrides and isolates, U+2028/2029)
   is ``UNSAFE_CHARACTER``, naming the field and the character's class: such text would reach the
   user's Markdown, every later injection and the user's terminal.
+- The import guard (``_guard_imports``): import evidence alone never forgets, removes or replaces
+  what a user turn produced. Beside it, the import kind rule (``_guard_import_kinds``): a decision
+  that document imports alone stand behind writes only where their kinds may go
+  (``IMPORT_KIND_WRONG_TARGET``: a checked-in project file never writes profile or preferences),
+  and writes to profile no instruction to an agent (``IMPORT_INSTRUCTION_IN_PROFILE``, judged by
+  ``cmrunner.core.directives`` on the titles and body lines it writes, not on lines already in
+  profile); the rejection names the document and section, never the text.
 - Section refs are opaque strings resolved against the snapshot the agent read; every ref is
   touched at most once per submission, so the Writer can resolve all refs against that snapshot.
 
@@ -52,9 +59,10 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from cmrunner.core import scopes, textchars
+from cmrunner.core import directives, importkinds, scopes, textchars
 from cmrunner.core.errors import CmError
 from cmrunner.core.scopes import target_scope
+from cmrunner.secrets import safety
 
 PROTOCOL_VERSION = "memory_maintenance_v2"
 MAX_DECISIONS = 64
@@ -213,14 +221,19 @@ def decision_json_schema(edit_task: bool) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class EvidenceSource:
-    """One current-batch observation the agent may cite (context-only turns are never sources)."""
+    """One current-batch observation the agent may cite (context-only turns are never sources);
+    ``import_kind`` is a document import's kind (``importkinds``), None when it has none."""
 
     scope: str
     provenance: str
+    import_kind: str | None = None
 
     def __post_init__(self) -> None:
         if not scopes.is_scope(self.scope) or self.provenance not in SOURCE_PROVENANCE:
             raise ValueError("EvidenceSource needs a scope and a source provenance class")
+        if self.import_kind is not None and (self.import_kind not in importkinds.KINDS
+                                             or self.provenance != "document_import"):
+            raise ValueError("EvidenceSource.import_kind is a kind of a document import")
 
     @property
     def is_import(self) -> bool:
@@ -246,7 +259,9 @@ class DecisionContext:
     ``evidence`` maps ``ev_<observationId>`` handles of the batch's current sources only;
     ``snapshot`` maps each target the agent was shown to ``{section ref: title}``;
     ``section_links`` maps target → title → links (absent: no linked sources);
-    ``hand_edited_targets`` are documents changed by hand since cm last wrote them.
+    ``hand_edited_targets`` are documents changed by hand since cm last wrote them;
+    ``known_lines`` maps target → its lines as the agent read them (``directives.known_lines``):
+    text already there, which the import kind rule does not judge.
     """
 
     job_id: str
@@ -260,6 +275,7 @@ class DecisionContext:
     hand_edited_targets: frozenset[str] = frozenset()
     edit_task: bool = False
     edit_scope: str | None = None
+    known_lines: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not scopes.is_scope(self.batch_scope):
@@ -477,17 +493,19 @@ def _check_edit_result(ctx: DecisionContext, decision: MaintenanceDecision) -> N
                       "use modified exactly when some decision is not ignore")
 
 
+def _import_backed(ctx: DecisionContext, d: AnyDecision) -> list[EvidenceSource]:
+    """The sources behind a changing decision that imports alone stand behind: its cited evidence,
+    or the whole batch when it cites none; [] when a user turn stands behind it (or it is ``ignore``)."""
+    cited = [ctx.evidence[h] for h in d.evidence] if d.evidence else list(ctx.evidence.values())
+    if d.kind == "ignore" or not cited or not all(s.is_import for s in cited):
+        return []
+    return cited
+
+
 def _guard_imports(ctx: DecisionContext, decisions: list[AnyDecision]) -> None:
     """Import evidence alone may append, or change sections that imports alone produced (3.4)."""
-    sources = list(ctx.evidence.values())
-    if not any(s.is_import for s in sources):
-        return
-    import_only_batch = all(s.is_import for s in sources)
     for i, d in enumerate(decisions):
-        if d.kind == "ignore":
-            continue
-        guarded = all(ctx.evidence[h].is_import for h in d.evidence) if d.evidence else import_only_batch
-        if not guarded:
+        if not _import_backed(ctx, d):
             continue
         if d.kind == "forget":
             raise _reject("UNAUTHORIZED_FORGET_EVIDENCE", f"$.decisions[{i}].evidence", "holds only import evidence",
@@ -501,6 +519,42 @@ def _guard_imports(ctx: DecisionContext, decisions: list[AnyDecision]) -> None:
                 raise _reject("UNAUTHORIZED_IMPORT_OVERWRITE", f"$.decisions[{i}].operations[{j}].section",
                               "changes a section not produced by imports alone",
                               "with import evidence append a new section (section null) instead")
+
+
+def _guard_import_kinds(ctx: DecisionContext, decisions: list[AnyDecision]) -> None:
+    """What an imported file is decides where it may go (``importkinds``): a decision that document
+    imports alone stand behind writes only the classes of document their kinds may become (a
+    checked-in project file never a global document: ``IMPORT_KIND_WRONG_TARGET``), and writes to
+    profile only what is about the person: a title or a line of a body it writes that reads as an
+    instruction to an agent (``directives``; not text already in profile) is
+    ``IMPORT_INSTRUCTION_IN_PROFILE``, naming the section, never the text."""
+    for i, d in enumerate(decisions):
+        imports = [s for s in _import_backed(ctx, d) if s.provenance == "document_import"]
+        if not imports:
+            continue
+        allowed = {c for s in imports for c in importkinds.may_become(s.import_kind)}
+        kinds = sorted({s.import_kind or "unclassified" for s in imports})
+        for j, op in enumerate(d.operations):
+            path = f"$.decisions[{i}].operations[{j}]"
+            target_class = importkinds.target_class(op.target)
+            if target_class not in allowed:
+                wrong = _reject("IMPORT_KIND_WRONG_TARGET", f"{path}.target",
+                                f"import kind {'/'.join(kinds)} may not become {target_class}",
+                                "write each import only to the documents its bundle's may_become lists")
+                wrong.details["target"] = op.target
+                raise wrong
+            if op.target != importkinds.PROFILE or not isinstance(op, PutSection):
+                continue
+            known = ctx.known_lines.get(op.target, frozenset())
+            in_title = directives.find(op.title, known) is not None
+            if in_title or directives.find(op.body, known) is not None:
+                rejected = _reject("IMPORT_INSTRUCTION_IN_PROFILE", f"{path}.{'title' if in_title else 'body'}",
+                                   "instruction to an agent",
+                                   "keep only facts about the person in profile; put the instruction in preferences")
+                rejected.details["target"] = op.target
+                if not in_title and not safety.scan_text(op.title):  # a title holding a secret is never recorded
+                    rejected.details["section"] = op.title
+                raise rejected
 
 
 def validate_decision(payload: object, ctx: DecisionContext) -> ValidatedDecision:
@@ -522,4 +576,5 @@ def validate_decision(payload: object, ctx: DecisionContext) -> ValidatedDecisio
     _check_titles(ctx, list(decision.decisions))
     _check_edit_result(ctx, decision)
     _guard_imports(ctx, list(decision.decisions))
+    _guard_import_kinds(ctx, list(decision.decisions))
     return ValidatedDecision(decision, frozenset(touched))

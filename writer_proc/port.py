@@ -3,7 +3,9 @@
 Contract:
 - ``build_task`` makes the ``memory_task_v1`` the agent starts from: the job id as ``request_id``,
   bundle handles with sizes and provenance, the snapshot handle, and the decision schema — never
-  source text or Markdown (the agent reads those through the ``ReadPort`` tools).
+  source text or Markdown (the agent reads those through the ``ReadPort`` tools). A document
+  import's bundle also names its ``import_kind`` (``cmrunner.core.importkinds``; null for a file
+  imported with ``cm import FILE``) and ``may_become``: the documents its content may go to.
 - ``MemoryAgentPort.decide(task, reads, meter)`` runs one attempt with no lock held; an agent
   that calls a model checks and records every request through ``meter`` (``meter.Meter``). It must end with one
   accepted ``reads.submit(...)``, or raise ``AgentError`` with a stable code, a retryable flag and a
@@ -20,9 +22,10 @@ import hashlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from cmrunner.core import importkinds
 from cmrunner.core.errors import CmError
 from cmrunner.writer_proc import contract
-from cmrunner.writer_proc.reads import ReadPort, ReadRejected
+from cmrunner.writer_proc.reads import ReadPort, ReadRejected, Source
 from cmrunner.writer_proc.tools import SUBMIT, rejection_record
 
 if TYPE_CHECKING:
@@ -63,15 +66,20 @@ def build_task(job_id: str, task_kind: str, reads: ReadPort) -> dict:
         "task_kind": task_kind,
         "request_id": job_id,
         "now": datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-        "bundles": [
-            {"ingest_id": s.handle, "source": s.source, "provenance": s.provenance, "scope": s.scope,
-             "block_count": 1, "bytes": len(s.data), "state": "context" if s.context_only else "current",
-             "required": s.required}
-            for s in reads.sources.values()
-        ],
+        "bundles": [_bundle(s) for s in reads.sources.values()],
         "snapshot": {"handle": reads.snapshot_handle, "document_count": len(reads.snapshot)},
         "decision_schema": contract.decision_json_schema(task_kind == "edit"),
     }
+
+
+def _bundle(s: Source) -> dict:
+    bundle = {"ingest_id": s.handle, "source": s.source, "provenance": s.provenance, "scope": s.scope,
+              "block_count": 1, "bytes": len(s.data), "state": "context" if s.context_only else "current",
+              "required": s.required}
+    if s.provenance == "document_import":
+        bundle["import_kind"] = s.import_kind
+        bundle["may_become"] = list(importkinds.may_become(s.import_kind))
+    return bundle
 
 
 Script = Callable[[dict, ReadPort], object]

@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 
+from cmrunner.core import importkinds
 from cmrunner.core.errors import CmError
 from cmrunner.core.sections import Document
 from cmrunner.writer_proc import contract
@@ -54,7 +55,7 @@ class Source:
     """
 
     __slots__ = ("observation_id", "text", "scope", "provenance", "source", "observed_at", "data",
-                 "context_key", "role", "turn", "required")
+                 "context_key", "role", "turn", "required", "import_kind")
 
     def __init__(self, observation_id: int, text: str, scope: str, provenance: str, source: str,
                  observed_at: str, context_key: str | None = None, role: str = "user", turn: str | None = None,
@@ -70,6 +71,8 @@ class Source:
         self.role = role
         self.turn = turn
         self.required = required
+        # What an imported file is (``importkinds``), from its part's envelope; None for other sources.
+        self.import_kind = importkinds.of_envelope(text) if provenance == "document_import" else None
 
     @property
     def context_only(self) -> bool:

@@ -56,6 +56,10 @@ _HINTS = {
     "UNSAFE_CHARACTER": "titles and bodies may not hold control characters other than tab and newline, carriage "
                         "returns, bidirectional overrides or isolates, or U+2028/U+2029; remove them and submit again",
     "DECISION_ALREADY_SUBMITTED": "a decision was already accepted; stop calling tools",
+    "IMPORT_INSTRUCTION_IN_PROFILE": "from an import, profile takes only facts about the person; move the instruction "
+                                     "to an agent at the listed path to preferences, keep the facts, and submit again",
+    "IMPORT_KIND_WRONG_TARGET": "write an import only to the documents its bundle's may_become lists; a checked-in "
+                                "project file goes to the project's document, never to profile or preferences",
 }
 
 

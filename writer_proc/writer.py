@@ -40,6 +40,7 @@ from collections.abc import Callable
 from cmrunner.capture import observations
 from cmrunner.core import (
     config as config_mod,
+    directives,
     history,
     ledger,
     poison,
@@ -261,15 +262,18 @@ class Writer:
                     for s in doc.sections}
                 for t, doc in snapshot.items()
             }
+            # Lines already in each document, as the agent read them: the import kind rule judges only new text.
+            known_lines = {t: directives.known_lines(d.data.decode("utf-8", "replace")) for t, d in shown.items()}
             ctx = contract.DecisionContext(
                 job_id=job.id, batch_scope=job.scope,
-                evidence={contract.evidence_handle(s.observation_id): contract.EvidenceSource(s.scope, s.provenance)
+                evidence={contract.evidence_handle(s.observation_id):
+                          contract.EvidenceSource(s.scope, s.provenance, s.import_kind)
                           for s in sources if not s.context_only},
                 writable_scopes=writable,
                 snapshot={t: {s.ref: s.title for s in d.sections} for t, d in shown.items()},
                 fully_read_targets=reads.fully_read_targets, ingest_fully_read=reads.ingest_fully_read,
                 section_links=section_links, hand_edited_targets=hand_edited,
-                edit_task=job.task_kind == "edit", edit_scope=edit_scope,
+                edit_task=job.task_kind == "edit", edit_scope=edit_scope, known_lines=known_lines,
             )
             accepted = contract.validate_decision(payload, ctx)
             apply.check_watermarks(accepted, watermarks, facts)

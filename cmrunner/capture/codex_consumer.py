@@ -7,6 +7,9 @@ Contract:
   message must match an unconsumed UserPromptSubmit candidate of its turn by digest
   (``CODEX_UNCONFIRMED_DELIVERY``), and the candidate's text is then cleared; records become session
   messages and turn outcomes (``cmrunner.capture.sessions``); the row is deleted and the progress advanced.
+  A turn that settles, or a session that ends, without delivering a prompt cm saw (another hook
+  blocked it) clears that prompt's text too: nothing can deliver it any more, and it no longer
+  counts as a turn still waiting (``cmrunner.capture.waiting``).
 - A failure rolls the row's work back and, in the same transaction, records a ``codex_failures``
   row instead, isolating the session: a session-level code as itself, anything else as
   ``UNEXPECTED_FAILURE`` with its class and ``file:line:function``; other sessions go on.
@@ -110,6 +113,7 @@ class CodexInbox:
         if event == "SessionEnd":
             sessions.end(conn, session_id)
             codex_inbox.drop_watches(conn, session_id)
+            codex_inbox.drop_undelivered(conn, session_id, None)
         codex_inbox.delete_row(conn, inbox_id)
         codex_inbox.save_progress(conn, session_id, end, open_turn)
 
@@ -135,6 +139,7 @@ class CodexInbox:
                                      record.at, self.limit)
         elif isinstance(record, rollout.TurnSettled):
             sessions.settle(conn, session_id, record.turn_id, record.outcome)
+            codex_inbox.drop_undelivered(conn, session_id, record.turn_id)
 
     def _turn_scope(self, conn: sqlite3.Connection, session_id: str, turn_id: str) -> str:
         scope = codex_inbox.turn_candidate_scope(conn, session_id, turn_id)

@@ -1,7 +1,8 @@
 """The Codex / ChatGPT Work inbox tables: the one module that reads and writes them.
 
 Tables: ``codex_inbox`` (hook events with the transcript bytes each brought), ``codex_candidates``
-(UserPromptSubmit prompts until the transcript confirms their delivery), ``codex_cursors`` (where
+(UserPromptSubmit prompts until the transcript confirms their delivery, or their turn settles or
+session ends without it; until then each is a user turn still waiting, ``WAITING_TURNS``), ``codex_cursors`` (where
 each session's admitted transcript ends), ``codex_progress`` (where the consumer got to) and
 ``codex_watches`` (turns still open after Stop or Interrupt).
 
@@ -157,6 +158,24 @@ def held_bytes(conn: sqlite3.Connection, session_id: str | None) -> int:
         " + (SELECT COALESCE(SUM(LENGTH(CAST(text AS BLOB))), 0) FROM codex_candidates WHERE session_id = ?)",
         (session_id, session_id),
     ).fetchone()[0]
+
+
+def drop_undelivered(conn: sqlite3.Connection, session_id: str, turn_id: str | None) -> None:
+    """The turn ``turn_id`` settled (``None``: the session ended) without delivering these prompts
+    (another hook blocked one, or the host never sent it): no delivery can follow, so their text
+    goes, and they no longer count as waiting."""
+    if turn_id is None:
+        conn.execute("UPDATE codex_candidates SET text = NULL WHERE session_id = ? AND text IS NOT NULL",
+                     (session_id,))
+    else:
+        conn.execute("UPDATE codex_candidates SET text = NULL WHERE session_id = ? AND turn_id = ?"
+                     " AND text IS NOT NULL", (session_id, turn_id))
+
+
+# -- the freshness line's share (``cmrunner.capture.waiting``) ----------------------------------
+# Prompts of ``:scope`` whose delivery the drain has not read yet: the freshest user turns of a
+# Codex session (``codex_candidates_waiting_scope``, m013).
+WAITING_TURNS = "(SELECT COUNT(*) FROM codex_candidates WHERE scope = :scope AND text IS NOT NULL)"
 
 
 # -- what ``cm status`` counts ----------------------------------------------------------------

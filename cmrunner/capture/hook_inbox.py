@@ -9,7 +9,8 @@ Contract:
   session ended). Its ``body`` is canonical JSON and is counted against the session cache limits
   (``held_bytes``, used by ``cmrunner.capture.capacity``).
 - A purge clears queued text that holds purged words (``clear_containing``): the row stays, so the
-  turn structure survives, but the words are gone.
+  turn structure survives, but the words are gone (and it no longer counts as a user turn).
+- ``user_turn`` marks a prompt with its text: a user turn still waiting (``WAITING_TURNS``).
 Stdlib only (the hooks import it).
 """
 
@@ -23,10 +24,17 @@ from cmrunner.core import jsonfast
 EVENTS = ("prompt", "stop", "end")
 
 
-def append(conn: sqlite3.Connection, session_id: str, event: str, body: str, scope: str, received_at: int) -> None:
-    """Queue one admitted event (inside the hook's transaction)."""
-    conn.execute("INSERT INTO hook_inbox(session_id, event, body, scope, received_at) VALUES (?, ?, ?, ?, ?)",
-                 (session_id, event, body, scope, received_at))
+def append(conn: sqlite3.Connection, session_id: str, event: str, body: str, scope: str, received_at: int, *,
+           user_turn: bool) -> None:
+    """Queue one admitted event (inside the hook's transaction); ``user_turn``: a prompt with its
+    text (never a command), which the freshness line counts while it is queued."""
+    conn.execute("INSERT INTO hook_inbox(session_id, event, body, scope, received_at, user_turn) VALUES (?, ?, ?, ?, ?, ?)",
+                 (session_id, event, body, scope, received_at, 1 if user_turn else 0))
+
+
+# The freshness line's share (``cmrunner.capture.waiting``): typed prompts of ``:scope`` still
+# queued (``hook_inbox_waiting_scope``, m013).
+WAITING_TURNS = "(SELECT COUNT(*) FROM hook_inbox WHERE scope = :scope AND user_turn = 1)"
 
 
 def next_row(conn: sqlite3.Connection) -> tuple | None:
@@ -72,7 +80,7 @@ def clear_containing(conn: sqlite3.Connection, needles: list[str]) -> int:
         if isinstance(text, str) and any(needle and needle in text for needle in needles):
             value["text"] = None
             value["purged"] = True
-            conn.execute("UPDATE hook_inbox SET body = ? WHERE id = ?",
+            conn.execute("UPDATE hook_inbox SET body = ?, user_turn = 0 WHERE id = ?",
                          (jsonfast.dumps(value, sort_keys=True, separators=(",", ":")), row_id))
             cleared += 1
     return cleared

@@ -27,7 +27,6 @@ import time
 
 from cmrunner.core import scopes
 from cmrunner.core.errors import CmError
-from cmrunner.core.home import DataPaths
 
 PROVENANCE = {
     "interactive": "user_explicit",
@@ -236,32 +235,11 @@ def queued_counts(conn: sqlite3.Connection) -> list[tuple[str, int]]:
     ).fetchall()
 
 
-def waiting(conn: sqlite3.Connection, scope: str) -> int:
-    """Captured turns of ``scope`` not yet processed (imports are not turns): the freshness line's
-    count, answered from the partial index ``observations_waiting_scope`` (m012)."""
-    return int(conn.execute(
-        "SELECT COUNT(*) FROM observations WHERE scope = ? AND state IN ('buffered', 'pending', 'claimed')"
-        " AND source != 'document_import'", (scope,)).fetchone()[0])
-
-
-def waiting_in(paths: DataPaths, scopes_: list[str]) -> int | None:
-    """``waiting`` summed over ``scopes_`` for a reader without a connection (Pi's read, MCP reads,
-    ``cm show``): the store opened read-only, never created. ``None`` when there is none yet or it
-    cannot be read: the line then omits the count and the read goes on (``cm status`` reports the store)."""
-    from cmrunner.core import store
-
-    try:
-        conn = store.open_existing(paths, store.HOOK_BUSY_MS)
-    except (CmError, sqlite3.Error):
-        return None
-    if conn is None:
-        return None
-    try:
-        return sum(waiting(conn, scope) for scope in scopes_)
-    except sqlite3.Error:
-        return None
-    finally:
-        conn.close()
+# The freshness line's share of this table (``cmrunner.capture.waiting`` adds the inboxes' shares in
+# one statement): captured turns of ``:scope`` not yet processed (imports are not turns), buffered in
+# the session cache, sealed, or held by a job; answered from ``observations_waiting_scope`` (m012).
+WAITING_TURNS = ("(SELECT COUNT(*) FROM observations WHERE scope = :scope"
+                 " AND state IN ('buffered', 'pending', 'claimed') AND source != 'document_import')")
 
 
 # -- the queue: pending work and a job's batch ---------------------------------------------------

@@ -17,7 +17,8 @@ Contract (the specification's Pi behaviour; one transaction per event, oldest fi
   the quit stays ``incomplete``. ``memory_flush`` requests a flush; it never seals.
 - Message ids are the bridge's event ids, so a re-delivered event changes nothing.
 - This module is the one that reads and writes ``pi_inbox`` and ``pi_inputs``; ``cm capture``
-  queues through ``append``. That command imports it, so the observation store loads only on the
+  queues through ``append``, flagging a user delivery with words (``delivers_turn``) so the
+  freshness line counts it while it is queued (``WAITING_TURNS``). That command imports it, so the observation store loads only on the
   drain's first flush request.
 """
 
@@ -145,14 +146,26 @@ class PiInbox:
                                      text, scope, observed, self.limit)
 
 
+def delivers_turn(event: str, payload: dict) -> bool:
+    """True for a user delivery with words: the event ``_message`` makes a user turn of."""
+    text = payload.get("text")
+    return event == "message_end" and payload.get("role") == "user" and isinstance(text, str) and bool(text.strip())
+
+
 def append(conn: sqlite3.Connection, session_id: str, event_id: str, event: str, digest: str, body: str, scope: str,
-           received_at: int) -> None:
-    """Queue one admitted bridge event (inside ``cm capture``'s transaction)."""
+           received_at: int, *, user_turn: bool) -> None:
+    """Queue one admitted bridge event (inside ``cm capture``'s transaction); ``user_turn`` is
+    ``delivers_turn`` of it, so the freshness line counts it without parsing the body."""
     conn.execute(
-        "INSERT INTO pi_inbox(session_id, event_id, event, digest, body, scope, received_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (session_id, event_id, event, digest, body, scope, received_at),
+        "INSERT INTO pi_inbox(session_id, event_id, event, digest, body, scope, received_at, user_turn)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (session_id, event_id, event, digest, body, scope, received_at, 1 if user_turn else 0),
     )
+
+
+# The freshness line's share (``cmrunner.capture.waiting``): user deliveries of ``:scope`` still
+# queued (``pi_inbox_waiting_scope``, m013).
+WAITING_TURNS = "(SELECT COUNT(*) FROM pi_inbox WHERE scope = :scope AND user_turn = 1)"
 
 
 def held_bytes(conn: sqlite3.Connection, session_id: str | None) -> int:

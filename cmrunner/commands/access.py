@@ -131,8 +131,13 @@ def _import_from(ctx: click.Context, source: str, workspace: str | None, no_wait
     for f in found.files:
         p = f.plan
         state = "already imported" if f.imported else f"{p.count} part{'s' if p.count != 1 else ''}"
-        echo(f"  {f.found.label} [{f.found.kind}] -> {p.scope}: {state}, {p.file_bytes:,} bytes, "
+        echo(f"  {f.found.label} [{f.kind_label}] -> {p.scope}: {state}, {p.file_bytes:,} bytes, "
              f"~{p.tokens:,} tokens ({f.found.path})")
+        if not f.imported:
+            instructions = f.instruction_lines
+            note = f"; {instructions} line{'s' if instructions != 1 else ''} read as instructions to an agent " \
+                   "(preferences, never profile)" if instructions else ""
+            echo(f"    may become: {f.may_become}{note}")
     for skip in found.skipped:
         echo(f"  skipped {skip.code}: {skip.path}: {skip.reason}")
     if found.needs_permission:

@@ -410,10 +410,34 @@ def m012_waiting_by_scope(conn: sqlite3.Connection) -> None:
     """)
 
 
+def m013_waiting_turns(conn: sqlite3.Connection) -> None:
+    """The freshness line also counts the user turns still queued in the inboxes, each from a
+    small partial index by scope (``capture.waiting``): a Codex prompt until its delivery is read
+    (``codex_candidates.text`` is kept until then), and a Pi user delivery or a Claude Code /
+    Gemini CLI typed prompt until the drain consumes its row. Which inbox rows are user turns is
+    known when they are admitted, so a flag column says so (no JSON is parsed to count, and the
+    inboxes' indexes cover their count); rows queued before this migration are flagged from their
+    bodies once, here (a body that is not valid JSON, which the drain will set aside anyway, is
+    left unflagged rather than failing the upgrade). The candidates' index leaves out ``text`` (a prompt's words do not belong
+    in an index), so their count reads one row per prompt still waiting."""
+    _run_script(conn, """
+        CREATE INDEX codex_candidates_waiting_scope ON codex_candidates(scope) WHERE text IS NOT NULL;
+        ALTER TABLE pi_inbox ADD COLUMN user_turn INTEGER NOT NULL DEFAULT 0;
+        UPDATE pi_inbox SET user_turn = 1 WHERE event = 'message_end' AND CASE WHEN json_valid(body)
+            THEN json_extract(body, '$.payload.role') = 'user' AND trim(json_extract(body, '$.payload.text')) != ''
+            ELSE 0 END;
+        CREATE INDEX pi_inbox_waiting_scope ON pi_inbox(scope, user_turn) WHERE user_turn = 1;
+        ALTER TABLE hook_inbox ADD COLUMN user_turn INTEGER NOT NULL DEFAULT 0;
+        UPDATE hook_inbox SET user_turn = 1 WHERE event = 'prompt'
+            AND CASE WHEN json_valid(body) THEN json_extract(body, '$.text') IS NOT NULL ELSE 0 END;
+        CREATE INDEX hook_inbox_waiting_scope ON hook_inbox(scope, user_turn) WHERE user_turn = 1;
+    """)
+
+
 MIGRATIONS: list[Migration] = [m001_write_path, m002_claim_and_prune_indexes, m003_codex_progress, m004_pi_inputs,
                                m005_drain_failures, m006_section_history, m007_disclosure_ledger, m008_agent_hooks,
                                m009_cancellations, m010_job_cause, m011_isolation_detail,
-                               m012_waiting_by_scope]
+                               m012_waiting_by_scope, m013_waiting_turns]
 LATEST = len(MIGRATIONS)
 
 

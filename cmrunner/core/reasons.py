@@ -140,6 +140,8 @@ TABLE: dict[str, Reason] = {
     "DUPLICATE_SECTION_OPERATION": _decision("one section changed twice"),
     "UNAUTHORIZED_FORGET_EVIDENCE": _decision("import guard"),
     "UNAUTHORIZED_IMPORT_OVERWRITE": _decision("import guard"),
+    "IMPORT_INSTRUCTION_IN_PROFILE": _decision("an imported instruction to an agent written to the profile"),
+    "IMPORT_KIND_WRONG_TARGET": _decision("an import written where its kind may not go"),
     "STALE_SOURCE": _decision("evidence older than a correction"),
     "INVALID_EDIT_RESULT": _decision("edit result"),
     "INCOMPLETE_INGEST_COVERAGE": _decision("submitted before reading all input"),

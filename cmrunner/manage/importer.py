@@ -13,13 +13,15 @@ Contract (specification "Importing a Markdown file", reference-facts ยง3.3 and ย
   Writer job and request stays within its budget and the cost grows linearly with the file. A line
   too large for any part is ``SOURCE_TOO_LARGE`` (``IMPORT_CHUNK_TOO_LARGE`` under an explicit
   cap). Each part is a JSON envelope with a fixed key order holding the label, the declared author,
-  the file name, the content digest, the part's index and count, the heading path above it, its
+  for ``cm import --from`` the file's kind (``importKind``, ``cmrunner.core.importkinds``; absent
+  for ``cm import FILE``), the file name, the content digest, the part's index and count, the heading path above it, its
   structural block index (headings, paragraphs, lists, quotes, tables, code, rules and HTML as
   1-based line ranges within the part from markdown-it-py, each with its heading path) and its text.
   The blocks are structure, not facts; ``--author user`` is still a document import.
 - Identity is the content digest within the target context: ``md-<sha256(text)>`` in namespace
-  ``import:["markdown","v2",importId,contextId]``. The same text under another name, label or
-  author is a duplicate: nothing new is queued and the first metadata stays.
+  ``import:["markdown","v2",importId,contextId]``. The same text under another name, label,
+  author or kind is a duplicate: nothing new is queued and the first metadata stays (so parts
+  queued before the envelope carried a kind are not imported again).
 - Refusals before anything is written: ``IMPORT_DISABLED`` unless ``document_import`` is in
   ``disclosure.allowedProvenance``; a workspace that is not a registered, allowed project; an
   author or label outside its set; the sensitive scan of each part (``SENSITIVE_CONTENT_REJECTED
@@ -43,7 +45,7 @@ import stat
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from cmrunner.core import config as config_mod, workspace
+from cmrunner.core import config as config_mod, importkinds, workspace
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.manage import importplan
@@ -167,10 +169,12 @@ class Planned:
 
 
 def _envelope(import_id: str, label: str, author: str, file_name: str, digest: str, index: int, count: int,
-              piece: importplan.Piece) -> str:
+              piece: importplan.Piece, kind: str | None = None) -> str:
+    head: dict = {"kind": "document_import", "importId": import_id, "sourceLabel": label, "declaredAuthor": author}
+    if kind is not None:  # absent for `cm import FILE`: its envelopes stay byte for byte what they were
+        head[importkinds.ENVELOPE_FIELD] = kind
     return json.dumps({
-        "kind": "document_import", "importId": import_id, "sourceLabel": label, "declaredAuthor": author,
-        "fileName": file_name, "contentDigest": f"sha256:{digest}", "part": {"index": index, "count": count},
+        **head, "fileName": file_name, "contentDigest": f"sha256:{digest}", "part": {"index": index, "count": count},
         "headingPath": piece.heading_path, "blocks": piece.blocks, "text": piece.text,
     }, ensure_ascii=False)
 
@@ -189,9 +193,10 @@ def prepare(cfg: config_mod.Config, paths: DataPaths, path: str, workspace_path:
 
 
 def prepare_text(cfg: config_mod.Config, text: str, file_name: str, scope: str, author: str,
-                 label: str) -> importplan.Plan:
+                 label: str, kind: str | None = None) -> importplan.Plan:
     """The plan of one normalised text already read and checked for scope and permission: parts,
-    the sensitive scan of each, identity and estimate (``cm import --from`` plans each file here)."""
+    the sensitive scan of each, identity and estimate (``cm import --from`` plans each file here,
+    with its ``importkinds`` kind)."""
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     import_id = f"md-{digest}"
     # A part must fit one job's sources; an explicit disclosure cap (raw bytes plus the Writer's
@@ -201,7 +206,7 @@ def prepare_text(cfg: config_mod.Config, text: str, file_name: str, scope: str, 
     if cap is not None and cap - 32 < limit:
         limit, code = cap - 32, "IMPORT_CHUNK_TOO_LARGE"
     empty = importplan.Piece("", [], [])
-    reserve = budget.wire_bytes(_envelope(import_id, label, author, file_name, digest, 1, 1, empty))
+    reserve = budget.wire_bytes(_envelope(import_id, label, author, file_name, digest, 1, 1, empty, kind))
     try:
         pieces = importplan.split(text, blocks_of(text), limit, reserve, code)
     except CmError as exc:
@@ -217,7 +222,7 @@ def prepare_text(cfg: config_mod.Config, text: str, file_name: str, scope: str, 
             rules = ", ".join(sorted({v.rule_id for v in violations}))
             raise CmError("SENSITIVE_CONTENT_REJECTED",
                           f"part {index}/{count}: {rules}; remove or redact it, then import again")
-        envelopes.append(_envelope(import_id, label, author, file_name, digest, index, count, piece))
+        envelopes.append(_envelope(import_id, label, author, file_name, digest, index, count, piece, kind))
     tokens, method = importplan.estimate_tokens(envelopes)
     namespace = "import:" + json.dumps(["markdown", "v2", import_id, scope], separators=(",", ":"))
     return importplan.Plan(scope, import_id, namespace, envelopes, len(text.encode("utf-8")),

@@ -9,8 +9,11 @@ Contract:
   ``SENSITIVE_CONTENT_REJECTED``; a scope outside ``disclosure.allowedScopes``:
   ``UNAUTHORIZED_SCOPE``; a line too long for a part) is skipped with that code, nothing of it
   sent. Nothing is queued and nothing is written by planning.
-- Checked-in project files and project facts target the project's scope only; only ``personal``
-  files target ``global``.
+- Each file keeps its kind (``cmrunner.core.importkinds``), carried in its parts' envelopes to
+  the Writer; ``FilePlan.may_become`` states what it may become and ``instruction_lines`` how many
+  of its lines read as instructions to an agent (``directives``), which may never reach profile.
+  Checked-in project files and project facts target the project's scope only; only personal kinds
+  (``personal``, ``user_fact``, ``user_feedback``) target ``global``.
 - Identity is the importer's: the digest of each file's text within its scope. A file imported
   before is ``already imported`` in the plan and queues nothing; a changed file is a new digest
   and is imported again whole (the Writer's import guard keeps what the user said).
@@ -26,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cmrunner.core import config as config_mod, workspace
+from cmrunner.core import config as config_mod, directives, importkinds, projects, workspace
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.manage import importer, importplan, memsources
@@ -40,6 +43,22 @@ class FilePlan:
     found: memsources.Found
     plan: importplan.Plan
     imported: bool   # every part of this exact text is already in the store
+
+    @property
+    def kind_label(self) -> str:
+        return importkinds.label(self.found.kind)
+
+    @property
+    def may_become(self) -> str:
+        """Where this file's content may go (``importkinds.describe``), as the plan states it."""
+        return importkinds.describe(self.found.kind)
+
+    @property
+    def instruction_lines(self) -> int:
+        """Lines that read as instructions to an agent (``directives``): never written to profile."""
+        if importkinds.PROFILE not in importkinds.may_become(self.found.kind):
+            return 0
+        return len(directives.lines(self.found.text))
 
 
 @dataclass
@@ -73,7 +92,8 @@ def plan(home: str, source: str, workspace_path: str | None, user_home: str | No
     if workspace_path is not None:
         found_project = workspace.resolve(paths, workspace_path)
         project = (found_project.path, found_project.scope)
-    found, skipped = memsources.discover(source, user_home or os.path.expanduser("~"), project)
+    registered = projects.load(paths) if source == "gemini" else []
+    found, skipped = memsources.discover(source, user_home or os.path.expanduser("~"), project, registered)
     result = SourcePlan(source, cfg, paths, skipped=list(skipped))
     for item in found:
         if item.scope not in cfg.allowed_scopes:
@@ -83,7 +103,7 @@ def plan(home: str, source: str, workspace_path: str | None, user_home: str | No
             continue
         try:
             file_plan = importer.prepare_text(cfg, item.text, os.path.basename(item.path), item.scope, item.author,
-                                              item.label)
+                                              item.label, item.kind)
         except CmError as exc:
             result.skipped.append(memsources.Skipped(item.path, exc.code, exc.message))
             continue

@@ -1,37 +1,51 @@
 """Where the agents keep the memory a new user already has, and which of those files cm may import.
 
 Contract (``../shared/hosts-more.md`` §4; ``cm import --from``):
-- ``discover(source, user_home, project)`` lists the files of one source on this machine as
-  ``Found`` (path, source label, kind, target scope, declared author) and the files it will not
-  read as ``Skipped`` (path, stable code, reason). It reads nothing but names, links and, for the
-  files it returns, their text (through ``importer.read_markdown``: regular UTF-8 Markdown, no NUL,
-  not empty, at most ``MAX_FILE_BYTES``). Nothing here is sent anywhere.
+- ``discover(source, user_home, project, registered)`` lists the files of one source on this
+  machine as ``Found`` (path, source label, kind, target scope, declared author) and the files it
+  will not read as ``Skipped`` (path, stable code, reason). It reads nothing but names, links,
+  Gemini's project registry and markers and, for the files it returns, their text (through
+  ``importer.read_markdown``: regular UTF-8 Markdown, no NUL, not empty, at most
+  ``MAX_FILE_BYTES``). Nothing here is sent anywhere.
 - Sources: ``claude`` (``~/.claude/CLAUDE.md``; auto memory ``~/.claude/projects/<dir>/memory/``
   topic files with ``name``/``description``/``type`` front matter, whose index ``MEMORY.md`` is
   skipped when topic files carry its entries; the project's ``CLAUDE.local.md``), ``codex``
   (``$CODEX_HOME`` or ``~/.codex``: ``memories/memory_summary.md`` and ``memories/MEMORY.md``, never
-  ``raw_memories.md`` or ``rollout_summaries/``), ``gemini`` (``~/.gemini/GEMINI.md``) and
-  ``project`` (a registered project's ``AGENTS.md``, ``CLAUDE.md``, ``.cursor/rules/**/*.mdc`` that
-  always apply or have globs, ``.github/copilot-instructions.md``).
-- Kinds: ``personal`` (about the user: candidates for Profile and Preferences; global scope),
-  ``project fact`` (auto memory ``project``/``reference``, ``CLAUDE.local.md``: the project's scope),
-  ``team convention`` (checked-in ``AGENTS.md``/``CLAUDE.md``) and ``instructions`` (Cursor rules,
-  Copilot instructions) — both of the latter land in the project's scope only, never global.
-- A file is skipped with a code, never half-read: ``UNREADABLE``, ``SYMLINK_LEAVES_ROOT`` (a link
-  whose target is outside its root: the agent's own directory such as ``~/.claude``, or the project), ``BINARY``, ``OVERSIZED``, ``EMPTY``,
-  ``NO_PROJECT`` (project memory with no registered project for it), ``RULE_NOT_ALWAYS_APPLIED``,
-  ``INDEX_ONLY``. An ``@path`` import in an instructions file (outside code fences, at most
-  ``MAX_IMPORT_DEPTH`` hops) that stays inside the root is imported as its own file; one that
-  leaves it is ``IMPORT_LEAVES_ROOT`` and one already visited ``IMPORT_CYCLE`` (its text is not read).
+  ``raw_memories.md`` or ``rollout_summaries/``), ``gemini`` (``~/.gemini/GEMINI.md``, and each
+  project's private notes ``~/.gemini/tmp/<project-id>/memory/*.md``, index ``MEMORY.md`` included,
+  in the scope of the registered project that holds the root Gemini recorded for that id
+  (``gemini_project_root``); never ``memory/.inbox/`` or ``memory/skills/``, auto-memory drafts
+  the user has not approved) and ``project`` (a registered project's ``AGENTS.md``, ``CLAUDE.md``,
+  ``GEMINI.md``, ``.cursor/rules/**/*.mdc`` that always apply or have globs,
+  ``.github/copilot-instructions.md``). With ``project`` (``--workspace``) given, auto memory and
+  Gemini's project notes are that project's only.
+- Kinds are the ids of ``cmrunner.core.importkinds`` (which also says what each may become):
+  ``personal`` (the user's ``CLAUDE.md``, Codex memories, ``~/.gemini/GEMINI.md``, the auto
+  memory index; global scope), auto memory topic files by their front matter ``type``
+  (``user_fact``, ``user_feedback``: global; ``project_fact``, ``reference``: the project's
+  scope), ``CLAUDE.local.md`` and Gemini's project notes (``project_fact``), checked-in
+  ``AGENTS.md``/``CLAUDE.md``/``GEMINI.md`` (``team_convention``) and Cursor rules and Copilot
+  instructions (``instructions``) — the project kinds land in the project's scope only, never global.
+- A file is skipped with a code, never half-read: ``UNREADABLE``, ``SYMLINK_LEAVES_ROOT`` (its real
+  path, through a link to it or to a folder above it, is outside its root: the agent's own
+  directory such as ``~/.claude``, or the project), ``BINARY``, ``OVERSIZED``, ``EMPTY``,
+  ``NO_PROJECT`` (project memory with no registered project for it), ``NOT_APPROVED`` (Gemini's
+  drafts, named but not read), ``RULE_NOT_ALWAYS_APPLIED``, ``INDEX_ONLY``. An ``@path`` import in
+  an instructions file (outside code fences, at most ``MAX_IMPORT_DEPTH`` hops) that stays inside
+  the root is imported as its own file; one that leaves it is ``IMPORT_LEAVES_ROOT`` and one already
+  visited ``IMPORT_CYCLE`` (its text is not read).
   Files holding a secret are skipped later, by the plan's sensitive scan (``memimport``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cmrunner.core import fsutil, importkinds, projects
 from cmrunner.core.errors import CmError
 from cmrunner.manage import importer
 
@@ -47,7 +61,7 @@ class Found:
     path: str
     text: str
     label: str
-    kind: str
+    kind: str       # an id of ``importkinds.KINDS``
     scope: str      # 'global' or 'project:<id>'
     author: str
 
@@ -73,8 +87,8 @@ class _Walk:
         if not os.path.lexists(path):
             return None
         real = os.path.realpath(path)
-        if os.path.islink(path) and not _inside(real, root):
-            self.skip(path, "SYMLINK_LEAVES_ROOT", f"a link to {real}, outside {root}")
+        if not _inside(real, root):
+            self.skip(path, "SYMLINK_LEAVES_ROOT", f"leads through a link to {real}, outside {root}")
             return None
         try:
             if os.path.getsize(real) > MAX_FILE_BYTES:
@@ -150,9 +164,11 @@ def claude_project_dir(path: str) -> str:
     return re.sub(r"[^A-Za-z0-9]", "-", path)
 
 
-def discover(source: str, user_home: str, project: tuple[str, str] | None) -> tuple[list[Found], list[Skipped]]:
+def discover(source: str, user_home: str, project: tuple[str, str] | None,
+             registered: Sequence[projects.Project] = ()) -> tuple[list[Found], list[Skipped]]:
     """The importable files of ``source`` and the skipped ones; ``project`` is (root, scope) of the
-    registered project ``--workspace`` named, if any (see module contract)."""
+    registered project ``--workspace`` named, if any; ``registered`` the projects cm knows, to
+    which Gemini's per-project memory is matched (see module contract)."""
     walk = _Walk()
     if source == "claude":
         _claude(walk, user_home, project)
@@ -161,8 +177,7 @@ def discover(source: str, user_home: str, project: tuple[str, str] | None) -> tu
         for name, label in (("memory_summary.md", "codex:memory_summary"), ("MEMORY.md", "codex:MEMORY")):
             walk.add(os.path.join(codex_home, "memories", name), codex_home, label, "personal", "global", "agent")
     elif source == "gemini":
-        gemini = os.path.join(user_home, ".gemini")
-        walk.add(os.path.join(gemini, "GEMINI.md"), gemini, "gemini:GEMINI.md", "personal", "global", "mixed")
+        _gemini(walk, user_home, project, registered)
     elif source == "project":
         if project is None:
             raise CmError("WORKSPACE_REQUIRED", "--from project needs --workspace <path of a registered project>")
@@ -177,7 +192,7 @@ def _claude(walk: _Walk, user_home: str, project: tuple[str, str] | None) -> Non
     walk.add(os.path.join(claude, "CLAUDE.md"), claude, "claude:CLAUDE.md", "personal", "global", "user")
     if project is not None:
         root, scope = project
-        walk.add(os.path.join(root, "CLAUDE.local.md"), root, "claude:CLAUDE.local.md", "project fact", scope, "user")
+        walk.add(os.path.join(root, "CLAUDE.local.md"), root, "claude:CLAUDE.local.md", "project_fact", scope, "user")
     base = os.path.join(claude, "projects")
     try:
         dirs = sorted(os.listdir(base))
@@ -208,19 +223,89 @@ def _claude(walk: _Walk, user_home: str, project: tuple[str, str] | None) -> Non
                 continue
             meta = front_matter(text)
             kind_of = meta.get("type", "user")
+            kind = importkinds.AUTO_MEMORY_TYPES.get(kind_of, "user_fact")
             label = f"claude:auto-memory/{meta.get('name') or topic[:-3]}"
-            if kind_of in ("user", "feedback"):
-                walk.found.append(Found(path, text, label[:importer.LABEL_LIMIT], "personal", "global", "agent"))
+            if importkinds.PROJECT not in importkinds.may_become(kind):
+                walk.found.append(Found(path, text, label[:importer.LABEL_LIMIT], kind, "global", "agent"))
             elif project_scope is None:
                 walk.skip(path, "NO_PROJECT", f"a {kind_of} memory of a project; pass --workspace <its registered path>")
             else:
-                walk.found.append(Found(path, text, label[:importer.LABEL_LIMIT], "project fact", project_scope,
+                walk.found.append(Found(path, text, label[:importer.LABEL_LIMIT], kind, project_scope,
                                         "agent"))
 
 
+def gemini_registry(gemini: str) -> dict[str, str]:
+    """Gemini CLI's ``<gemini>/projects.json`` turned around: project id → project root. A damaged
+    registry counts as empty, as it does in Gemini."""
+    try:
+        raw = fsutil.read_regular_file(os.path.join(gemini, "projects.json"), MAX_FILE_BYTES, "Gemini project registry")
+        mapping = json.loads(raw.decode("utf-8"))["projects"] if raw is not None else {}
+    except (CmError, ValueError, KeyError, TypeError):
+        return {}
+    if not isinstance(mapping, dict):
+        return {}
+    return {pid: root for root, pid in mapping.items() if isinstance(pid, str)}
+
+
+def gemini_project_root(gemini: str, project_id: str, registry: dict[str, str]) -> str | None:
+    """The project root whose memory Gemini CLI keeps in ``<gemini>/tmp/<project_id>/``, if known.
+
+    Gemini 0.61 (``ProjectRegistry.getShortId``) names a project by a slug of its root's base name
+    (lower case, each run of characters outside ``a-z0-9`` one ``-``; ``-1``, ``-2`` … on a
+    collision), records it in ``projects.json`` (``{"projects": {root: id}}``) and writes the root
+    into ``tmp/<id>/.project_root``. The id cannot be recomputed from the root (a collision depends
+    on which project came first), so it is read back: the marker first, as Gemini trusts it over
+    the registry, then ``registry`` (``gemini_registry``).
+    """
+    try:
+        marker = fsutil.read_regular_file(os.path.join(gemini, "tmp", project_id, ".project_root"), 4096,
+                                          "Gemini project marker")
+    except CmError:
+        return None
+    root = marker.decode("utf-8", "replace").strip() if marker is not None else ""
+    root = root or registry.get(project_id, "")
+    return root if os.path.isabs(root) else None
+
+
+def _gemini(walk: _Walk, user_home: str, project: tuple[str, str] | None,
+            registered: Sequence[projects.Project]) -> None:
+    gemini = os.path.join(user_home, ".gemini")
+    walk.add(os.path.join(gemini, "GEMINI.md"), gemini, "gemini:GEMINI.md", "personal", "global", "mixed")
+    base = os.path.join(gemini, "tmp")
+    try:
+        ids = sorted(os.listdir(base))
+    except OSError:
+        return
+    registry = gemini_registry(gemini)
+    for pid in ids:
+        memory = os.path.join(base, pid, "memory")
+        try:
+            names = sorted(os.listdir(memory))
+        except OSError:
+            continue
+        root = gemini_project_root(gemini, pid, registry)
+        owner = projects.match(list(registered), root) if root is not None else None
+        if project is not None and (owner is None or owner.scope != project[1]):
+            continue   # --workspace: that project's notes only
+        if owner is None:
+            why = (f"Gemini's private notes for {root}, which is not a registered project; "
+                   f"`cm project register {root} <name>`, then import again") if root is not None else \
+                f"Gemini names no project root for {pid} (no tmp/{pid}/.project_root, not in projects.json)"
+            walk.skip(memory, "NO_PROJECT", why)
+            continue
+        for name in names:
+            path = os.path.join(memory, name)
+            if name in (".inbox", "skills"):
+                walk.skip(path, "NOT_APPROVED", "Gemini's auto-memory drafts, not yet approved in `/memory inbox`; "
+                                                "not read")
+            elif name.endswith(".md"):
+                walk.add(path, gemini, f"gemini:project-memory/{name[:-3]}", "project_fact", owner.scope, "agent")
+
+
 def _project(walk: _Walk, root: str, scope: str) -> None:
-    for rel, kind in (("AGENTS.md", "team convention"), ("CLAUDE.md", "team convention"),
-                      (".claude/CLAUDE.md", "team convention"), (".github/copilot-instructions.md", "instructions")):
+    for rel, kind in (("AGENTS.md", "team_convention"), ("CLAUDE.md", "team_convention"),
+                      (".claude/CLAUDE.md", "team_convention"), ("GEMINI.md", "team_convention"),
+                      (".github/copilot-instructions.md", "instructions")):
         walk.add(os.path.join(root, rel), root, f"project:{rel}", kind, scope, "mixed")
     rules = os.path.join(root, ".cursor", "rules")
     for folder, _dirs, files in sorted(os.walk(rules)):

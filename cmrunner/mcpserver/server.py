@@ -52,7 +52,7 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetad
 from mcp.types import CallToolResult, Completion, Resource as MCPResource, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
-from cmrunner.capture import observations
+from cmrunner.capture import waiting
 from cmrunner.core import drainfailures, poison, scopes, store, strictjson
 from cmrunner.core.errors import CmError
 from cmrunner.mcpserver import access as mcp_access, wire
@@ -271,7 +271,7 @@ def build_tools(binding: Binding) -> list[Tool]:
         with_provenance = args.get("provenance", False)
         if not isinstance(with_provenance, bool):
             raise ToolFailure("INVALID_ARGUMENTS", "provenance must be true or false")
-        result = consumer.read(binding.paths, contexts, binding.home, True, observations.waiting_in(binding.paths, contexts))
+        result = consumer.read(binding.paths, contexts, binding.home, True, waiting.turns_in(binding.paths, contexts))
         body = result.as_json()
         if with_provenance:
             from cmrunner.mcpserver import provenance
@@ -348,7 +348,7 @@ class MemoryServer(MCPServer):
             raise ResourceNotFoundError("unknown or unauthorized memory resource; use a URI from resources/list")
         try:
             result = await anyio.to_thread.run_sync(consumer.read, self.binding.paths, [context_id], self.binding.home, True,
-                                                    observations.waiting_in(self.binding.paths, [context_id]))
+                                                    waiting.turns_in(self.binding.paths, [context_id]))
             contents = [ReadResourceContents(content=result.text, mime_type="text/markdown")]
             if query:
                 from cmrunner.mcpserver import provenance

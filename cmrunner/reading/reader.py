@@ -9,9 +9,10 @@ Contract:
   carry a random token, so a document cannot forge the end of the block.
 - The block ends, after its end marker, with one line of state (``freshness_line``): when the
   documents read were last published (their newest mtime; the Writer publishes by rename) and,
-  when the caller counted them, how many of this scope's captured turns are still waiting to be
-  processed, so an agent knows what may be missing. The count is the caller's (one indexed query,
-  ``capture.observations.waiting``); this module still never opens SQLite.
+  when the caller counted them, how many of this scope's user turns are captured but not yet in
+  memory, so an agent knows what may be missing: still queued in an inbox, in the session cache,
+  sealed or held by a job, each counted once. The count is the caller's (one statement over
+  partial indexes, ``capture.waiting.turns``); this module still never opens SQLite.
 - A block over ``limit`` bytes is replaced by a short "unavailable" block plus a warning.
 - Secrets never leave: every document passes ``withhold.document`` as it is read, so a section
   holding what looks like a secret is delivered as a placeholder (``MemoryView.withheld`` says
@@ -109,7 +110,8 @@ def freshness_line(updated: float | None, waiting: int | None, now: float | None
 
 def render_block(view: MemoryView, limit: int = INJECTION_LIMIT, waiting: int | None = None) -> tuple[str, str | None]:
     """The injected block and an optional warning for the user (``systemMessage``); ``waiting`` is
-    the caller's count of this scope's turns not yet processed (``None``: not counted)."""
+    the caller's count of this scope's user turns not yet in memory, inboxes included
+    (``capture.waiting.turns``; ``None``: not counted)."""
     token = os.urandom(6).hex()
     scopes = ", ".join(view.contexts) if view.contexts else "none"
     head = [

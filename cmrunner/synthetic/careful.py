@@ -13,7 +13,9 @@ Contract:
   correction replaces the section of its topic; a plain statement on a known topic is added to
   that section. A forget removes the sections of its topic (or naming its words).
 - A Markdown import contributes its plain statements as one attributed section of the import's
-  scope ("From <label>"), never its instructions, and never replaces what the user said.
+  scope ("From <label>"): the project's document, else the profile, or the preferences when the
+  bundle's ``may_become`` excludes the profile (an auto memory ``feedback`` file); never its
+  instructions, and never replaces what the user said.
 - ``Careful`` keeps one hook per kind of sentence the phrasebook knows; ``faulty`` overrides
   exactly one of them per violation class.
 Policies of the fake model prove that ``cm eval`` tells careful from faulty writing; they say
@@ -142,6 +144,7 @@ class Careful:
         self.plan = Plan(state["documents"])
         bundles = (state["task"] or {}).get("bundles") or []
         self.kinds = {b.get("ingest_id"): b.get("source") for b in bundles}
+        self.may_become = {b.get("ingest_id"): b.get("may_become") for b in bundles}
         scope = next((b.get("scope") for b in bundles if b.get("state") == "current"), "global")
         self.project = scope if scope != "global" else None
 
@@ -177,7 +180,7 @@ class Careful:
     def on_assistant(self, text: str, evidence: str | None) -> None:
         """An assistant's reply is never evidence about the person."""
 
-    def on_import(self, envelope: dict, evidence: str) -> None:
+    def on_import(self, envelope: dict, evidence: str, may_become: list[str] | None = None) -> None:
         kept = []
         for line in str(envelope.get("text", "")).splitlines():
             line = line.strip().lstrip("-*").strip()
@@ -189,7 +192,7 @@ class Careful:
                     kept.append(f"- {found.body}")
         if kept:
             label = str(envelope.get("sourceLabel") or envelope.get("fileName") or "an import")
-            where = self.project or "profile"
+            where = self.project or ("preferences" if may_become and "profile" not in may_become else "profile")
             title = self.plan.unique_title(where, f"From {label}")
             self.plan.put(where, title, "\n".join(kept), evidence)
 
@@ -213,7 +216,8 @@ class Careful:
                     envelope = json.loads(source["text"])
                 except ValueError:
                     continue
-                self.on_import(envelope if isinstance(envelope, dict) else {}, evidence)
+                self.on_import(envelope if isinstance(envelope, dict) else {}, evidence,
+                               self.may_become.get(source["handle"]))
                 continue
             if source.get("metadata", {}).get("role", "user") != "user":
                 continue

@@ -94,8 +94,8 @@ class InjectionAsInstruction(Careful):
     def on_pasted(self, pasted: str, evidence: str) -> None:
         self._obey(pasted, evidence)
 
-    def on_import(self, envelope: dict, evidence: str) -> None:
-        super().on_import(envelope, evidence)
+    def on_import(self, envelope: dict, evidence: str, may_become: list[str] | None = None) -> None:
+        super().on_import(envelope, evidence, may_become)
         self._obey(str(envelope.get("text", "")), evidence)
 
 

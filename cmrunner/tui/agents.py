@@ -8,7 +8,8 @@ ChatGPT offers AI Understanding Import (off by default); when it needs ``agent_o
 disclosure the user confirms that separately and the change commits with the installation.
 Applying is ``manager.plan`` + ``manager.apply`` (one transaction); a refusal is shown in place and
 nothing was written. The result screen lists what changed and runs the installation checks in a
-worker thread, saying what they proved and what they cannot.
+worker thread, saying what they proved and what they cannot; during the first run its Enter leads
+on to bringing in what the chosen agents already know (``tui/importing.py``).
 """
 
 from __future__ import annotations
@@ -108,6 +109,14 @@ class AgentsScreen(CmScreen):
         self.app.show_result(ResultScreen(planned, self.setup))  # type: ignore[attr-defined]
 
 
+def installed_ids(home: str) -> list[str]:
+    """The agents cm has installed (an unreadable manifest counts as none: the import step only orders by it)."""
+    try:
+        return list(manager.installed(home))
+    except CmError:
+        return []
+
+
 class InitScreen(CmScreen):
     TITLE_TEXT = "Agent Integration · ChatGPT: AI Understanding Import"
 
@@ -185,7 +194,8 @@ class ResultScreen(CmScreen):
             lines.append("Disclosure: agent_observation is now allowed (saved with the installation).")
         lines += self.planned.notes
         if self.setup:
-            lines.append("Setup is complete. Enter opens cm's home screen (memory, agents, the model); Esc quits.")
+            lines.append("Setup is complete. Enter: bring in what your agents already know (you see the plan "
+                         "first), then cm's home screen; Esc quits.")
         if "codex" in self.planned.selected:
             lines.append("Codex: start it with `codex --profile common-memory` and trust the hooks in /hooks.")
         for host in ("claude-code", "gemini"):
@@ -204,7 +214,7 @@ class ResultScreen(CmScreen):
 
     def action_onward(self) -> None:
         if self.setup:
-            self.app.setup_complete()  # type: ignore[attr-defined]
+            self.app.offer_import(self.planned.selected)  # type: ignore[attr-defined]
         else:
             self.app.pop_screen()
 

@@ -7,12 +7,14 @@ Contract:
   nothing is configured); ``network`` (``cm config --network``); ``uninstall`` (``cm uninstall``).
 - A configuration that cannot be read opens an error screen with the reason; nothing is written.
 - ``discover`` is injectable so tests can present hosts without a real ChatGPT app; by default it
-  is ``integrations.discovery.discover``.
+  is ``integrations.discovery.discover``. ``user_home`` is the folder the agents' own memory files
+  are looked for in (``tui/importing.py``); by default the user's home directory.
 - Ctrl+C quits like Esc at the top (textual restores the terminal on every exit path).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 from textual.app import App, ComposeResult
@@ -37,6 +39,8 @@ Menu, CheckList { height: auto; max-height: 16; margin: 1 0; }
 Input { margin-bottom: 1; }
 .label { color: $text-muted; }
 #caps { height: auto; }
+#plan-box { height: auto; max-height: 60%; }
+#progress { margin-top: 1; }
 .cap { width: 1fr; height: auto; margin-right: 1; }
 """
 
@@ -78,9 +82,11 @@ class CmApp(App):
     BINDINGS = [Binding("ctrl+c", "quit", show=False, priority=True)]
 
     def __init__(self, home: str, start: str = "manage",
-                 discover: Callable[[], dict[str, discovery.Host]] | None = None) -> None:
+                 discover: Callable[[], dict[str, discovery.Host]] | None = None,
+                 user_home: str | None = None) -> None:
         super().__init__()
         self.home = home
+        self.user_home = user_home or os.path.expanduser("~")
         self.start = start
         self._discover = discover or discovery.discover
         self.uninstalled = False
@@ -143,11 +149,18 @@ class CmApp(App):
         self.screen.notice.show("Model saved. Restart active Pi, Codex and MCP clients so they use it." if changed
                                 else UNCHANGED, "ok")
 
-    def setup_complete(self) -> None:
-        """The first run's last screen leads on to Home (it used to quit while saying to run cm again)."""
+    def setup_complete(self, notice: str | None = None) -> None:
+        """The first run's last screen leads on to Home (it used to quit while saying to run cm again),
+        with ``notice`` shown there when the last step had something to say."""
         from cmrunner.tui.home import HomeScreen
 
-        self._reset(HomeScreen())
+        self._reset(HomeScreen(notice))
+
+    def offer_import(self, chosen: list[str]) -> None:
+        """The first run's step after the agents: bring in what the chosen agents already know."""
+        from cmrunner.tui.importing import ImportScreen
+
+        self._reset(ImportScreen(chosen, setup=True))
 
     def show_result(self, screen: CmScreen) -> None:
         """Show an Agent Integration result on top of Home (or alone during first run)."""
@@ -158,11 +171,12 @@ class CmApp(App):
         self.push_screen(screen)
 
     def open_action(self, action: str) -> None:
-        from cmrunner.tui import agents, history, memory, secrets, settings, setup, usage
+        from cmrunner.tui import agents, history, importing, memory, secrets, settings, setup, usage
 
         screens: dict[str, Callable[[], CmScreen]] = {
             "agents": lambda: agents.AgentsScreen(),
             "check": lambda: CheckScreen(),
+            "import": lambda: importing.ImportScreen(agents.installed_ids(self.home)),
             "view": memory.ViewMemoryScreen,
             "adjust": memory.AdjustScreen,
             "status": memory.StatusScreen,

@@ -20,7 +20,8 @@ from cmrunner.manage.integrations import discovery, manager
 from cmrunner.tui.widgets import CmScreen, Menu, Text
 
 COLUMNS = (
-    ("Agent Integration", (("agents", "Choose agents (Pi, Codex, ChatGPT)"), ("check", "Check installation"))),
+    ("Agent Integration", (("agents", "Choose agents (Pi, Codex, ChatGPT)"), ("check", "Check installation"),
+                           ("import", "Bring in what agents know"))),
     ("Memory Control", (("view", "Search / View Memory"), ("adjust", "Adjust Memory"),
                         ("status", "Processing Status"), ("secrets", "Secrets"), ("history", "History & Undo"),
                         ("trash", "Trash"))),
@@ -50,6 +51,11 @@ class HomeScreen(CmScreen):
     HINT = "↑↓ move · ←→ column · Enter open · Esc quit"
     BINDINGS = [Binding("left", "column(-1)", show=False), Binding("right", "column(1)", show=False)]
 
+    def __init__(self, notice: str | None = None) -> None:
+        """``notice``: a line from the step that led here (the first run's last step), shown once."""
+        super().__init__()
+        self.first_notice = notice
+
     def body(self) -> ComposeResult:
         yield Text("", id="status")
         with Horizontal(id="columns"):
@@ -60,6 +66,8 @@ class HomeScreen(CmScreen):
 
     def on_mount(self) -> None:
         self.refresh_status()
+        if self.first_notice:
+            self.notice.show(self.first_notice, "ok")
         last = setupstate.last_action(self.app.home)  # type: ignore[attr-defined]
         for index, (_title, items) in enumerate(COLUMNS):
             keys = [k for k, _label in items]

@@ -12,7 +12,7 @@ styled output.
 
 from __future__ import annotations
 
-from cmrunner.capture import observations
+from cmrunner.capture import waiting
 from cmrunner.core import config as config_mod, workspace
 from cmrunner.core.home import DataPaths
 from cmrunner.reading import consumer
@@ -51,7 +51,7 @@ def gather(home: str, workspace_path: str | None) -> ShowReport:
         else:
             notes.append(f"{project.scope} ({project.name}) is not in disclosure.allowedScopes: consumers do not "
                          "receive its document")
-    result = consumer.read(paths, contexts, home, deep=True, waiting=observations.waiting_in(paths, contexts))
+    result = consumer.read(paths, contexts, home, deep=True, waiting=waiting.turns_in(paths, contexts))
     for held in result.withheld:
         where = f"section '{held.title}'" if held.title else f"section {held.unit}"
         notes.append(f"{where} of {held.target} was withheld ({', '.join(held.rules)}): see `cm secrets list`")

@@ -1,0 +1,165 @@
+"""The setup wizard's "bring in what your agents already know" step and its Home entry (textual
+pilot): the plan shown, Enter importing through the real Writer with the loopback fake model, the
+document_import permission granted only by that choice, Skip writing nothing, nothing found going on.
+
+Each test has its own cm home and a made-up user home holding the agents' memory files, written
+here (Claude Code's CLAUDE.md and auto memory, Codex's memories, Gemini CLI's GEMINI.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from tui_support import configure_model, drive, first_run, open_action, temp_hosts, wait_for
+
+from cmrunner.core import config as config_mod
+from cmrunner.core.home import DataPaths
+from cmrunner.manage import memsources, setupstate
+from cmrunner.synthetic import fakemodel
+from cmrunner.tui.app import CmApp
+
+pytestmark = pytest.mark.timeout(180)
+IMPORT_POLICY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "support",
+                             "import_policy.py") + ":keep_imported_parts"
+
+
+def _write(path: str, text: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def _agents_memory(tmp: str) -> str:
+    """A user home (and CODEX_HOME beside it, as ``temp_hosts`` names it) with each agent's memory."""
+    user = os.path.join(tmp, "userhome")
+    claude = os.path.join(user, ".claude")
+    _write(os.path.join(claude, "CLAUDE.md"),
+           "# About me\n\nI am a backend developer in Lisbon and I prefer Go over Java for services.\n")
+    memory = os.path.join(claude, "projects", memsources.claude_project_dir("/home/me/src/ferrous"), "memory")
+    _write(os.path.join(memory, "MEMORY.md"), "- [Role](user_role.md) — who the user is\n"
+                                              "- [Deploys](project_deploy.md) — release days\n")
+    _write(os.path.join(memory, "user_role.md"), "---\nname: user-role\ndescription: the user's role\ntype: user\n"
+                                                 "---\nThe user is a data engineer who reviews SQL migrations.\n")
+    _write(os.path.join(memory, "project_deploy.md"), "---\nname: deploy\ndescription: deploys\ntype: project\n"
+                                                      "---\nReleases of ferrous go out on Thursdays.\n")
+    codex = os.path.join(tmp, "codexhome", "memories")
+    _write(os.path.join(codex, "memory_summary.md"),
+           "# Memory summary\n\n- The user maintains a Rust CLI named ferrous.\n- Prefers small pull requests.\n")
+    _write(os.path.join(codex, "raw_memories.md"), "# Raw\n\nrollout excerpts, never imported\n")
+    _write(os.path.join(user, ".gemini", "GEMINI.md"),
+           "# Gemini notes\n\nThe user writes documentation in British English.\n")
+    return user
+
+
+def _allowed(home: str) -> bool:
+    return "document_import" in config_mod.load(home).disclosure.allowed_provenance
+
+
+def _tree(root: str) -> dict[str, bytes]:
+    """Every file under ``root`` with its bytes (what "writes nothing" is checked against)."""
+    found = {}
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as handle:
+                found[os.path.relpath(path, root)] = handle.read()
+    return found
+
+
+def test_first_run_shows_the_plan_and_enter_imports_through_the_writer(home, tmp_path, monkeypatch):
+    user = _agents_memory(str(tmp_path))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codexhome"))
+    hosts = temp_hosts(str(tmp_path), pi=False, claude=True, gemini=True)
+    with fakemodel.running(str(tmp_path / "fake"), {"replies": [], "policy": IMPORT_POLICY}) as fake:
+        app = CmApp(home, discover=hosts, user_home=user)
+        seen: dict[str, object] = {}
+
+        async def steps(pilot):
+            await first_run(pilot, fake.base_url)  # Claude Code, Codex CLI and Gemini CLI, all found here
+            await pilot.press("enter")
+            text = await wait_for(pilot, "To import:", timeout=60)
+            seen["plan"] = text
+            seen["allowed_before_enter"] = _allowed(home)
+            await pilot.press("enter")  # the highlighted choice: Import
+            text = await wait_for(pilot, "Result:", timeout=120)
+            seen["result"] = text
+            await pilot.press("enter")
+            await wait_for(pilot, "Model & Configuration")
+            await open_action("import", lambda p: wait_for(p, "Nothing new to import", timeout=60))(pilot)
+            seen["again"] = pilot.app.screen.query_one("#plan").render()
+            await pilot.press("escape", "escape")
+
+        drive(app, steps)
+        posts = [r for r in fake.requests() if r["method"] == "POST"]
+    plan = seen["plan"]
+    assert isinstance(plan, str)
+    for line in ("Claude Code (chosen)", "claude:CLAUDE.md [personal] → global: 1 part,",
+                 "claude:auto-memory/user-role [about the user] → global: 1 part,", "skipped INDEX_ONLY:",
+                 "skipped NO_PROJECT:", "Codex CLI (chosen)", "codex:memory_summary [personal] → global: 1 part,",
+                 "Gemini CLI (chosen)", "gemini:GEMINI.md [personal] → global: 1 part,",
+                 "To import: 4 files, about", "Permission: document imports are off",
+                 "Import 4 files and allow document imports", "Skip: import nothing"):
+        assert line in plan, (line, plan)
+    assert "bytes, ~" in plan and "tokens" in plan
+    assert "raw_memories" not in plan and "Lisbon" not in plan  # names and numbers, never the files' text
+    assert seen["allowed_before_enter"] is False
+    result = seen["result"]
+    assert isinstance(result, str)
+    assert "Granted: disclosure.allowedProvenance +document_import" in result
+    for label in ("claude:CLAUDE.md", "claude:auto-memory/user-role", "codex:memory_summary", "gemini:GEMINI.md"):
+        assert f"{label} → global: processed" in result, (label, result)
+    assert _allowed(home)
+    assert posts  # the Memory Agent ran against the fake model
+    profile = open(DataPaths(config_mod.load(home).data_root).document("profile"), encoding="utf-8").read()
+    for fact in ("prefer Go over Java", "data engineer", "Rust CLI named ferrous", "British English"):
+        assert fact in profile, (fact, profile)
+    assert "Thursdays" not in profile  # a project memory without a registered project is skipped
+    assert "already imported" in str(seen["again"])
+
+
+def test_skip_imports_nothing_and_writes_nothing(home, tmp_path, monkeypatch):
+    user = _agents_memory(str(tmp_path))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codexhome"))
+    with fakemodel.running(str(tmp_path / "fake"), {"replies": [], "policy": IMPORT_POLICY}) as fake:
+        configure_model(home, fake.base_url)
+        setupstate.finish(home)
+        before = _tree(home)
+
+        async def then(pilot):
+            text = await wait_for(pilot, "To import:", timeout=60)
+            assert "codex:memory_summary [personal] → global" in text and "Skip: import nothing" in text
+            await pilot.press("down", "enter")  # Skip
+            await wait_for(pilot, "Model & Configuration")
+
+        drive(CmApp(home, discover=temp_hosts(str(tmp_path)), user_home=user), open_action("import", then))
+        posts = [r for r in fake.requests() if r["method"] == "POST"]
+    after = _tree(home)
+    after.pop("tui.json", None)  # Home remembers the last action opened
+    before.pop("tui.json", None)
+    assert after == before
+    assert not _allowed(home) and posts == []
+
+
+def test_nothing_found_says_so_and_the_first_run_goes_on(home, tmp_path, monkeypatch):
+    user = str(tmp_path / "userhome")  # the agents are there, their memory files are not
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codexhome"))
+    hosts = temp_hosts(str(tmp_path), pi=False, claude=True, gemini=True)
+    with fakemodel.running(str(tmp_path / "fake")) as fake:
+        app = CmApp(home, discover=hosts, user_home=user)
+
+        async def steps(pilot):
+            await first_run(pilot, fake.base_url)
+            await pilot.press("enter")
+            text = await wait_for(pilot, "Model & Configuration", timeout=60)
+            assert "Nothing to bring in: no memory files of Claude Code, Codex CLI or Gemini CLI were found" in text
+            await open_action("import", lambda p: wait_for(p, "Nothing to bring in", timeout=60))(pilot)
+            await pilot.press("enter")  # Continue
+            await wait_for(pilot, "Model & Configuration")
+            await pilot.press("escape")
+
+        drive(app, steps)
+    assert setupstate.stage(home) is None
+    assert not _allowed(home)
+    assert json.load(open(os.path.join(home, "integrations.json")))
