@@ -65,7 +65,8 @@ def report() -> str:
         details += [f"- {name}, refused fact: “{line}”" for line in m["refused"]]
         details += [f"- {name}, missed instruction: “{line}”" for line in m["missed"]]
     return "\n".join([f"Measured on {machine()}.", "", *rows, "",
-                      f"Judging one line takes {per_line_us():.1f} µs (median of 20 passes).", "",
+                      f"Judging one line takes {per_line_us():.1f} µs (median of 20 passes; 1-minute load average "
+                      f"{os.getloadavg()[0]:.1f} on this shared machine, so an upper figure).", "",
                       "Every line the reader got wrong:", "", *details])
 
 

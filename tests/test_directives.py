@@ -3,8 +3,9 @@
 The labelled corpus (``tests/fixtures/import_kinds/``, written for these tests) holds facts about
 a user as a Memory Agent writes them into the Profile, and instructions to an agent as CLAUDE.md,
 AGENTS.md, Cursor rules and auto memory feedback files hold them. ``facts.txt`` and
-``instructions.txt`` were written before the rules and the rules were then tuned on them;
-``heldout_*.txt`` were written after the rules were frozen and never used to tune them. A false
+``instructions.txt`` were written before the rules and the rules were then tuned on them (a
+second round added verbs that also open noun phrases); ``heldout_*.txt`` were written after the
+first version of the rules and never used to tune them. A false
 refusal keeps a fact out of memory, so the thresholds favour precision: they sit just below what
 ``bench/import_kinds.py`` measured (docs/benchmarks.md, "Instructions kept out of the Profile").
 """

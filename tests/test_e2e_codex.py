@@ -103,6 +103,19 @@ def test_session_start_injection_reaches_the_model(setup, home):
     assert "Memory state: updated just now; no turns waiting to be processed." in texts
 
 
+def test_the_next_session_is_told_of_turns_no_drain_has_read_yet(setup, home, quiet_drain):
+    """Issue 26: a busy drain (here a stand-in holding the lease) has not read the first session's
+    turn from the inbox; the next real Codex session's injected block still counts it."""
+    setup.exec("Please remember that I deploy with Nomad.")
+    assert db_rows(home, "SELECT COUNT(*) FROM observations") == [(0,)], "the turn is still in the inbox"
+    seen = len(setup.fake.model_requests())
+    setup.exec("How do I deploy?")
+    first = setup.fake.model_requests()[seen]["body"]
+    developer = json.dumps([item for item in first["input"] if item.get("role") == "developer"])
+    assert "common-memory-data" in developer
+    assert "Memory state: no memory saved yet; 1 turn still being processed." in developer
+
+
 def test_an_interrupted_turn_is_not_evidence(codex, home, tmp_path):
     script = {"replies": [{"text": "thinking slowly", "delay_seconds": 20}], "default": {"text": "ok"}}
     with fakemodel.running(str(tmp_path / "fake"), script) as fake:

@@ -16,9 +16,10 @@ Contract:
   * opens, possibly after ``Always``/``Never`` or a leading clause ending in a comma (``When
     writing Python, …``, ``Before you commit, …``), with a verb in its bare form from ``VERBS``
     (``Run``, ``Use``, ``Prefer``, ``Be`` …); a verb that is as often a noun (``Test``, ``Build``,
-    ``Lead``, ``Plan`` …, ``NOUN_VERBS``) counts only before an object word (``the``, ``your``,
-    ``me``, a code span …). A word followed by ``:`` or by ``is``/``are``/``was``/``has`` is a
-    label or a noun, never a verb.
+    ``Lead``, ``Print``, ``Push`` …, ``NOUN_VERBS``) counts only before an object word (``the``,
+    ``your``, ``me``, ``only``, ``up``, a code span …). A word followed by ``:`` or by
+    ``is``/``are``/``was``/``has`` is a label or a noun, never a verb, and so is the first word of
+    a known noun phrase (``Use case``).
 - What is never an instruction: a sentence about the person in the first or third person ("I
   always run the tests", "Prefers small PRs", "The user wants answers in German", "Used to live in
   Paris"): the third-person ``-s`` form is not the bare verb.
@@ -49,13 +50,16 @@ VERBS = frozenset([
 # Verbs that are as often nouns or adjectives at the start of a statement ("Test lead", "Build
 # engineer", "Plan: …", "Open to relocation"): they count only before an object word.
 NOUN_VERBS = frozenset([
-    "address", "build", "call", "design", "document", "focus", "format", "lead", "limit", "log", "name", "open",
-    "output", "plan", "process", "record", "report", "review", "set", "start", "study", "support", "test"
+    "address", "build", "call", "clean", "design", "document", "escape", "focus", "format", "lead", "limit", "log",
+    "mark", "merge", "name", "open", "output", "plan", "print", "process", "push", "record", "report", "return",
+    "review", "search", "set", "sign", "start", "study", "support", "test"
 ])
 OBJECTS = frozenset([
     "the", "a", "an", "all", "every", "each", "any", "it", "them", "this", "that", "these", "those", "your", "my",
-    "our", "their", "its", "me", "us"
+    "our", "their", "its", "me", "us", "only", "up"
 ])
+# Noun phrases that open with a verb ("Use case for the side project: …").
+NOUN_PHRASES = frozenset({("use", "case"), ("use", "cases")})
 NOT_VERB_AFTER = frozenset({"is", "are", "was", "were", "has", "have", "had", "of"})
 _AGENT = (r"(?:you|the\s+(?:agent|assistant|model|ai|bot)|agents?|assistants?|claude|codex|gemini|copilot|cursor"
           r"|the\s+llm|llms?|ai)")
@@ -110,7 +114,7 @@ def _verb_opens(text: str, adverb: bool = False) -> bool:
         return _verb_opens(following, adverb=True)
     if first not in VERBS and first not in NOUN_VERBS:
         return False
-    if after in NOT_VERB_AFTER:
+    if after in NOT_VERB_AFTER or (first, after) in NOUN_PHRASES:
         return False
     if first in NOUN_VERBS and not adverb:
         return after in OBJECTS or following.startswith("`")
