@@ -129,6 +129,6 @@ def test_cm_import_finds_the_project_memory_gemini_itself_names(gemini, home, tm
     out = proc.stdout.decode()
     assert proc.returncode == 0, proc.stderr
     for project, index in zip(projects, indexes, strict=True):
-        assert f"  gemini:project-memory/MEMORY [project fact] -> {project.scope}: 1 part," in out
+        assert f"  gemini:project-memory/MEMORY [project fact] -> {project.scope}: new, 1 part," in out
         assert any(project.scope in line and line.endswith(f"({index})") for line in out.splitlines()), out
     assert "skipped" not in out, out

@@ -81,8 +81,8 @@ def test_claude_plan_kinds_scopes_and_skip_codes(home, tmp_path):
     out = proc.stdout.decode()
     assert proc.returncode == 0, proc.stderr
     assert "plan for claude: 5 files to import" in out
-    assert "  claude:CLAUDE.md [personal] -> global: 1 part," in out
-    assert "  claude:import/style.md [personal] -> global: 1 part," in out
+    assert "  claude:CLAUDE.md [personal] -> global: new, 1 part," in out
+    assert "  claude:import/style.md [personal] -> global: new, 1 part," in out
     assert "  claude:auto-memory/user-role [about the user] -> global" in out
     assert "  claude:auto-memory/run-tests [feedback] -> global" in out
     assert f"  claude:auto-memory/deploy [project fact] -> {project.scope}" in out
@@ -132,7 +132,7 @@ def test_confirmation_grants_permission_then_imports_once(home, tmp_path):
 
     again = run_cm(["import", "--from", "codex", "--yes"], env=env)
     out = again.stdout.decode()
-    assert again.returncode == 0 and "0 files to import" in out and out.count("already imported") == 2
+    assert again.returncode == 0 and "0 files to import" in out and out.count(": unchanged, 0 of ") == 2
     assert out.endswith("nothing new to import\n") and len(_imports(paths)) == 2
 
     _write(os.path.join(codex, "MEMORY.md"), "# Memory\n\n- prefers small pull requests\n- uses nushell\n")
@@ -250,11 +250,11 @@ def test_gemini_project_memory_lands_in_its_registered_project_only(home, tmp_pa
     lines = out.splitlines()
     assert lines[0].startswith("plan for gemini: 5 files to import"), out
     memory = fixture["memory"]
-    assert "  gemini:GEMINI.md [personal] -> global: 1 part," in out
-    assert f"  gemini:project-memory/MEMORY [project fact] -> {app.scope}: 1 part," in out
+    assert "  gemini:GEMINI.md [personal] -> global: new, 1 part," in out
+    assert f"  gemini:project-memory/MEMORY [project fact] -> {app.scope}: new, 1 part," in out
     assert f"({os.path.join(memory, 'MEMORY.md')})" in out
-    assert f"  gemini:project-memory/release [project fact] -> {app.scope}: 1 part," in out
-    assert f"-> {other.scope}: 1 part," in out and "app-1/memory/MEMORY.md" in out
+    assert f"  gemini:project-memory/release [project fact] -> {app.scope}: new, 1 part," in out
+    assert f"-> {other.scope}: new, 1 part," in out and "app-1/memory/MEMORY.md" in out
     assert "src/memory/MEMORY.md" in out  # gemini run in app/src: the project that holds src
     for code, where in (("NOT_APPROVED", os.path.join(memory, ".inbox")),
                         ("NOT_APPROVED", os.path.join(memory, "skills")),
@@ -269,7 +269,7 @@ def test_gemini_project_memory_lands_in_its_registered_project_only(home, tmp_pa
     only = run_cm(["import", "--from", "gemini", "--workspace", other.path, "--dry-run"], env=hook_env(HOME=user))
     out = only.stdout.decode()
     assert only.returncode == 0 and "plan for gemini: 2 files to import" in out, out
-    assert f"-> {other.scope}: 1 part," in out and app.scope not in out and "NO_PROJECT" not in out
+    assert f"-> {other.scope}: new, 1 part," in out and app.scope not in out and "NO_PROJECT" not in out
 
 
 def test_gemini_project_memory_imports_into_the_project(home, tmp_path):

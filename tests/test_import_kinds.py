@@ -123,7 +123,7 @@ def test_the_plan_says_what_each_file_may_become_and_counts_its_instructions(hom
     proc = run_cm(["import", "--from", "claude", "--dry-run"], env=hook_env(HOME=user, COMMON_MEMORY_HOME=home))
     out = proc.stdout.decode()
     assert proc.returncode == 0, proc.stderr
-    assert "  claude:CLAUDE.md [personal] -> global: 1 part," in out
+    assert "  claude:CLAUDE.md [personal] -> global: new, 1 part," in out
     assert ("    may become: profile (facts about you, never instructions to an agent), preferences; 1 line read as "
             "instructions to an agent (preferences, never profile)\n") in out
 

@@ -42,6 +42,7 @@ OWNERS = {
     "observations": "cmrunner/capture/observations.py",
     "forgotten_sources": "cmrunner/capture/observations.py",
     "cancellations": "cmrunner/capture/observations.py",
+    "import_sections": "cmrunner/capture/importsections.py",
     # the job queue, its flags, and the drain's lease and failure records
     "jobs": "cmrunner/core/jobstore.py",
     "settings": "cmrunner/core/jobstore.py",

@@ -95,14 +95,14 @@ def test_first_run_shows_the_plan_and_enter_imports_through_the_writer(home, tmp
         posts = [r for r in fake.requests() if r["method"] == "POST"]
     plan = seen["plan"]
     assert isinstance(plan, str)
-    for line in ("Claude Code (chosen)", "claude:CLAUDE.md [personal] → global: 1 part,",
-                 "claude:auto-memory/user-role [about the user] → global: 1 part,", "skipped INDEX_ONLY:",
-                 "skipped NO_PROJECT:", "Codex CLI (chosen)", "codex:memory_summary [personal] → global: 1 part,",
-                 "Gemini CLI (chosen)", "gemini:GEMINI.md [personal] → global: 1 part,",
+    for line in ("Claude Code (chosen)", "claude:CLAUDE.md [personal] → global: new, 1 part,",
+                 "claude:auto-memory/user-role [about the user] → global: new, 1 part,", "skipped INDEX_ONLY:",
+                 "skipped NO_PROJECT:", "Codex CLI (chosen)", "codex:memory_summary [personal] → global: new, 1 part,",
+                 "Gemini CLI (chosen)", "gemini:GEMINI.md [personal] → global: new, 1 part,",
                  "To import: 4 files, about", "Permission: document imports are off",
                  "Import 4 files and allow document imports", "Skip: import nothing"):
         assert line in plan, (line, plan)
-    assert "bytes, ~" in plan and "tokens" in plan
+    assert " bytes, ~" in plan and "tokens" in plan
     assert "raw_memories" not in plan and "Lisbon" not in plan  # names and numbers, never the files' text
     assert seen["allowed_before_enter"] is False
     result = seen["result"]
@@ -116,7 +116,7 @@ def test_first_run_shows_the_plan_and_enter_imports_through_the_writer(home, tmp
     for fact in ("prefer Go over Java", "data engineer", "Rust CLI named ferrous", "British English"):
         assert fact in profile, (fact, profile)
     assert "Thursdays" not in profile  # a project memory without a registered project is skipped
-    assert "already imported" in str(seen["again"])
+    assert "→ global: unchanged" in str(seen["again"])
 
 
 def test_skip_imports_nothing_and_writes_nothing(home, tmp_path, monkeypatch):

@@ -453,6 +453,21 @@ def in_namespace_prefix(conn: sqlite3.Connection, prefix: str) -> list[tuple[int
                         (len(prefix), prefix)).fetchall()
 
 
+def namespaces_with_prefix(conn: sqlite3.Connection, prefix: str) -> list[tuple[str, int]]:
+    """(namespace, observations) of every namespace that starts with ``prefix``, oldest first
+    (``cm import``'s report of an unchanged file: the parts that carried this exact text)."""
+    return conn.execute("SELECT namespace, COUNT(*) FROM observations WHERE substr(namespace, 1, ?) = ?"
+                        " GROUP BY namespace ORDER BY MIN(id)", (len(prefix), prefix)).fetchall()
+
+
+def with_lost_parts(conn: sqlite3.Connection, namespaces: list[str]) -> set[str]:
+    """Those of ``namespaces`` with a part that was cancelled or quarantined: what it carried never
+    reached memory (``cm import`` sends such sections again once their file changes)."""
+    return {r[0] for r in conn.execute(
+        "SELECT DISTINCT namespace FROM observations WHERE namespace IN (SELECT value FROM json_each(?))"
+        " AND state IN ('cancelled', 'quarantined')", (json.dumps(namespaces),))}
+
+
 def of_job(conn: sqlite3.Connection, job_id: str) -> list[tuple[int, str]]:
     """(id, state) of a job's observations."""
     return conn.execute("SELECT id, state FROM observations WHERE job_id = ? ORDER BY id", (job_id,)).fetchall()

@@ -89,6 +89,14 @@ def import_command(ctx: click.Context, file: str | None, source: str | None, wor
          f"(estimate, {plan.token_method})"
          + (f"; more than the daily cap of {daily:,} tokens: it spreads over several days" if daily and
             plan.tokens > daily else ""))
+    if plan.delta is not None:
+        delta = plan.delta
+        echo(f"changes since this file's last import: {delta.edited + delta.added} of {delta.total} sections "
+             f"({delta.edited} edited, {delta.added} added, "
+             + (f"{delta.resent} resent (their earlier part never reached memory), " if delta.resent else "")
+             + f"{delta.unchanged} unchanged); "
+             f"{plan.sent_bytes:,} bytes to send"
+             + (f"; {len(delta.removed)} removed from the file: nothing is forgotten" if delta.removed else ""))
     if dry_run:
         echo("dry run: nothing was queued")
         return
@@ -96,14 +104,15 @@ def import_command(ctx: click.Context, file: str | None, source: str | None, wor
         confirm("Queue it?", f"this import is estimated above {importplan.CONFIRM_TOKENS:,} tokens (see --dry-run)")
     report = importer.run(_home(ctx), planned, not no_wait, echo_outcome)
     echo(f"import {report.import_id} into {report.scope}: "
-               + ("duplicate of an earlier import (its metadata is kept)" if report.duplicate else "queued"))
+         + ("unchanged since its last import: nothing queued" if plan.count == 0 else
+            "duplicate of an earlier import (its metadata is kept)" if report.duplicate else "queued"))
     listed = report.parts if len(report.parts) <= PARTS_LISTED else \
         [p for p in report.parts if p["state"] in ("dead", "quarantined")][:PARTS_LISTED]
     for part in listed:
         where = f"; retained in {', '.join(part['retainedIn'])}" if part["retainedIn"] else ""
         issue = f" ({part['issue']})" if part["issue"] else ""
         hint = {"dead": f"; run `cm retry {part['jobId']}`",
-                "quarantined": "; final for this content: change the file to import it again"}.get(part["state"], "")
+                "quarantined": "; final for this content: change the file and the sections you change are sent again"}.get(part["state"], "")
         echo(f"part {part['index']}/{part['count']}: {part['state']}{issue}{where}{hint}")
     if len(report.parts) > PARTS_LISTED:
         states: dict[str, int] = {}
@@ -130,9 +139,10 @@ def _import_from(ctx: click.Context, source: str, workspace: str | None, no_wait
          f"about {found.tokens:,} tokens to process (estimate)")
     for f in found.files:
         p = f.plan
-        state = "already imported" if f.imported else f"{p.count} part{'s' if p.count != 1 else ''}"
-        echo(f"  {f.found.label} [{f.kind_label}] -> {p.scope}: {state}, {p.file_bytes:,} bytes, "
-             f"~{p.tokens:,} tokens ({f.found.path})")
+        parts = "" if f.imported else f", {p.count} part{'s' if p.count != 1 else ''}"
+        sent, tokens = (0, 0) if f.imported else (p.sent_bytes, p.tokens)
+        echo(f"  {f.found.label} [{f.kind_label}] -> {p.scope}: {f.status}{parts}, {sent:,} of {p.file_bytes:,} "
+             f"bytes to send, ~{tokens:,} tokens ({f.found.path})")
         if not f.imported:
             instructions = f.instruction_lines
             note = f"; {instructions} line{'s' if instructions != 1 else ''} read as instructions to an agent " \

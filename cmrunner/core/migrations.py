@@ -441,10 +441,29 @@ def m013_waiting_turns(conn: sqlite3.Connection) -> None:
     """)
 
 
+def m014_import_sections(conn: sqlite3.Connection) -> None:
+    """What each imported source held, section by section (owner: ``capture.importsections``): a
+    changed file sends only its new or edited sections. One row per (scope, source, section digest);
+    ``current`` marks the sections of the source's last import, ``generation`` counts its imports."""
+    _run_script(conn, """
+        CREATE TABLE import_sections (
+            scope TEXT NOT NULL,
+            source TEXT NOT NULL,             -- the source's stable key: its label, or the file's path
+            digest TEXT NOT NULL,             -- sha256 of the section's text (trimmed)
+            heading TEXT NOT NULL,            -- JSON heading path, the section's own heading last
+            generation INTEGER NOT NULL,      -- the source's import that last held this section
+            carrier TEXT NOT NULL,            -- the import namespace whose parts last sent its text
+            current INTEGER NOT NULL,         -- 1: in the file at the source's last import
+            recorded_at INTEGER NOT NULL,     -- ms since epoch
+            PRIMARY KEY (scope, source, digest)
+        );
+    """)
+
+
 MIGRATIONS: list[Migration] = [m001_write_path, m002_claim_and_prune_indexes, m003_codex_progress, m004_pi_inputs,
                                m005_drain_failures, m006_section_history, m007_disclosure_ledger, m008_agent_hooks,
                                m009_cancellations, m010_job_cause, m011_isolation_detail,
-                               m012_waiting_by_scope, m013_waiting_turns]
+                               m012_waiting_by_scope, m013_waiting_turns, m014_import_sections]
 LATEST = len(MIGRATIONS)
 
 

@@ -18,10 +18,25 @@ Contract (specification "Importing a Markdown file", reference-facts ยง3.3 and ย
   structural block index (headings, paragraphs, lists, quotes, tables, code, rules and HTML as
   1-based line ranges within the part from markdown-it-py, each with its heading path) and its text.
   The blocks are structure, not facts; ``--author user`` is still a document import.
-- Identity is the content digest within the target context: ``md-<sha256(text)>`` in namespace
-  ``import:["markdown","v2",importId,contextId]``. The same text under another name, label,
-  author or kind is a duplicate: nothing new is queued and the first metadata stays (so parts
-  queued before the envelope carried a kind are not imported again).
+- Identity is per section, per source and target scope (``importdelta``; the rows in
+  ``import_sections``). The source is ``--label`` if given, else the file's real path
+  (``source_key``); ``cm import --from`` passes each file's source label. The import id is
+  ``md-<sha256(text)>``.
+  - A source's first import plans the whole text, exactly as before sections existed: namespace
+    ``import:["markdown","v2",importId,contextId]``, parts ``part-1`` โ€ฆ. The same text already
+    queued under another name, label, author or kind is a duplicate: nothing new is queued and the
+    first metadata stays (so parts queued before the envelope carried a kind are not imported
+    again; a file imported before sections existed is such a duplicate when unchanged: its
+    sections are then recorded; changed, it is imported whole once more, then per section).
+  - Later imports of the source send only the sections whose text was not in its last import
+    (``edited`` at a heading path that held other text, else ``added``), each whole, with every
+    block's heading path from the file and an ``update`` key in each part's envelope; namespace
+    ``import:["markdown","v2",importId,contextId,"update-<n>"]`` for the source's n-th import. A
+    moved section is unchanged; a removed one is counted in the plan and never forgotten. No
+    changed section: nothing is planned or queued, and the report shows the parts that carried
+    this exact text before, if any.
+  - The rows are recorded in the transaction that admits the parts; a plan made before another
+    import of the same source committed is refused with ``IMPORT_PLAN_STALE`` (plan again).
 - Refusals before anything is written: ``IMPORT_DISABLED`` unless ``document_import`` is in
   ``disclosure.allowedProvenance``; a workspace that is not a registered, allowed project; an
   author or label outside its set; the sensitive scan of each part (``SENSITIVE_CONTENT_REJECTED
@@ -30,7 +45,8 @@ Contract (specification "Importing a Markdown file", reference-facts ยง3.3 and ย
 - Admission of every missing part and a flush request share one transaction. Then either the foreground Writer loop of
   ``cm flush`` runs, or (``--no-wait``) a detached drain is reserved in that same transaction.
   ``complete`` is true only when every part is ``processed``; re-importing the same bytes resumes
-  pending or retrying parts.
+  pending or retrying parts (a part quarantined or cancelled stays so for this exact text; once
+  the file changes, its sections are sent again with the changes: ``resent``).
 - The Writer's import guard (enforced at commit) lets an import append attributed Sections but
   never forget, remove or replace Sections that user turns produced.
 """
@@ -48,7 +64,7 @@ from typing import TYPE_CHECKING
 from cmrunner.core import config as config_mod, importkinds, workspace
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
-from cmrunner.manage import importplan
+from cmrunner.manage import importdelta, importplan
 from cmrunner.secrets import safety
 from cmrunner.writer_proc import budget
 
@@ -58,6 +74,10 @@ if TYPE_CHECKING:
 AUTHORS = ("user", "agent", "third_party", "mixed", "unknown")
 SUFFIXES = (".md", ".markdown")
 LABEL_LIMIT = 64
+# Said in the update parts themselves, not in the Memory Agent's instructions: only updates pay for it.
+UPDATE_NOTE = ("a later version of a file imported before: only its edited or added sections, and any whose "
+               "earlier import never reached memory, are here (their first block says change); correct what the earlier import wrote under the same heading path; "
+               "sections not here are unchanged, or removed from the file and not to be forgotten")
 
 _BLOCK_KINDS = {
     "heading_open": "heading", "paragraph_open": "paragraph", "bullet_list_open": "list",
@@ -169,14 +189,48 @@ class Planned:
 
 
 def _envelope(import_id: str, label: str, author: str, file_name: str, digest: str, index: int, count: int,
-              piece: importplan.Piece, kind: str | None = None) -> str:
-    head: dict = {"kind": "document_import", "importId": import_id, "sourceLabel": label, "declaredAuthor": author}
+              piece: importplan.Piece, kind: str | None = None, update: dict | None = None) -> str:
+    body: dict = {"kind": "document_import", "importId": import_id, "sourceLabel": label, "declaredAuthor": author}
     if kind is not None:  # absent for `cm import FILE`: its envelopes stay byte for byte what they were
-        head[importkinds.ENVELOPE_FIELD] = kind
-    return json.dumps({
-        **head, "fileName": file_name, "contentDigest": f"sha256:{digest}", "part": {"index": index, "count": count},
-        "headingPath": piece.heading_path, "blocks": piece.blocks, "text": piece.text,
-    }, ensure_ascii=False)
+        body[importkinds.ENVELOPE_FIELD] = kind
+    body.update({"fileName": file_name, "contentDigest": f"sha256:{digest}", "part": {"index": index, "count": count}})
+    if update is not None:  # only a later import of a source: its changed sections
+        body["update"] = update
+    body.update({"headingPath": piece.heading_path, "blocks": piece.blocks, "text": piece.text})
+    return json.dumps(body, ensure_ascii=False)
+
+
+def _update(basis: int, delta: importdelta.Delta) -> dict:
+    """What an update part says about itself: the file was imported before, and only these
+    sections (marked ``change`` in ``blocks``) are sent; removed sections are not forgotten."""
+    return {"note": UPDATE_NOTE, "previousImports": basis, "sectionsInFile": delta.total, "edited": delta.edited,
+            "added": delta.added, "resent": delta.resent, "unchanged": delta.unchanged,
+            "removedNotForgotten": len(delta.removed)}
+
+
+def source_key(path: str, label: str | None) -> str:
+    """The stable key of ``cm import FILE``'s source: its ``--label``, else the file's real path."""
+    return label if label is not None else os.path.realpath(path)
+
+
+def _known(paths: DataPaths | None, scope: str,
+           source: str) -> tuple[int, list[tuple[str, str, bool]], frozenset[str]]:
+    """The source's last import: its generation, its sections ((digest, place, current)) and the
+    digests of current sections whose carrying parts were cancelled or quarantined."""
+    if paths is None:
+        return 0, [], frozenset()
+    from cmrunner.capture import importsections, observations
+    from cmrunner.core import store
+
+    conn = store.open_existing(paths)
+    if conn is None:
+        return 0, [], frozenset()
+    try:
+        basis, rows = importsections.known(conn, scope, source)
+        lost = observations.with_lost_parts(conn, sorted({r[3] for r in rows if r[2]}))
+    finally:
+        conn.close()
+    return basis, [r[:3] for r in rows], frozenset(r[0] for r in rows if r[2] and r[3] in lost)
 
 
 def prepare(cfg: config_mod.Config, paths: DataPaths, path: str, workspace_path: str | None, author: str,
@@ -189,16 +243,31 @@ def prepare(cfg: config_mod.Config, paths: DataPaths, path: str, workspace_path:
                       "`cm config set disclosure.allowedProvenance +document_import`")
     scope = import_scope(cfg, paths, workspace_path)
     text, file_name = read_markdown(path)
-    return prepare_text(cfg, text, file_name, scope, author, check_label(label, file_name))
+    return prepare_text(cfg, text, file_name, scope, author, check_label(label, file_name), paths=paths,
+                        source=source_key(path, label))
 
 
 def prepare_text(cfg: config_mod.Config, text: str, file_name: str, scope: str, author: str,
-                 label: str, kind: str | None = None) -> importplan.Plan:
+                 label: str, kind: str | None = None, paths: DataPaths | None = None,
+                 source: str | None = None) -> importplan.Plan:
     """The plan of one normalised text already read and checked for scope and permission: parts,
     the sensitive scan of each, identity and estimate (``cm import --from`` plans each file here,
-    with its ``importkinds`` kind)."""
+    with its ``importkinds`` kind). With ``paths``, the source (``source``, default ``label``) is
+    compared section by section with its last import and only new or edited sections are planned
+    (see module contract)."""
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     import_id = f"md-{digest}"
+    source = label if source is None else source
+    blocks = blocks_of(text)
+    current = importdelta.sections(text, blocks)
+    basis, known, lost = _known(paths, scope, source)
+    context: list = ["markdown", "v2", import_id, scope]
+    delta, update, send, send_blocks = None, None, text, blocks
+    if basis:
+        delta = importdelta.classify(current, known, lost)
+        update = _update(basis, delta)
+        context.append(f"update-{basis + 1}")
+        send, send_blocks = importdelta.changed_text(text, current, delta, blocks)
     # A part must fit one job's sources; an explicit disclosure cap (raw bytes plus the Writer's
     # framing of 32) is never larger than the same part as sent, so a smaller cap sizes the parts.
     limit, code = budget.job_limit(cfg.max_request_bytes, []), "SOURCE_TOO_LARGE"
@@ -206,9 +275,9 @@ def prepare_text(cfg: config_mod.Config, text: str, file_name: str, scope: str, 
     if cap is not None and cap - 32 < limit:
         limit, code = cap - 32, "IMPORT_CHUNK_TOO_LARGE"
     empty = importplan.Piece("", [], [])
-    reserve = budget.wire_bytes(_envelope(import_id, label, author, file_name, digest, 1, 1, empty, kind))
+    reserve = budget.wire_bytes(_envelope(import_id, label, author, file_name, digest, 1, 1, empty, kind, update))
     try:
-        pieces = importplan.split(text, blocks_of(text), limit, reserve, code)
+        pieces = importplan.split(send, send_blocks, limit, reserve, code) if send else []
     except CmError as exc:
         if exc.code != "IMPORT_CHUNK_TOO_LARGE":
             raise
@@ -222,11 +291,13 @@ def prepare_text(cfg: config_mod.Config, text: str, file_name: str, scope: str, 
             rules = ", ".join(sorted({v.rule_id for v in violations}))
             raise CmError("SENSITIVE_CONTENT_REJECTED",
                           f"part {index}/{count}: {rules}; remove or redact it, then import again")
-        envelopes.append(_envelope(import_id, label, author, file_name, digest, index, count, piece, kind))
+        envelopes.append(_envelope(import_id, label, author, file_name, digest, index, count, piece, kind, update))
     tokens, method = importplan.estimate_tokens(envelopes)
-    namespace = "import:" + json.dumps(["markdown", "v2", import_id, scope], separators=(",", ":"))
+    namespace = "import:" + json.dumps(context, separators=(",", ":"))
     return importplan.Plan(scope, import_id, namespace, envelopes, len(text.encode("utf-8")),
-                           sum(budget.wire_bytes(e) for e in envelopes), tokens, method)
+                           sum(budget.wire_bytes(e) for e in envelopes), tokens, method, source,
+                           [(s.digest, s.place, delta is None or i in delta.changes) for i, s in enumerate(current)],
+                           basis, delta, len(send.encode("utf-8")))
 
 
 def plan(home: str, path: str, workspace_path: str | None, author: str, label: str | None) -> Planned:
@@ -242,12 +313,18 @@ def part_entry(index: int) -> str:
 
 def queue(home: str, paths: DataPaths, planned: importplan.Plan, spawn_drain: bool) -> bool:
     """Admit the missing parts and request a flush in one transaction; ``True`` if all were there."""
-    from cmrunner.capture import observations
+    from cmrunner.capture import importsections, observations
     from cmrunner.core import drainlease, jobstore, store
     conn = store.open_store(paths)
     try:
         with store.immediate(conn):
+            if importsections.generation(conn, planned.scope, planned.source) != planned.basis:
+                raise CmError("IMPORT_PLAN_STALE", "this source was imported again while its plan was shown; "
+                                                   "run the import again to plan what is left")
             now = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+            if planned.sections and (planned.basis == 0 or planned.count):
+                importsections.record(conn, planned.scope, planned.source, planned.basis + 1, planned.sections,
+                                      planned.namespace, int(datetime.datetime.now(datetime.UTC).timestamp() * 1000))
             duplicate = True
             for index, envelope in enumerate(planned.envelopes, start=1):
                 if observations.exists(conn, planned.namespace, part_entry(index)):
@@ -264,18 +341,24 @@ def queue(home: str, paths: DataPaths, planned: importplan.Plan, spawn_drain: bo
 
 
 def part_states(paths: DataPaths, planned: importplan.Plan) -> list[dict]:
-    """Each part's outcome (``mcp_items.outcome`` shape) plus its index and count."""
+    """Each part's outcome (``mcp_items.outcome`` shape) plus its index and count. A plan that sends
+    nothing (no section changed) reports the parts that carried this exact text before, if any."""
+    from cmrunner.capture import observations
     from cmrunner.core import store
     from cmrunner.mcpserver import items as mcp_items
 
     conn = store.open_store(paths)
     try:
-        found = [mcp_items.outcome(conn, planned.namespace, part_entry(i)) for i in range(1, planned.count + 1)]
+        carried = [(planned.namespace, planned.count)] if planned.count else observations.namespaces_with_prefix(
+            conn, "import:" + json.dumps(["markdown", "v2", planned.import_id, planned.scope],
+                                         separators=(",", ":"))[:-1])
+        found = [(mcp_items.outcome(conn, namespace, part_entry(i)), i, count)
+                 for namespace, count in carried for i in range(1, count + 1)]
     finally:
         conn.close()
-    if any(f is None for f in found):  # pragma: no cover - queued above in this process
+    if any(f is None for f, _i, _n in found):  # pragma: no cover - queued above in this process
         raise CmError("IMPORT_IDENTITY_CONFLICT", "a queued import part disappeared; run `cm status`")
-    return [{"index": i, "count": planned.count, **f[0]} for i, f in enumerate(found, start=1) if f is not None]
+    return [{"index": i, "count": count, **f[0]} for f, i, count in found if f is not None]
 
 
 class ImportReport:

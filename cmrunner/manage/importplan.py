@@ -11,7 +11,9 @@ Contract (any imported text: ``cm import <file.md>`` today, other sources later)
   the parts' texts joined are the text.
 - A text that fits one part is one part (``part 1 of 1``), as before parts existed.
 - ``Plan``: the parts' envelopes, the file's bytes, the wire bytes of all parts and an estimate of
-  the tokens processing them will cost (``estimate_tokens``), which asks for confirmation above
+  the tokens processing them will cost; for a source imported before, the parts carry only its
+  changed sections (``delta``: ``importdelta.Delta``, ``sent_bytes``: their text), and a plan
+  with no changed section has no parts and costs nothing (``estimate_tokens``), which asks for confirmation above
   ``CONFIRM_TOKENS``. The estimate counts each part's envelope with the ledger's tokenizer
   (``cmrunner.writer_proc.tokencount``, loaded only here, on the first estimate) and applies the
   cost shape measured by ``bench/import_cost.py`` (docs/benchmarks.md, "Import cost"): a part is
@@ -25,9 +27,10 @@ from __future__ import annotations
 
 import bisect
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cmrunner.core.errors import CmError
+from cmrunner.manage.importdelta import Delta
 from cmrunner.writer_proc import budget
 
 MAX_IMPORT_BYTES = 16 << 20
@@ -66,7 +69,8 @@ def split(text: str, blocks: list[dict], limit: int, reserve: int, cap_code: str
     lines = text.split("\n")
     room = limit - reserve
     if _lines_bytes(lines) + _index_bytes(blocks) <= room:
-        return [Piece(text, [], blocks)]
+        # a file's first block has no heading above it; an update's first section keeps its own
+        return [Piece(text, list(blocks[0]["headingPath"]) if blocks else [], blocks)]
     by_start: dict[int, list[dict]] = {}
     for blk in blocks:
         by_start.setdefault(blk["lines"][0] - 1, []).append(blk)
@@ -144,6 +148,11 @@ class Plan:
     wire_bytes: int
     tokens: int
     token_method: str
+    source: str = ""                  # the source's stable key (``capture.importsections``)
+    sections: list[tuple[str, str, bool]] = field(default_factory=list)  # the file's (digest, heading JSON, sent)
+    basis: int = 0                    # the source's import this plan compares with (0: its first)
+    delta: Delta | None = None        # against that import; None for a first import (all is sent)
+    sent_bytes: int = 0               # UTF-8 bytes of the text the parts carry (the file's, or its changes)
 
     @property
     def count(self) -> int:

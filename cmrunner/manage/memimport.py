@@ -14,9 +14,11 @@ Contract:
   of its lines read as instructions to an agent (``directives``), which may never reach profile.
   Checked-in project files and project facts target the project's scope only; only personal kinds
   (``personal``, ``user_fact``, ``user_feedback``) target ``global``.
-- Identity is the importer's: the digest of each file's text within its scope. A file imported
-  before is ``already imported`` in the plan and queues nothing; a changed file is a new digest
-  and is imported again whole (the Writer's import guard keeps what the user said).
+- Identity is the importer's, per section within the file's source label and scope: a file
+  imported before and unchanged is ``unchanged`` in the plan and queues nothing; a changed file
+  sends only its new or edited sections (``N of M sections changed``; bytes and tokens are those
+  of what is sent); a section removed from the file is reported and never forgotten (the Writer's
+  import guard keeps what the user said either way).
 - ``needs_permission``: ``document_import`` is not in ``disclosure.allowedProvenance``. The
   caller asks once; ``grant`` records it through the typed config path (``configedit``).
 - ``run`` queues every new file's parts and runs one Writer loop for them (``importer.run_many``).
@@ -42,7 +44,12 @@ if TYPE_CHECKING:
 class FilePlan:
     found: memsources.Found
     plan: importplan.Plan
-    imported: bool   # every part of this exact text is already in the store
+    imported: bool   # nothing to send: no section changed, or every part of this text is queued already
+
+    @property
+    def status(self) -> str:
+        """``new``, ``unchanged`` or ``N of M sections changed`` (see ``importer`` identity)."""
+        return status(self.plan, self.imported)
 
     @property
     def kind_label(self) -> str:
@@ -103,7 +110,7 @@ def plan(home: str, source: str, workspace_path: str | None, user_home: str | No
             continue
         try:
             file_plan = importer.prepare_text(cfg, item.text, os.path.basename(item.path), item.scope, item.author,
-                                              item.label, item.kind)
+                                              item.label, item.kind, paths)
         except CmError as exc:
             result.skipped.append(memsources.Skipped(item.path, exc.code, exc.message))
             continue
@@ -115,6 +122,8 @@ def _imported(paths: DataPaths, file_plan: importplan.Plan) -> bool:
     from cmrunner.capture import observations
     from cmrunner.core import store
 
+    if file_plan.count == 0:  # no section changed since the source's last import
+        return True
     conn = store.open_existing(paths)
     if conn is None:
         return False
@@ -123,6 +132,21 @@ def _imported(paths: DataPaths, file_plan: importplan.Plan) -> bool:
                    for i in range(1, file_plan.count + 1))
     finally:
         conn.close()
+
+
+def status(file_plan: importplan.Plan, imported: bool) -> str:
+    """A plan's line for one file: ``new``, ``unchanged`` or ``N of M sections changed``, plus
+    what was removed from the file (``removed, not forgotten``)."""
+    delta = file_plan.delta
+    if delta is None:
+        return "unchanged" if imported else "new"
+    said = "unchanged" if not delta.changes else \
+        f"{delta.edited + delta.added} of {delta.total} section{'s' if delta.total != 1 else ''} changed"
+    if delta.resent:
+        said += f", {delta.resent} resent (their earlier part never reached memory)"
+    if delta.removed:
+        said += f", {len(delta.removed)} removed (not forgotten)"
+    return said
 
 
 def grant(home: str) -> None:

@@ -7,7 +7,8 @@ Contract:
   first, then the other sources present on this machine (``SOURCES``); planning queues and writes
   nothing. A source whose plan fails shows its code and message in place; the others still show.
 - The plan lists each file with its source label, kind, target scope, parts, bytes and estimated
-  tokens (``already imported`` when its exact text is in the store), every skipped file with its
+  tokens of what is sent (``new``, ``unchanged``, or ``N of M sections changed``: a changed file
+  sends only its changed sections, ``manage.importer``), every skipped file with its
   code and reason, and the total. When a file needs ``document_import`` disclosure the screen
   says so, and that choosing Import grants it (``memimport.grant``, recorded in config.json)
   before anything is queued; Skip grants nothing.
@@ -102,15 +103,15 @@ def plan_lines(found: Found, user_home: str) -> list[str]:
         lines.append(heading)
         for f in planned.files:
             p = f.plan
-            state = "already imported" if f.imported else \
-                f"{_count(p.count, 'part')}, {p.file_bytes:,} bytes, ~{p.tokens:,} tokens"
+            state = f.status if f.imported else \
+                f"{f.status}, {_count(p.count, 'part')}, {p.sent_bytes:,} of {p.file_bytes:,} bytes, ~{p.tokens:,} tokens"
             lines.append(f"  {f.found.label} [{f.kind_label}] → {p.scope}: {state}")
         for skip in planned.skipped:
             lines.append(f"  skipped {skip.code}: {_short(skip.path, user_home)} — {skip.reason}")
     tokens = sum(p.tokens for p in found.ok)
     lines.append("")
     lines.append(f"To import: {_count(found.new, 'file')}, about {tokens:,} tokens to process (estimate)."
-                 if found.new else "Nothing new to import: every file found is already imported or skipped.")
+                 if found.new else "Nothing new to import: every file found is unchanged since its import, or skipped.")
     if found.needs_permission:
         lines.append("Permission: document imports are off (disclosure.allowedProvenance lacks document_import). "
                      "Choosing Import grants it, saved in config.json; Skip leaves it off.")
@@ -127,7 +128,7 @@ def result_lines(planned: memimport.SourcePlan, reports: list[ImportReport]) -> 
         if failed:
             line += f" (run `cm retry {failed[0]['jobId']}`)"
         elif "quarantined" in states:
-            line += " (final for this content: change the file to import it again)"
+            line += " (final for this content: change the file and the sections you change are sent again)"
         lines.append(line)
     if reports and reports[0].note:
         lines.append(reports[0].note)
