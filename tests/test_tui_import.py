@@ -53,6 +53,11 @@ def _agents_memory(tmp: str) -> str:
     return user
 
 
+def _plan_shown(text: str) -> bool:
+    """The plan and the choices below it are on screen (a check made mid-layout sees only a part)."""
+    return "To import:" in text and "Skip: import nothing" in text
+
+
 def _allowed(home: str) -> bool:
     return "document_import" in config_mod.load(home).disclosure.allowed_provenance
 
@@ -79,11 +84,12 @@ def test_first_run_shows_the_plan_and_enter_imports_through_the_writer(home, tmp
         async def steps(pilot):
             await first_run(pilot, fake.base_url)  # Claude Code, Codex CLI and Gemini CLI, all found here
             await pilot.press("enter")
-            text = await wait_for(pilot, "To import:", timeout=60)
+            text = await wait_for(pilot, _plan_shown, timeout=60)
             seen["plan"] = text
             seen["allowed_before_enter"] = _allowed(home)
             await pilot.press("enter")  # the highlighted choice: Import
-            text = await wait_for(pilot, "Result:", timeout=120)
+            text = await wait_for(pilot, lambda t: "Result:" in t and "Enter continue" in t and "gemini:GEMINI.md →" in
+                                  t.split("Result:")[1], timeout=120)  # the last file's line: the whole result
             seen["result"] = text
             await pilot.press("enter")
             await wait_for(pilot, "Model & Configuration")
@@ -99,6 +105,7 @@ def test_first_run_shows_the_plan_and_enter_imports_through_the_writer(home, tmp
                  "claude:auto-memory/user-role [about the user] → global: new, 1 part,", "skipped INDEX_ONLY:",
                  "skipped NO_PROJECT:", "Codex CLI (chosen)", "codex:memory_summary [personal] → global: new, 1 part,",
                  "Gemini CLI (chosen)", "gemini:GEMINI.md [personal] → global: new, 1 part,",
+                 "may become: profile (facts about you, never instructions to an agent), preferences",
                  "To import: 4 files, about", "Permission: document imports are off",
                  "Import 4 files and allow document imports", "Skip: import nothing"):
         assert line in plan, (line, plan)
@@ -112,10 +119,10 @@ def test_first_run_shows_the_plan_and_enter_imports_through_the_writer(home, tmp
         assert f"{label} → global: processed" in result, (label, result)
     assert _allowed(home)
     assert posts  # the Memory Agent ran against the fake model
-    profile = open(DataPaths(config_mod.load(home).data_root).document("profile"), encoding="utf-8").read()
+    kept = open(DataPaths(config_mod.load(home).data_root).document("preferences"), encoding="utf-8").read()
     for fact in ("prefer Go over Java", "data engineer", "Rust CLI named ferrous", "British English"):
-        assert fact in profile, (fact, profile)
-    assert "Thursdays" not in profile  # a project memory without a registered project is skipped
+        assert fact in kept, (fact, kept)
+    assert "Thursdays" not in kept  # a project memory without a registered project is skipped
     assert "→ global: unchanged" in str(seen["again"])
 
 
@@ -128,7 +135,7 @@ def test_skip_imports_nothing_and_writes_nothing(home, tmp_path, monkeypatch):
         before = _tree(home)
 
         async def then(pilot):
-            text = await wait_for(pilot, "To import:", timeout=60)
+            text = await wait_for(pilot, _plan_shown, timeout=60)
             assert "codex:memory_summary [personal] → global" in text and "Skip: import nothing" in text
             await pilot.press("down", "enter")  # Skip
             await wait_for(pilot, "Model & Configuration")
@@ -152,8 +159,9 @@ def test_nothing_found_says_so_and_the_first_run_goes_on(home, tmp_path, monkeyp
         async def steps(pilot):
             await first_run(pilot, fake.base_url)
             await pilot.press("enter")
-            text = await wait_for(pilot, "Model & Configuration", timeout=60)
-            assert "Nothing to bring in: no memory files of Claude Code, Codex CLI or Gemini CLI were found" in text
+            text = await wait_for(pilot, "Nothing to bring in: no memory files of Claude Code, Codex CLI or Gemini CLI "
+                                         "were found", timeout=60)
+            assert "Model & Configuration" in text  # Home, with that line as its notice
             await open_action("import", lambda p: wait_for(p, "Nothing to bring in", timeout=60))(pilot)
             await pilot.press("enter")  # Continue
             await wait_for(pilot, "Model & Configuration")

@@ -8,7 +8,8 @@ Contract:
   nothing. A source whose plan fails shows its code and message in place; the others still show.
 - The plan lists each file with its source label, kind, target scope, parts, bytes and estimated
   tokens of what is sent (``new``, ``unchanged``, or ``N of M sections changed``: a changed file
-  sends only its changed sections, ``manage.importer``), every skipped file with its
+  sends only its changed sections, ``manage.importer``) and what it may become (the kind's
+  documents; lines read as instructions never reach the profile), every skipped file with its
   code and reason, and the total. When a file needs ``document_import`` disclosure the screen
   says so, and that choosing Import grants it (``memimport.grant``, recorded in config.json)
   before anything is queued; Skip grants nothing.
@@ -106,6 +107,11 @@ def plan_lines(found: Found, user_home: str) -> list[str]:
             state = f.status if f.imported else \
                 f"{f.status}, {_count(p.count, 'part')}, {p.sent_bytes:,} of {p.file_bytes:,} bytes, ~{p.tokens:,} tokens"
             lines.append(f"  {f.found.label} [{f.kind_label}] → {p.scope}: {state}")
+            if not f.imported:
+                instructions = f.instruction_lines
+                lines.append(f"    may become: {f.may_become}" + (
+                    f"; {_count(instructions, 'line')} read as instructions to an agent (never profile)"
+                    if instructions else ""))
         for skip in planned.skipped:
             lines.append(f"  skipped {skip.code}: {_short(skip.path, user_home)} — {skip.reason}")
     tokens = sum(p.tokens for p in found.ok)

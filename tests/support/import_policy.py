@@ -1,7 +1,8 @@
 """Fake-model Memory Agent policies for document imports. Stdlib only: they run inside the fake server.
 
 - ``keep_imported_parts`` (the setup wizard's import step): each current part of an imported file
-  becomes its own section of its scope's document (Profile for global), titled by the part's
+  becomes its own section of its scope's document (Preferences for global: every personal kind may
+  become a preference, while profile takes only facts about the user), titled by the part's
   evidence reference.
 - ``remember_facts`` (the per-section import tests): every ``FACT-<name>: <words>`` in a current
   source becomes a Profile section titled ``Fact <name>``, once.
@@ -17,7 +18,7 @@ FACT = re.compile(r"FACT-([A-Za-z0-9]+): ([A-Za-z0-9 ,.]+)")
 def keep_imported_parts(state: dict) -> object:
     current = [s for s in state["sources"] if not s["context_only"] and s["evidence_ref"] and s["text"].strip()]
     scope = (state["task"]["bundles"] or [{}])[0].get("scope", "global")
-    target = "profile" if scope == "global" else scope
+    target = "preferences" if scope == "global" else scope
     body = lambda text: "\n".join(("\\" + line) if line.lstrip().startswith("#") else line  # noqa: E731
                                   for line in text.strip().splitlines()) + "\n"
     ops = [{"op": "put_section", "target": target, "section": None, "title": f"Imported {s['evidence_ref'][3:]}",
