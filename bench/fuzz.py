@@ -9,7 +9,7 @@ turns for the Writer, not inbox rows; the health check is about the inboxes). Dr
 start run as they would. Then: a foreground ``cm session-drain``; a valid Pi session is admitted
 and ``cm flush`` runs against the loopback synthetic model ("poisoned-queue health": did it exit 0
 and commit that session?). Counted: inputs tried, tracebacks, INTERNAL_ERROR (and MCP
-"failed unexpectedly"), refused inputs that were admitted anyway, markers of refused inputs found
+"failed unexpectedly"), MCP lines that got no answer at all, refused inputs that were admitted anyway, markers of refused inputs found
 in the store's files, sessions a drain set aside as UNEXPECTED_FAILURE, the last drain failure.
 
 Usage: ``python bench/fuzz.py [--cm PATH] [--seed 22] [--hooks 2000] [--captures 1500] [--mcp 4000]
@@ -117,7 +117,7 @@ def _row(label: str, r: dict) -> str:
     healthy = f"{'yes' if health['committed'] else 'no'} (flush exit {health['flushExit']}" + (
         f": {health['flushLine'][0][:60]})" if health["flushLine"] else ")")
     return (f"| {label} | {r['total']} ({', '.join(f'{k} {v}' for k, v in r['cases'].items())}) | {r['tracebacks']} | "
-            f"{r['internal']} | {r['admittedBad']} / {r['markersInStore']} | {len(r['unexpectedIsolations'])} | "
+            f"{r['internal']} | {r.get('mcpUnanswered', '-')} | {r['admittedBad']} / {r['markersInStore']} | {len(r['unexpectedIsolations'])} | "
             f"{r['drainExit']} | {healthy} | {r['seconds']} s |")
 
 
@@ -144,9 +144,9 @@ def main() -> None:
         with open(RESULTS, "w", encoding="utf-8") as handle:
             json.dump(runs, handle, indent=2)
     if args.write:
-        lines = ["| code | inputs tried | tracebacks | INTERNAL_ERROR | refused input admitted / its marker in the store "
-                 "| sessions set aside as UNEXPECTED_FAILURE | final drain exit | valid session committed by the next "
-                 "`cm flush` | time |", "|---|---|---|---|---|---|---|---|---|"]
+        lines = ["| code | inputs tried | tracebacks | INTERNAL_ERROR | MCP lines unanswered | refused input admitted / its "
+                 "marker in the store | sessions set aside as UNEXPECTED_FAILURE | final drain exit | valid session "
+                 "committed by the next `cm flush` | time |", "|---|---|---|---|---|---|---|---|---|---|"]
         lines += [_row(label, r) for label, r in runs.items()]
         write_section("fuzz", f"Seed {args.seed}; {machine()}.\n\n" + "\n".join(lines))
 

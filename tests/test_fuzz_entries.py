@@ -2,7 +2,8 @@
 
 ``tests/support/hostile.py`` generates and runs the cases (real ``cm`` processes: ``hook codex``,
 ``hook work``, ``capture``, ``import``, and thousands of calls over one ``cm mcp`` stdio
-session). Asserted: no traceback, no INTERNAL_ERROR, no exit code but 0 or 1, nothing admitted
+session). Asserted: no traceback, no INTERNAL_ERROR, no exit code but 0 or 1, every MCP line
+answered (by its id, or with id null when the id cannot be read), nothing admitted
 from an input that must be refused (admission count and markers in the store's files), no
 session a drain had to set aside as UNEXPECTED_FAILURE (each would be a cm bug it met), a final
 drain that ends cleanly, and a valid Pi session admitted after the fuzz committed by the next
@@ -41,6 +42,7 @@ def test_hostile_input_on_every_entry_admits_nothing_wrong_and_stops_nothing(hom
     assert tally.tracebacks == []
     assert tally.internal == []
     assert tally.bad_exit == []
+    assert tally.unanswered == [], f"{len(tally.unanswered)} MCP lines got no answer: {tally.unanswered[:5]}"
     assert tally.admitted_bad == []
     assert markers and hostile.markers_in_store(home, markers) == []
     assert hostile.markers_in_store(mcp_home, markers) == []

@@ -9,10 +9,14 @@ say what was wrong. This module refuses them at the door, naming where they were
 Contract:
 - ``loads(text)`` parses one document with CPython's C scanner (the accelerator ``jsonfast`` uses;
   the ``json`` package is never imported, so the hook's import budget holds) and then ``check``s it.
+  ``scan(text)`` is that parse alone (only ``syntax`` and ``depth`` raised), for a caller that
+  must look at a document ``check`` refuses (``cm mcp`` reads the request id to answer it).
 - ``check(value)`` walks an already-parsed value without recursion and raises ``Rejected`` for the
   first of: a non-finite float (``number``), a duplicate key (``duplicate``, only detectable when
   ``loads`` parsed it), nesting deeper than ``MAX_DEPTH`` (``depth``), a NUL character
-  (``nul``), a lone surrogate in a string or key (``text``). A malformed document is ``syntax``.
+  (``nul``, unless ``allow_nul``: NUL is strict JSON, refused as text by policy, and an entry
+  may leave that to a later check that names the field), a lone surrogate in a string or key
+  (``text``). A malformed document is ``syntax``.
 - ``Rejected.field`` is where it was found as a dotted path of at most two keys (``payload.timestamp``),
   ``""`` for the document itself; keys that are not short ASCII identifiers are shown as ``?``, so a
   message built from it never carries user text.
@@ -116,6 +120,13 @@ def _package_scan(text: str) -> Any:  # pragma: no cover - not CPython
 
 def loads(text: str) -> Any:
     """Parse and ``check`` one JSON document (see module contract)."""
+    value = scan(text)
+    check(value)
+    return value
+
+
+def scan(text: str) -> Any:
+    """Parse one JSON document without ``check`` (see module contract)."""
     if text.startswith("\ufeff"):
         raise Rejected("syntax", "")
     try:
@@ -137,7 +148,6 @@ def loads(text: str) -> Any:
         raise Rejected("depth", "") from None
     except Exception:  # the scanner's errors (StopIteration, ValueError, SystemError): all malformed
         raise Rejected("syntax", "") from None
-    check(value)
     return value
 
 
@@ -147,8 +157,8 @@ def _label(key: object) -> str:
     return "?"
 
 
-def _bad_text(value: str) -> str | None:
-    if "\x00" in value:
+def _bad_text(value: str, allow_nul: bool = False) -> str | None:
+    if not allow_nul and "\x00" in value:
         return "nul"
     if not value.isascii():
         try:
@@ -158,13 +168,13 @@ def _bad_text(value: str) -> str | None:
     return None
 
 
-def check(value: Any) -> None:
+def check(value: Any, allow_nul: bool = False) -> None:
     """Walk ``value`` (iteratively) and raise ``Rejected`` for the first problem (module contract)."""
     stack: list[tuple[Any, int, str]] = [(value, 0, "")]
     while stack:
         item, depth, where = stack.pop()
         if isinstance(item, str):
-            problem = _bad_text(item)
+            problem = _bad_text(item, allow_nul)
             if problem:
                 raise Rejected(problem, where)
         elif isinstance(item, float):
@@ -178,7 +188,7 @@ def check(value: Any) -> None:
                 if key is DUPLICATE:
                     raise Rejected("duplicate", where)
                 if isinstance(key, str):
-                    problem = _bad_text(key)
+                    problem = _bad_text(key, allow_nul)
                     if problem:
                         raise Rejected(problem, where)
                 stack.append((child, depth + 1, path))

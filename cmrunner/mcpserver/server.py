@@ -21,8 +21,14 @@ Contract:
   (optionally with ``?provenance=true``), and
   the ``common-memory://memory/{contextId}`` template completes authorized context ids. No
   subscriptions, no prompts.
-- Shutdown: on stdin EOF the serve loop ends; on SIGTERM the shutdown work runs at once (the
-  SDK's stdin reader cannot be cancelled). Either way a writing profile then queues a flush and
+- The stdio wire is cm's own (``mcpserver.wire``), not the SDK's transport: every line is held to
+  strict JSON before the SDK parses it, and a line that is not strict JSON, not JSON-RPC, not
+  UTF-8 or over 1 MiB (``maxMessageBytes``) gets a JSON-RPC error (-32700 or -32600, cm's code and
+  field in ``error.data``, the request's id when it can be read safely) while serving goes on.
+  A duplicate key is refused there, never resolved to its last value. While serving, fd 0 reads
+  ``/dev/null`` and fd 1 goes to stderr, so a stray print or a child cannot corrupt the wire.
+- Shutdown: on stdin EOF the serve loop ends; on SIGTERM the shutdown work runs at once, without
+  waiting for in-flight calls or the host. Either way a writing profile then queues a flush and
   reserves a drain (``mcp_items.shutdown``) and the process exits 0. Logs go to stderr; stdout
   carries MCP only.
 """
@@ -49,7 +55,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from cmrunner.capture import waiting
 from cmrunner.core import drainfailures, poison, scopes, store, strictjson
 from cmrunner.core.errors import CmError
-from cmrunner.mcpserver import access as mcp_access
+from cmrunner.mcpserver import access as mcp_access, wire
 from cmrunner.mcpserver.access import Access, Binding, ToolFailure
 from cmrunner.reading import consumer
 
@@ -403,15 +409,19 @@ def serve(binding: Binding) -> None:
                 with anyio.open_signal_receiver(signal.SIGTERM) as signals:
                     async for _signal in signals:
                         sys.stderr.write("cm mcp: SIGTERM received, shutting down\n")
-                        # The SDK's stdin reader sits in a worker thread that cancellation cannot
-                        # interrupt, so the loop would not unwind until the host closes stdin: do the
-                        # shutdown work now (it waits for an in-flight admission's transaction) and exit.
+                        # Unwinding the serve loop would wait for in-flight calls and the host: do
+                        # the shutdown work now (it waits for an in-flight admission's transaction)
+                        # and exit.
                         await anyio.to_thread.run_sync(_queue_shutdown_work, binding)
                         sys.stderr.flush()
                         os._exit(0)
 
             group.start_soon(on_sigterm)
-            await server.run_stdio_async()
+            # cm's own stdio transport in place of ``run_stdio_async`` (which pairs the SDK's
+            # transport with this same call): the SDK offers no public handle on its server loop.
+            lowlevel = server._lowlevel_server
+            async with wire.strict_stdio() as (read_stream, write_stream):
+                await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
             group.cancel_scope.cancel()
 
     anyio.run(main)

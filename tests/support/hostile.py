@@ -11,7 +11,8 @@ valid SessionStart, transcripts that grow hostile lines too), ``cm capture`` (Pi
 paths (``/proc/self/mem``, a FIFO, a directory).
 
 Oracles, per case: no traceback, exit 0 or 1 only, no ``INTERNAL_ERROR`` (for MCP: no
-"failed unexpectedly" line and every request answered); a case marked ``reject`` (its input is
+"failed unexpectedly" line, and every line answered once: by its id, or with id null when its
+id cannot be read); a case marked ``reject`` (its input is
 not strict JSON, or is refused by design) must exit 1 and admit nothing: the count of
 ``admitted_events`` does not move, and its marker (``fz-reject-…``) never reaches the store's
 files. ``Tally`` counts all of it, the refusals by code, and ``UNEXPECTED_FAILURE`` isolations
@@ -118,6 +119,7 @@ class Tally:
         self.internal: list[str] = []
         self.admitted_bad: list[str] = []  # a reject case that exited 0 or moved admitted_events
         self.bad_exit: list[str] = []
+        self.unanswered: list[str] = []  # MCP lines that got no answer at all
         self.seconds = 0.0
 
     @property
@@ -125,11 +127,12 @@ class Tally:
         return sum(self.cases.values())
 
     def problems(self) -> list[str]:
-        return self.tracebacks + self.internal + self.admitted_bad + self.bad_exit
+        return self.tracebacks + self.internal + self.admitted_bad + self.bad_exit + self.unanswered
 
     def as_dict(self) -> dict:
         return {"cases": dict(self.cases), "total": self.total, "tracebacks": len(self.tracebacks),
                 "internal": len(self.internal), "admittedBad": len(self.admitted_bad), "badExit": len(self.bad_exit),
+                "mcpUnanswered": len(self.unanswered),
                 "codes": dict(self.codes.most_common()), "seconds": round(self.seconds, 1)}
 
 
@@ -384,32 +387,60 @@ def mcp_cases(rng: random.Random, paths: Paths, count: int) -> list[Case]:
         reject, marker, what = _mutate(rng, args, paths, list(TOOLS[tool]),
                                        {"memory_submit_user_turn": "text", "memory_init": "understanding"}.get(tool))
         call = {"jsonrpc": "2.0", "id": n + 10, "method": "tools/call", "params": {"name": tool, "arguments": args}}
-        doc = encode(call)
-        if rng.random() < 0.05:  # a broken line: the SDK answers (or not) but must not die
+        doc = encode(call).encode()
+        roll = rng.random()
+        if roll < 0.05:  # a broken line
             doc = doc[: rng.randrange(1, len(doc))]
-            reject = True
-        out.append(Case("mcp", doc.encode(), reject, marker, f"{tool} {what}"))
+            reject, what = True, what + " (truncated)"
+        elif roll < 0.12:  # a broken envelope
+            name, doc = rng.choice(_envelopes(n + 10, tool, encode(args)))
+            reject, what = True, what + f" ({name})"
+        out.append(Case("mcp", doc, reject, marker, f"{tool} {what}"))
     return out
 
 
-def _well_formed(line: bytes) -> bool:
-    """Whether a request line is one JSON-RPC request the server must answer."""
-    try:
-        return isinstance(json.loads(line), dict)
-    except (ValueError, RecursionError):
-        return False
+def _envelopes(request_id: int, tool: str, args: str) -> list[tuple[str, bytes]]:
+    """A ``tools/call`` line whose JSON-RPC envelope is wrong: each must still get an answer."""
+    params = f'{{"name":"{tool}","arguments":{args}}}'
+    head = f'{{"jsonrpc":"2.0","id":{request_id},"method":"tools/call"'
+    return [
+        ("jsonrpc 1.0", f'{{"jsonrpc":"1.0","id":{request_id},"method":"tools/call","params":{params}}}'.encode()),
+        ("id true", f'{{"jsonrpc":"2.0","id":true,"method":"tools/call","params":{params}}}'.encode()),
+        ("id null", f'{{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{params}}}'.encode()),
+        ("id 1.5", f'{{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{params}}}'.encode()),
+        ("id repeated", f'{{"jsonrpc":"2.0","id":{request_id},"id":1,"method":"tools/call","params":{params}}}'.encode()),
+        ("method 5", f'{{"jsonrpc":"2.0","id":{request_id},"method":5,"params":{params}}}'.encode()),
+        ("params a list", (head + f',"params":[{params}]}}').encode()),
+        ("a batch", f"[{head},\"params\":{params}}}]".encode()),
+        ("NaN in params", (head + f',"params":{{"name":"{tool}","arguments":{args},"_meta":NaN}}}}').encode()),
+        ("not UTF-8", (head + f',"params":{params}}}').encode().replace(b'"tools/call"', b'"tools/\xffcall"')),
+        ("a notification with Infinity", f'{{"jsonrpc":"2.0","method":"notifications/progress","params":'
+                                         f'{{"progressToken":{request_id},"progress":Infinity}}}}'.encode()),
+        ("JSON, not an object", b"[]"),
+        ("over 1 MiB", (head + ',"params":{"name":"' + tool + '","arguments":{"text":"' + "x" * (1 << 20)
+                        + '"}}}').encode()) if request_id % 5 == 0 else ("empty object", b"{}"),
+    ]
+
+
+def _rpc_code(answer: dict) -> str:
+    error = answer["error"] if isinstance(answer.get("error"), dict) else {}
+    data = error.get("data")
+    return f"jsonrpc {error.get('code')} {data.get('code') if isinstance(data, dict) else '-'}"
 
 
 def run_mcp_cases(cm: str, env: dict[str, str], cases: list[Case], tally: Tally) -> None:
-    """Every case over one ``cm mcp`` stdio session; answers are matched by id."""
+    """Every case over one ``cm mcp`` stdio session. Each line must get exactly one answer: by its
+    id, or with id null when the id cannot be read (a broken line); a line without one is counted
+    in ``tally.unanswered``."""
     argv = [cm, "mcp", "--client-id", "fuzz", "--capability", "relay", "--capability", "init", "--capability", "read",
             "--global", "--accept-client-reported-user-turns"]
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "0"}}}
-    lines = [json.dumps(init), json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})]
-    lines += [case.payload.decode("utf-8", "surrogatepass") for case in cases]
-    data = ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass")
+    lines = [json.dumps(init).encode(), json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode()]
+    lines += [case.payload for case in cases]
+    data = b"\n".join(lines) + b"\n"
     answers: dict[int, dict] = {}
+    unmatched: list[dict] = []  # answers with id null
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     errors: list[bytes] = []
@@ -417,12 +448,11 @@ def run_mcp_cases(cm: str, env: dict[str, str], cases: list[Case], tally: Tally)
     reader.start()
     writer = threading.Thread(target=proc.stdin.write, args=(data,), daemon=True)
     writer.start()
-    # Answers come concurrently and stdin's end would stop the server: wait for every request
-    # that has an id to be answered (or for the server to fall silent), then close stdin.
-    wanted = {1} | {n + 10 for n, case in enumerate(cases) if _well_formed(case.payload)}
+    # Answers come concurrently and stdin's end would stop the server: wait for an answer to every
+    # line (or for the server to fall silent), then close stdin.
     stdout_lines: queue.Queue[bytes] = queue.Queue()
     threading.Thread(target=lambda: [stdout_lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
-    while wanted - set(answers):
+    while len(answers) + len(unmatched) < len(cases) + 1:
         try:
             line = stdout_lines.get(timeout=15)
         except queue.Empty:
@@ -432,7 +462,13 @@ def run_mcp_cases(cm: str, env: dict[str, str], cases: list[Case], tally: Tally)
         except ValueError:
             tally.bad_exit.append("mcp: a non-JSON line on stdout")
             continue
-        if isinstance(message, dict) and isinstance(message.get("id"), int):
+        if not isinstance(message, dict):
+            tally.bad_exit.append("mcp: a line on stdout that is no JSON-RPC message")
+        elif message.get("id") is None and "error" in message:
+            unmatched.append(message)
+        elif isinstance(message.get("id"), int):
+            if message["id"] in answers:
+                tally.bad_exit.append(f"mcp: two answers for id {message['id']}")
             answers[message["id"]] = message
     writer.join(timeout=60)
     proc.stdin.close()
@@ -444,20 +480,19 @@ def run_mcp_cases(cm: str, env: dict[str, str], cases: list[Case], tally: Tally)
         tally.tracebacks.append("mcp: traceback on stderr")
     if proc.returncode != 0:
         tally.bad_exit.append(f"mcp: exit {proc.returncode}")
+    for answer in unmatched:
+        tally.codes[_rpc_code(answer)] += 1
+    missing = [case for n, case in enumerate(cases) if n + 10 not in answers]
+    # An answer with id null is one line's (which cannot be known); the rest had none.
+    tally.unanswered += [f"mcp {case.what}: no answer" for case in missing[len(unmatched):]]
     for n, case in enumerate(cases):
         tally.cases["mcp"] += 1
         answer = answers.get(n + 10)
         if answer is None:
-            # The SDK drops a line its own parser refuses (NaN, a lone surrogate) without an
-            # answer; a well-formed request cm was to judge must be answered.
-            if n + 10 in wanted and not case.reject:
-                tally.bad_exit.append(f"mcp {case.what}: no answer")
-            else:
-                tally.codes["unanswered (the MCP SDK refused the line)"] += 1
             continue
         result = answer.get("result") or {}
         if "error" in answer:
-            tally.codes[f"jsonrpc {answer['error'].get('code')}"] += 1
+            tally.codes[_rpc_code(answer)] += 1
         elif result.get("isError"):
             code = (result.get("structuredContent") or {}).get("code", "?")
             tally.codes[code] += 1
