@@ -249,6 +249,11 @@ def test_rows_queued_before_m013_are_counted_after_the_upgrade(home, monkeypatch
                              " VALUES ('s', ?, ?, '', ?, 'global', 0)",
                              (f"e{n}", name, json.dumps({"event": name, "payload": payload}) if payload else
                               '{"event":"message_end","payload":{"role":"user","text":"hi","timestamp":Infinity}}'))
+            # Codex: a prompt blocked before the upgrade (its turn settled undelivered), and one still live.
+            conn.execute("INSERT INTO sessions(id, client, host_instance, thread, created_at) VALUES ('c', 'codex', 'h', 'c', 0)")
+            conn.execute("INSERT INTO session_turns(session_id, turn_id, state) VALUES ('c', 't1', 'settled'), ('c', 't2', 'open')")
+            conn.execute("INSERT INTO codex_candidates(session_id, turn_id, digest, text, scope, created_at)"
+                         " VALUES ('c', 't1', 'd1', 'BLOCKME', 'global', 0), ('c', 't2', 'd2', 'live', 'global', 0)")
             for name, body in (("prompt", {"text": "We use Nomad."}), ("prompt", {"text": None, "command": True}),
                                ("stop", {"text": "Done."})):
                 conn.execute("INSERT INTO hook_inbox(session_id, event, body, scope, received_at)"
@@ -256,7 +261,9 @@ def test_rows_queued_before_m013_are_counted_after_the_upgrade(home, monkeypatch
         conn.close()
     conn = store.open_store(paths)
     try:
-        assert waiting_mod.turns(conn, "global") == 2
+        assert waiting_mod.turns(conn, "global") == 3  # one Pi delivery, one Claude prompt, the live Codex prompt
         assert waiting_mod.turns(conn, "project:other") == 0
+        assert conn.execute("SELECT turn_id, text FROM codex_candidates ORDER BY turn_id").fetchall() == [
+            ("t1", None), ("t2", "live")]
     finally:
         conn.close()

@@ -418,10 +418,17 @@ def m013_waiting_turns(conn: sqlite3.Connection) -> None:
     known when they are admitted, so a flag column says so (no JSON is parsed to count, and the
     inboxes' indexes cover their count); rows queued before this migration are flagged from their
     bodies once, here (a body that is not valid JSON, which the drain will set aside anyway, is
-    left unflagged rather than failing the upgrade). The candidates' index leaves out ``text`` (a prompt's words do not belong
+    left unflagged rather than failing the upgrade). A prompt whose turn already ended, or whose
+    session did, without its delivery (another hook blocked it) can never be delivered: its text is
+    cleared as the consumer now does (``capture.codex_consumer``), so it does not read as waiting
+    forever. The candidates' index leaves out ``text`` (a prompt's words do not belong
     in an index), so their count reads one row per prompt still waiting."""
     _run_script(conn, """
         CREATE INDEX codex_candidates_waiting_scope ON codex_candidates(scope) WHERE text IS NOT NULL;
+        UPDATE codex_candidates SET text = NULL WHERE text IS NOT NULL AND (
+            EXISTS (SELECT 1 FROM sessions s WHERE s.id = codex_candidates.session_id AND s.closing = 1)
+            OR EXISTS (SELECT 1 FROM session_turns t WHERE t.session_id = codex_candidates.session_id
+                       AND t.turn_id = codex_candidates.turn_id AND t.state != 'open'));
         ALTER TABLE pi_inbox ADD COLUMN user_turn INTEGER NOT NULL DEFAULT 0;
         UPDATE pi_inbox SET user_turn = 1 WHERE event = 'message_end' AND CASE WHEN json_valid(body)
             THEN json_extract(body, '$.payload.role') = 'user' AND trim(json_extract(body, '$.payload.text')) != ''
