@@ -74,7 +74,7 @@ def plan_sources(home: str, chosen: list[str], user_home: str) -> Found:
     order = sorted(SOURCES, key=lambda s: s[1] not in chosen)
     plans: list[tuple[str, str, memimport.SourcePlan | CmError]] = []
     for source, agent, title in order:
-        heading = f"{title}" + (" (chosen)" if agent in chosen else " (found on this machine)")
+        heading = title + (" (chosen)" if agent in chosen else " (found on this machine)")
         try:
             plans.append((source, heading, memimport.plan(home, source, None, user_home)))
         except CmError as exc:
