@@ -12,7 +12,7 @@ import json
 import os
 
 import pytest
-from tui_support import configure_model, drive, first_run, open_action, temp_hosts, wait_for
+from tui_support import KEY, configure_model, drive, first_run, open_action, temp_hosts, wait_for
 
 from cmrunner.core import config as config_mod
 from cmrunner.core.home import DataPaths
@@ -171,3 +171,26 @@ def test_nothing_found_says_so_and_the_first_run_goes_on(home, tmp_path, monkeyp
     assert setupstate.stage(home) is None
     assert not _allowed(home)
     assert json.load(open(os.path.join(home, "integrations.json")))
+
+
+def test_a_failed_import_shows_each_files_code_and_what_to_do(home, tmp_path, monkeypatch):
+    user = _agents_memory(str(tmp_path))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codexhome"))
+    with fakemodel.running(str(tmp_path / "fake"), {"replies": [], "default": {"error": {"status": 401}}}) as fake:
+        configure_model(home, fake.base_url)
+        setupstate.finish(home)
+
+        async def then(pilot):
+            await wait_for(pilot, _plan_shown, timeout=60)
+            await pilot.press("enter")
+            text = await wait_for(pilot, lambda t: "Result:" in t and "Enter continue" in t and "gemini:GEMINI.md →" in
+                                  t.split("Result:")[1], timeout=120)
+            result = text.split("Result:")[1]
+            for label in ("claude:CLAUDE.md", "codex:memory_summary", "gemini:GEMINI.md"):
+                assert f"{label} → global: dead (AUTHENTICATION; see `cm status`, then `cm retry " in result, result
+            assert KEY not in text and "Lisbon" not in text and "ferrous." not in text
+            await pilot.press("enter")
+            await wait_for(pilot, "Model & Configuration")
+
+        drive(CmApp(home, discover=temp_hosts(str(tmp_path)), user_home=user), open_action("import", then))
+    assert _allowed(home)  # the user chose Import: the grant stays, the parts wait for `cm retry`

@@ -132,7 +132,8 @@ def result_lines(planned: memimport.SourcePlan, reports: list[ImportReport]) -> 
         line = f"{f.found.label} → {report.scope}: {', '.join(states)}"
         failed = [part for part in report.parts if part["state"] == "dead"]
         if failed:
-            line += f" (run `cm retry {failed[0]['jobId']}`)"
+            issue = failed[0]["issue"]
+            line += f" ({issue + '; ' if issue else ''}see `cm status`, then `cm retry {failed[0]['jobId']}`)"
         elif "quarantined" in states:
             line += " (final for this content: change the file and the sections you change are sent again)"
         lines.append(line)
