@@ -6,7 +6,10 @@ Contract:
   reporting each job outcome through ``progress``. It never bypasses a backoff or a live lease:
   short waits (≤ ``WAIT_BOUND_MS``) are waited through, longer ones end the flush incomplete.
 - While another live drain holds the lease, the flush does not compete: it follows that drain
-  until the lease is free and reports the same end state.
+  until the lease is free, then runs its own forced pass over what that drain left (a drain
+  started before the request, or before a model was configured, may leave inbox rows, pending
+  turns or below-threshold imports it would not take); a drain that wins the lease first is
+  followed again, at most ``MAX_FOLLOWS`` times.
 - ``FlushReport.complete`` is true only if nothing failed or was quarantined in this run and no
   observation is left pending, claimed, buffered or dead, and no job waits; the CLI exits 1
   otherwise (the specification's rule). Turns of live sessions that are not sealed yet (fewer
@@ -35,6 +38,7 @@ from cmrunner.writer_proc.writer import Outcome
 
 WAIT_BOUND_MS = 10_000
 FOLLOW_POLL_SECONDS = 0.1
+MAX_FOLLOWS = 5  # drains that win the lease before the flush's own pass; each one ran to idle
 
 
 class FlushReport:
@@ -69,6 +73,11 @@ def _remaining(conn: sqlite3.Connection) -> tuple[dict[str, int], int]:
     return counts, turns
 
 
+def _follow(conn: sqlite3.Connection) -> None:
+    while drainlease.live_holder(conn) is not None:
+        time.sleep(FOLLOW_POLL_SECONDS)
+
+
 def flush(paths: DataPaths, cfg: config_mod.Config, progress: Callable[[Outcome], None]) -> FlushReport:
     conn = store.open_store(paths)
     try:
@@ -78,36 +87,20 @@ def flush(paths: DataPaths, cfg: config_mod.Config, progress: Callable[[Outcome]
         followed = holder is not None
         outcomes: list[Outcome] = []
         if followed:
-            while drainlease.live_holder(conn) is not None:
-                time.sleep(FOLLOW_POLL_SECONDS)
-        else:
-            if drain.agent_port(cfg) is None and jobs.has_pending(conn):
-                raise CmError("UNCONFIGURED", "no model is configured, so nothing can be processed; run `cm config init` with --base-url and --model")
+            _follow(conn)
 
-            made: list = []
+        def record(outcome: Outcome) -> None:
+            outcomes.append(outcome)
+            progress(outcome)
 
-            def record(outcome: Outcome) -> None:
-                outcomes.append(outcome)
-                progress(outcome)
-
-            def make_work() -> list:
-                made.extend(drain.consumers(paths, cfg, force=True))
-                for consumer in made:
-                    if isinstance(consumer, drain.WriterConsumer):
-                        consumer.on_outcome = record
-                return made
-
-            try:
-                ended = drain.run(paths, make_work, lambda: False, linger_ms=0, wait_bound_ms=WAIT_BOUND_MS,
-                                  process="flush")
-            finally:
-                for consumer in made:
-                    if isinstance(consumer, drain.WriterConsumer):
-                        consumer.writer.close()
-            if ended == "busy":  # a drain started between our check and our claim: follow it instead
-                followed = True
-                while drainlease.live_holder(conn) is not None:
-                    time.sleep(FOLLOW_POLL_SECONDS)
+        # The drain this flush followed may have started before the request (or before a model was
+        # configured) and ended with work it would not do, so the flush then runs its own pass. A
+        # drain that takes the lease first is followed again, a bounded number of times.
+        for _ in range(MAX_FOLLOWS):
+            if _own_pass(paths, cfg, conn, record) != "busy":
+                break
+            followed = True
+            _follow(conn)
         now = int(time.time() * 1000)
         waiting = jobs.next_due(conn, now) is not None
         remaining, open_turns = _remaining(conn)
@@ -117,3 +110,26 @@ def flush(paths: DataPaths, cfg: config_mod.Config, progress: Callable[[Outcome]
         return report
     finally:
         conn.close()
+
+
+def _own_pass(paths: DataPaths, cfg: config_mod.Config, conn: sqlite3.Connection,
+              record: Callable[[Outcome], None]) -> str:
+    """The drain's loop under this process's lease, forced; ``busy`` if another drain holds it."""
+    if drain.agent_port(cfg) is None and jobs.has_pending(conn):
+        raise CmError("UNCONFIGURED", "no model is configured, so nothing can be processed; run `cm config init` with --base-url and --model")
+    made: list = []
+
+    def make_work() -> list:
+        made.extend(drain.consumers(paths, cfg, force=True))
+        for consumer in made:
+            if isinstance(consumer, drain.WriterConsumer):
+                consumer.on_outcome = record
+        return made
+
+    try:
+        return drain.run(paths, make_work, lambda: False, linger_ms=0, wait_bound_ms=WAIT_BOUND_MS,
+                         process="flush")
+    finally:
+        for consumer in made:
+            if isinstance(consumer, drain.WriterConsumer):
+                consumer.writer.close()
