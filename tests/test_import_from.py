@@ -107,6 +107,25 @@ def test_claude_plan_kinds_scopes_and_skip_codes(home, tmp_path):
     assert "document_import" not in config_mod.load(home).disclosure.allowed_provenance
 
 
+def test_claude_project_memory_finds_its_registered_project_without_workspace(home, tmp_path):
+    _setup(home)
+    paths = _paths(home)
+    project = register(paths, str(tmp_path / "app"), "App")
+    allow(home, project.scope)
+    user = str(tmp_path / "user")
+    _claude_fixture(user, project.path)
+    # A sibling whose folded name starts with the project's: never matched by prefix.
+    sibling = os.path.join(user, ".claude", "projects", memsources.claude_project_dir(project.path + "-old"), "memory")
+    _write(os.path.join(sibling, "project_old.md"),
+           "---\nname: old-deploy\ntype: project\n---\nThe old app deployed on Mondays.\n")
+    proc = run_cm(["import", "--from", "claude", "--dry-run"], env=hook_env(HOME=user))
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, proc.stderr
+    assert f"  claude:auto-memory/deploy [project fact] -> {project.scope}" in out
+    assert "claude:auto-memory/old-deploy" not in out
+    assert any(line.startswith("  skipped NO_PROJECT: ") and "project_old.md" in line for line in out.splitlines()), out
+
+
 def test_confirmation_grants_permission_then_imports_once(home, tmp_path):
     _setup(home)
     paths = _paths(home)

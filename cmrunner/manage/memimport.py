@@ -99,7 +99,7 @@ def plan(home: str, source: str, workspace_path: str | None, user_home: str | No
     if workspace_path is not None:
         found_project = workspace.resolve(paths, workspace_path)
         project = (found_project.path, found_project.scope)
-    registered = projects.load(paths) if source == "gemini" else []
+    registered = projects.load(paths) if source in ("claude", "gemini") else []
     found, skipped = memsources.discover(source, user_home or os.path.expanduser("~"), project, registered)
     result = SourcePlan(source, cfg, paths, skipped=list(skipped))
     for item in found:

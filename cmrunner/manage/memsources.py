@@ -17,8 +17,10 @@ Contract (``../shared/hosts-more.md`` §4; ``cm import --from``):
   (``gemini_project_root``); never ``memory/.inbox/`` or ``memory/skills/``, auto-memory drafts
   the user has not approved) and ``project`` (a registered project's ``AGENTS.md``, ``CLAUDE.md``,
   ``GEMINI.md``, ``.cursor/rules/**/*.mdc`` that always apply or have globs,
-  ``.github/copilot-instructions.md``). With ``project`` (``--workspace``) given, auto memory and
-  Gemini's project notes are that project's only.
+  ``.github/copilot-instructions.md``). Claude's project memory directory belongs to the
+  registered project whose root it names exactly (``claude_project_dir``; a prefix never
+  matches, the name folds ``/`` and ``-`` alike). With ``project`` (``--workspace``) given, auto
+  memory and Gemini's project notes are that project's only.
 - Kinds are the ids of ``cmrunner.core.importkinds`` (which also says what each may become):
   ``personal`` (the user's ``CLAUDE.md``, Codex memories, ``~/.gemini/GEMINI.md``, the auto
   memory index; global scope), auto memory topic files by their front matter ``type``
@@ -171,7 +173,7 @@ def discover(source: str, user_home: str, project: tuple[str, str] | None,
     which Gemini's per-project memory is matched (see module contract)."""
     walk = _Walk()
     if source == "claude":
-        _claude(walk, user_home, project)
+        _claude(walk, user_home, project, registered)
     elif source == "codex":
         codex_home = os.environ.get("CODEX_HOME") or os.path.join(user_home, ".codex")
         for name, label in (("memory_summary.md", "codex:memory_summary"), ("MEMORY.md", "codex:MEMORY")):
@@ -187,7 +189,8 @@ def discover(source: str, user_home: str, project: tuple[str, str] | None,
     return walk.found, walk.skipped
 
 
-def _claude(walk: _Walk, user_home: str, project: tuple[str, str] | None) -> None:
+def _claude(walk: _Walk, user_home: str, project: tuple[str, str] | None,
+            registered: Sequence[projects.Project]) -> None:
     claude = os.path.join(user_home, ".claude")
     walk.add(os.path.join(claude, "CLAUDE.md"), claude, "claude:CLAUDE.md", "personal", "global", "user")
     if project is not None:
@@ -198,7 +201,12 @@ def _claude(walk: _Walk, user_home: str, project: tuple[str, str] | None) -> Non
         dirs = sorted(os.listdir(base))
     except OSError:
         return
+    # Only an exact name is a match: the name folds every '/' and '-' alike, so a prefix could put
+    # one project's notes into another's scope (``/src/app`` and ``/src/app-old``).
+    owners = {claude_project_dir(p.path): p.scope for p in registered}
     wanted = claude_project_dir(project[0]) if project is not None else None
+    if project is not None:
+        owners[claude_project_dir(project[0])] = project[1]
     for name in dirs:
         if wanted is not None and name != wanted:
             continue
@@ -207,7 +215,7 @@ def _claude(walk: _Walk, user_home: str, project: tuple[str, str] | None) -> Non
             files = sorted(f for f in os.listdir(memory) if f.endswith(".md"))
         except OSError:
             continue
-        project_scope = project[1] if project is not None else None
+        project_scope = owners.get(name)
         topics = [f for f in files if f != "MEMORY.md"]
         if "MEMORY.md" in files:
             if topics:
@@ -228,7 +236,8 @@ def _claude(walk: _Walk, user_home: str, project: tuple[str, str] | None) -> Non
             if importkinds.PROJECT not in importkinds.may_become(kind):
                 walk.found.append(Found(path, text, label[:importer.LABEL_LIMIT], kind, "global", "agent"))
             elif project_scope is None:
-                walk.skip(path, "NO_PROJECT", f"a {kind_of} memory of a project; pass --workspace <its registered path>")
+                walk.skip(path, "NO_PROJECT", f"a {kind_of} memory of a project cm has not registered; "
+                                             "`cm project register <its path> <name>`, then import again")
             else:
                 walk.found.append(Found(path, text, label[:importer.LABEL_LIMIT], kind, project_scope,
                                         "agent"))
