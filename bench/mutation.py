@@ -318,6 +318,7 @@ def main() -> None:
     parser.add_argument("--installed", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.module = args.module or ["writer_proc/jobs.py"]
+    args.venv = os.path.abspath(args.venv)
     if args.run_mutant:
         raise SystemExit(run_mutant(args))
     args.tests = sorted({path for pattern in args.tests.split() for path in glob.glob(pattern, root_dir=ROOT)})
