@@ -115,11 +115,16 @@ def build_map(src: str, venv: str, modules: dict[str, str], tests: list[str], de
         handle.write(f"[run]\nparallel = true\npatch = subprocess\ndata_file = {data_file}\n"
                      f"include =\n" + "".join(f"    {path}\n" for path in modules.values()))
     python = os.path.join(venv, "bin", "python")
-    command = [python, "-m", "coverage", "run", f"--rcfile={rc}", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+    # The pytest script, not ``-m pytest``: ``-m`` would put the source tree's ``cmrunner/`` (no
+    # ``writer_proc`` inside) ahead of the installed package on ``sys.path``.
+    command = [python, "-m", "coverage", "run", f"--rcfile={rc}", os.path.join(venv, "bin", "pytest"), "-q",
+               "-p", "no:cacheprovider",
                "-p", "_mutation_cov", *tests] + (["-k", "not " + deselect] if deselect else [])
     env = dict(os.environ, PYTHONPATH=os.path.join(src, "bench"), CM_MUTATION_TIMES=times)
     started = time.monotonic()
-    subprocess.run(command, cwd=src, env=env)
+    code = subprocess.run(command, cwd=src, env=env).returncode
+    if code not in (0, 1) or not os.path.exists(times):
+        raise SystemExit(f"the coverage run did not run the tests (pytest exit {code}): no map")
     seconds = time.monotonic() - started
     subprocess.run([python, "-m", "coverage", "combine", f"--rcfile={rc}", "-q"], cwd=src, env=env, check=True)
     sys.path.insert(0, os.path.join(venv, "lib", f"python{sys.version_info.major}.{sys.version_info.minor}",
