@@ -205,8 +205,9 @@ def _sample(session: str, source: str, size: int, seed: int, only: set[tuple[str
     skip = _annotation_only_lines(source)
     conn = sqlite3.connect(session)
     try:
+        # Ordered by what the mutant is, not by its random job id, so a seed draws the same mutants.
         specs = conn.execute("SELECT job_id, operator_name, occurrence, start_pos_row FROM mutation_specs"
-                             " ORDER BY job_id").fetchall()
+                             " ORDER BY operator_name, occurrence").fetchall()
         pool = [job for job, op, _occ, row in specs if not (op.startswith(BIT_OR) and row in skip)]
         if only is not None:
             keep = {job for job, op, occ, _row in specs if (op, occ) in only}
