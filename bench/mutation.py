@@ -299,6 +299,15 @@ def report(results: list[dict], args: argparse.Namespace, cosmic: str) -> str:
     return "\n".join(lines)
 
 
+def coverage_summary(mapping: dict, module: str) -> str:
+    """Which test files (and how many of their tests) execute ``module``, and its lines no test runs."""
+    nodes = set().union(*mapping["lines"][module].values()) if mapping["lines"][module] else set()
+    files = collections.Counter(node.split("::")[0] for node in nodes)
+    seconds = sum(mapping["durations"].get(node, 0.0) for node in nodes)
+    return (f"`{module}`: {len(nodes)} tests in {len(files)} files ({seconds:.0f} s in the map run): "
+            + ", ".join(f"{path.removeprefix('tests/')} ({count})" for path, count in sorted(files.items())))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      epilog="Method and options: see the module docstring (bench/mutation.py).")
@@ -311,6 +320,7 @@ def main() -> None:
                         help="per mutant: the tests executing a changed line (default), or all --tests")
     parser.add_argument("--map", help="coverage map file (JSON): read if it exists, else built and kept")
     parser.add_argument("--remap", default="", help="test files whose map entries are rebuilt (after adding tests)")
+    parser.add_argument("--map-only", action="store_true", help="build the map, print which tests execute each module, stop")
     parser.add_argument("--sample", type=int, default=60, help="mutants per module (0 = all)")
     parser.add_argument("--seed", type=int, default=28)
     parser.add_argument("--survivors-of", help="a --results file: rerun only its survivors")
@@ -365,6 +375,10 @@ def main() -> None:
                 raise SystemExit(f"the map has no entry for {missing}: rebuild it with these modules")
             print(f"map: {len(mapping['durations'])} tests, {len(mapping['failed'])} failing and left out"
                   f"{': ' + ', '.join(mapping['failed']) if mapping['failed'] else ''}", flush=True)
+            if args.map_only:
+                for module in args.module:
+                    print(coverage_summary(mapping, module))
+                return
         else:
             deselect = ["-k", "not " + args.deselect] if args.deselect else []
             if subprocess.run([os.path.join(args.venv, "bin", "pytest"), "-x", "-q", "-p", "no:cacheprovider",
