@@ -120,7 +120,10 @@ def build_map(src: str, venv: str, modules: dict[str, str], tests: list[str], de
     command = [python, "-m", "coverage", "run", f"--rcfile={rc}", os.path.join(venv, "bin", "pytest"), "-q",
                "-p", "no:cacheprovider",
                "-p", "_mutation_cov", *tests] + (["-k", "not " + deselect] if deselect else [])
-    env = dict(os.environ, PYTHONPATH=os.path.join(src, "bench"), CM_MUTATION_TIMES=times)
+    plugin = os.path.join(work, "plugin")  # alone on PYTHONPATH: bench/ holds mcp.py, import.py, ...
+    os.makedirs(plugin, exist_ok=True)
+    shutil.copyfile(os.path.join(src, "bench", "_mutation_cov.py"), os.path.join(plugin, "_mutation_cov.py"))
+    env = dict(os.environ, PYTHONPATH=plugin, CM_MUTATION_TIMES=times)
     started = time.monotonic()
     code = subprocess.run(command, cwd=src, env=env).returncode
     if code not in (0, 1) or not os.path.exists(times):
