@@ -59,6 +59,7 @@ from _util import ROOT, machine, write_section
 BIT_OR = "core/ReplaceBinaryOperator_BitOr_"
 PYTEST_FAILED = re.compile(r"\b\d+ (failed|errors?)\b")
 NO_TEST = "no test executes"
+CAPPED = "ran the fastest"
 
 
 def _installed(venv: str, module: str) -> str:
@@ -195,7 +196,11 @@ def run_mutant(args: argparse.Namespace) -> int:
     if not nodes:
         print(f"{NO_TEST} line(s) {lines}")
         return 0
-    print(f"{len(nodes)} test(s) execute line(s) {lines}", flush=True)
+    if args.max_tests and len(nodes) > args.max_tests:
+        print(f"{CAPPED} {args.max_tests} of the {len(nodes)} tests that execute line(s) {lines}", flush=True)
+        nodes = nodes[:args.max_tests]
+    else:
+        print(f"{len(nodes)} test(s) execute line(s) {lines}", flush=True)
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     pytest = os.path.join(args.venv, "bin", "pytest")
     return subprocess.run([pytest, "-x", "-q", "-p", "no:cacheprovider", f"--timeout={args.per_test_timeout}",
@@ -235,7 +240,7 @@ def score_module(args: argparse.Namespace, src: str, work: str, module: str, ins
     if args.select == "coverage":
         command = shlex.join([python, me, "--run-mutant", "--venv", args.venv, "--module", module, "--map", args.map,
                               "--pristine", pristine, "--installed", installed,
-                              "--per-test-timeout", str(args.per_test_timeout)])
+                              "--per-test-timeout", str(args.per_test_timeout), "--max-tests", str(args.max_tests)])
     else:
         deselect = ["-k", "not " + args.deselect] if args.deselect else []
         command = (f"cp {shlex.quote(module)} {shlex.quote(installed)} && "
@@ -269,7 +274,7 @@ def score_module(args: argparse.Namespace, src: str, work: str, module: str, ins
                          + (broken[0][5] or "")[-800:])
     mutants = [{"operator": op, "occurrence": occ, "line": row + 1,
                 "outcome": "timeout" if worker == "TIMEOUT" else (test or worker).lower(),
-                "untested": NO_TEST in (output or "")}
+                "untested": NO_TEST in (output or ""), "capped": CAPPED in (output or "")}
                for worker, test, op, occ, row, output in rows]
     return {"module": module, "total": total, "pool": pool, "seconds": round(seconds), "mutants": mutants}
 
@@ -288,7 +293,8 @@ def report(results: list[dict], args: argparse.Namespace, cosmic: str) -> str:
               else f"every test of `{' '.join(args.tests)}`")
     lines = [f"Machine: {machine()}; cosmic-ray {version(cosmic)}; label: {args.label}; sample {args.sample or 'all'}"
              f" per module, seed {args.seed}{', only the survivors of ' + os.path.basename(args.survivors_of) if args.survivors_of else ''};"
-             f" tests: {method}; pytest -x, {args.per_test_timeout} s per test, {args.mutant_timeout} s per mutant.", "",
+             f" tests: {method}; pytest -x, {args.per_test_timeout} s per test, {args.mutant_timeout} s per mutant"
+             f"{f', at most {args.max_tests} tests per mutant (fastest first)' if args.max_tests else ''}.", "",
              "| module | run | mutants | outside annotations | run | killed | survived | timeout | incompetent | score | time |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     lines += [_row(result, args.label) for result in results]
@@ -296,6 +302,7 @@ def report(results: list[dict], args: argparse.Namespace, cosmic: str) -> str:
     for result in results:
         survivors = [f"line {m['line']} {m['operator'].removeprefix('core/')}#{m['occurrence']}"
                      + (" (no test executes it)" if m["untested"] else "")
+                     + (f" (only the {args.max_tests} fastest of its tests ran)" if m.get("capped") else "")
                      for m in result["mutants"] if m["outcome"] == "survived"]
         lines.append(f"Survivors in `{result['module']}`: " + ("; ".join(survivors) or "none") + ".")
         lines.append("")
@@ -329,6 +336,8 @@ def main() -> None:
     parser.add_argument("--survivors-of", help="a --results file: rerun only its survivors")
     parser.add_argument("--results", help="write every mutant's outcome to this JSON file")
     parser.add_argument("--per-test-timeout", type=int, default=120)
+    parser.add_argument("--max-tests", type=int, default=0,
+                        help="with --select coverage: run at most this many of a mutant's covering tests, fastest first (0 = all)")
     parser.add_argument("--mutant-timeout", type=int, default=1200, help="cosmic-ray's timeout per mutant (s)")
     parser.add_argument("--label", default="run")
     parser.add_argument("--write", metavar="SECTION", help="write the table to docs/benchmarks.md's bench:SECTION block")
