@@ -400,15 +400,15 @@ def main() -> None:
             only = None if survivors_of is None else survivors_of.get(module, set())
             results.append(score_module(args, src, work, module, installed[module], only))
             print(_row(results[-1], args.label), flush=True)
+            if args.results:  # after each module, so an interrupted run keeps what it measured
+                with open(args.results, "w", encoding="utf-8") as handle:
+                    json.dump(results, handle, indent=1)
     finally:
         for module, path in installed.items():
             with open(path, "wb") as handle:
                 handle.write(originals[module])
             _drop_bytecode(path)
         shutil.rmtree(work, ignore_errors=True)
-    if args.results:
-        with open(args.results, "w", encoding="utf-8") as handle:
-            json.dump(results, handle, indent=1)
     body = report(results, args, os.path.join(args.venv, "bin", "cosmic-ray"))
     print(body)
     if args.write:
