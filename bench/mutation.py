@@ -29,7 +29,8 @@ Mutants of ``|`` on a line where ``|`` appears only in type annotations are left
 __future__ import annotations`` never evaluates them: every such mutant is equivalent). Of the rest,
 ``--sample`` mutants per module are drawn with ``random.Random(--seed)`` (0 = all). ``--results``
 keeps each sampled mutant's outcome; ``--survivors-of`` reruns only the survivors recorded there
-(the same mutants, after new tests).
+(the same mutants, after new tests: a test added never un-kills a mutant) and reports the whole
+sample with their new outcomes; ``--report-from`` prints a ``--results`` file's table again.
 Run it under ``nice``: e.g. ``nice -n 15 python bench/mutation.py --venv .venv --module
 writer_proc/commit.py --tests "tests/test_a.py tests/test_b.py" --map /tmp/map.json``.
 """
@@ -340,6 +341,7 @@ def main() -> None:
                         help="with --select coverage: run at most this many of a mutant's covering tests, fastest first (0 = all)")
     parser.add_argument("--mutant-timeout", type=int, default=1200, help="cosmic-ray's timeout per mutant (s)")
     parser.add_argument("--label", default="run")
+    parser.add_argument("--report-from", metavar="RESULTS", help="print (and --write) the table of a --results file; run nothing")
     parser.add_argument("--write", metavar="SECTION", help="write the table to docs/benchmarks.md's bench:SECTION block")
     parser.add_argument("--run-mutant", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--pristine", help=argparse.SUPPRESS)
@@ -349,6 +351,14 @@ def main() -> None:
     args.venv = os.path.abspath(args.venv)
     if args.run_mutant:
         raise SystemExit(run_mutant(args))
+    if args.report_from:
+        with open(args.report_from, encoding="utf-8") as handle:
+            results = json.load(handle)
+        body = report(results, args, os.path.join(args.venv, "bin", "cosmic-ray"))
+        print(body)
+        if args.write:
+            write_section(args.write, body)
+        return
     args.tests = sorted({path for pattern in args.tests.split() for path in glob.glob(pattern, root_dir=ROOT)})
     work = tempfile.mkdtemp(prefix="cm-mutation-")
     src = os.path.join(work, "src")
@@ -363,11 +373,12 @@ def main() -> None:
             if originals[module] != b.read():
                 raise SystemExit(f"{path} is not {module} of HEAD: install this commit into --venv first")
         _drop_bytecode(path)
-    survivors_of = None
+    survivors_of, before = None, {}
     if args.survivors_of:
         with open(args.survivors_of, encoding="utf-8") as handle:
-            survivors_of = {r["module"]: {(m["operator"], m["occurrence"]) for m in r["mutants"] if m["outcome"] == "survived"}
-                            for r in json.load(handle)}
+            before = {r["module"]: r for r in json.load(handle)}
+        survivors_of = {module: {(m["operator"], m["occurrence"]) for m in r["mutants"] if m["outcome"] == "survived"}
+                        for module, r in before.items()}
     results = []
     try:
         if args.select == "coverage":
@@ -398,7 +409,11 @@ def main() -> None:
                 raise SystemExit("the unmutated tests fail: no score")
         for module in args.module:
             only = None if survivors_of is None else survivors_of.get(module, set())
-            results.append(score_module(args, src, work, module, installed[module], only))
+            result = score_module(args, src, work, module, installed[module], only)
+            if module in before:  # the earlier run's mutants, with the survivors' new outcomes
+                rerun = {(m["operator"], m["occurrence"]): m for m in result["mutants"]}
+                result["mutants"] = [rerun.get((m["operator"], m["occurrence"]), m) for m in before[module]["mutants"]]
+            results.append(result)
             print(_row(results[-1], args.label), flush=True)
             if args.results:  # after each module, so an interrupted run keeps what it measured
                 with open(args.results, "w", encoding="utf-8") as handle:
