@@ -289,9 +289,10 @@ def _row(result: dict, label: str) -> str:
 
 
 def report(results: list[dict], args: argparse.Namespace, cosmic: str) -> str:
-    method = (f"per mutant, the tests that execute a changed line (coverage map of `{' '.join(args.tests)}`"
+    files = " ".join(args.tests) if len(args.tests) <= 3 else f"{len(args.tests)} test files"
+    method = (f"per mutant, the tests that execute a changed line (coverage map of {files}"
               f"{f', without -k {args.deselect}' if args.deselect else ''})" if args.select == "coverage"
-              else f"every test of `{' '.join(args.tests)}`")
+              else f"every test of {files}")
     lines = [f"Machine: {machine()}; cosmic-ray {version(cosmic)}; label: {args.label}; sample {args.sample or 'all'}"
              f" per module, seed {args.seed}{', only the survivors of ' + os.path.basename(args.survivors_of) if args.survivors_of else ''};"
              f" tests: {method}; pytest -x, {args.per_test_timeout} s per test, {args.mutant_timeout} s per mutant"
@@ -352,6 +353,7 @@ def main() -> None:
     if args.run_mutant:
         raise SystemExit(run_mutant(args))
     if args.report_from:
+        args.tests = args.tests.split()
         with open(args.report_from, encoding="utf-8") as handle:
             results = json.load(handle)
         body = report(results, args, os.path.join(args.venv, "bin", "cosmic-ray"))
