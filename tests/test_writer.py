@@ -337,3 +337,83 @@ def test_reads_are_paged_contiguous_and_utf8_safe(env):
     assert w.run_once().state == "committed"
     assert pages == [8192, 12000 - 8192] and all(p % 2 == 0 for p in pages)
     w.close()
+
+
+@pytest.mark.parametrize("edit", ["vim", "zed", "past the hard budget"])
+def test_hand_edit_of_a_read_document_the_decision_leaves_alone_is_stale_revision(env, edit):
+    """The commit's CAS covers every document the agent read, not only those it changes: a
+    decision made on an old view of preferences must not land beside a newer hand edit of it.
+    (The two short edits hash above and below the original, so no ordering of hashes can pass;
+    the long one is one byte over the hard budget, which the CAS still reads and hashes.)"""
+    from cmrunner.core import sections
+
+    head = "# Preferences\n\n## Editor\n"
+    edit = head + (f"{edit}\n" if len(edit) < 4 else "x" * (sections.MAX_HARD_BUDGET + 1 - len(head) - 1) + "\n")
+    paths, cfg = env
+    os.makedirs(paths.memory, exist_ok=True)
+    with open(paths.document("preferences"), "w") as handle:
+        handle.write("# Preferences\n\n## Editor\nhelix\n")
+    admit(paths, "note", "e1")
+
+    def script(task, reads):
+        with open(paths.document("preferences"), "w") as handle:  # the user edits while the model thinks
+            handle.write(edit)
+        return decision(task, retain(all_evidence(reads), put("profile", "Agent", "text\n")))
+
+    w, _ = writer(paths, cfg, script)
+    assert w.run_once().code == "STALE_REVISION"
+    assert read(paths, "profile") is None and read(paths, "preferences") == edit
+    assert rows(paths, "SELECT state FROM jobs") == [("retry",)]
+    assert os.listdir(paths.transactions) == []
+    w.close()
+
+
+def test_a_commit_beside_an_unchanged_document_it_read_publishes(env):
+    """The CAS reads each unchanged document it was shown in full (up to the hard budget), so a
+    large existing preferences file does not stop a commit to profile."""
+    paths, cfg = env
+    os.makedirs(paths.memory, exist_ok=True)
+    prefs = "# Preferences\n\n## Editor\n" + "vim everywhere.\n" * 500
+    with open(paths.document("preferences"), "w") as handle:
+        handle.write(prefs)
+    admit(paths, "note", "e1")
+    w, _ = writer(paths, cfg, lambda task, reads: decision(task, retain(all_evidence(reads), put("profile", "Agent", "text\n"))))
+    assert w.run_once().state == "committed"
+    assert read(paths, "profile") == "# Profile\n\n## Agent\ntext\n" and read(paths, "preferences") == prefs
+    w.close()
+
+
+def test_the_repository_lock_is_private_and_a_held_lock_times_out_without_publishing(env, monkeypatch):
+    """Another process holding the repository lock makes the attempt give up with
+    REPOSITORY_LOCK_TIMEOUT (the job retries; nothing is published, no transaction is left);
+    the lock file cm creates is readable by the user only."""
+    import subprocess
+    import sys
+
+    from cmrunner.writer_proc import commit
+
+    paths, cfg = env
+    admit(paths, "I use vim", "e1")
+    w, _ = writer(paths, cfg, lambda task, reads: decision(task, retain(all_evidence(reads), put("profile", "Editor", "vim\n"))))
+    os.makedirs(os.path.dirname(paths.repo_lock), exist_ok=True)
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; from filelock import FileLock\n"
+                               "lock = FileLock(sys.argv[1]); lock.acquire(); print('held', flush=True); sys.stdin.read()",
+                               paths.repo_lock], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        monkeypatch.setattr(commit, "REPO_LOCK_SECONDS", 0.2)
+        outcome = w.run_once()
+        assert (outcome.state, outcome.code) == ("retry", "REPOSITORY_LOCK_TIMEOUT")
+        assert read(paths, "profile") is None and os.listdir(paths.transactions) == []
+        assert rows(paths, "SELECT state FROM observations") != [("processed",)]
+    finally:
+        holder.communicate("", timeout=10)
+    os.unlink(paths.repo_lock)  # the holder created it; cm creates its own below
+    monkeypatch.setattr(commit, "REPO_LOCK_SECONDS", 30.0)
+    conn = store.connect(paths.db, 1000)
+    with store.immediate(conn):
+        conn.execute("UPDATE jobs SET available = 0")  # due now, instead of after the backoff
+    conn.close()
+    assert w.run_once().state == "committed"
+    assert os.stat(paths.repo_lock).st_mode & 0o777 == 0o600
+    w.close()
