@@ -270,6 +270,32 @@ def test_stale_source_after_a_correction(env):
     w.close()
 
 
+@pytest.mark.parametrize("first", ["remember", "correct with an offset"])
+def test_older_evidence_may_still_update_after_a_remember_or_an_earlier_correction(env, first):
+    """Only a correction (update, correct, forget) sets a watermark, and it is an instant: a plain
+    remember never blocks older evidence, and a correction observed at 12:00+02:00 (10:00 UTC) does
+    not block evidence observed at 10:30 UTC."""
+    paths, cfg = env
+    at, admission = (("2026-11-30T10:00:00Z", "remember") if first == "remember"
+                     else ("2026-11-30T12:00:00+02:00", "correct"))
+    admit(paths, "I live in Oslo", "e1", batch="b1", observed_at=at)
+    w, _ = writer(paths, cfg, lambda task, reads: decision(
+        task, retain(all_evidence(reads), put("profile", "Home", "Oslo\n"), admission=admission)))
+    assert w.run_once().state == "committed"
+    w.close()
+    admit(paths, "I moved to Bergen", "e2", batch="b2",
+          observed_at="2026-11-30T09:00:00Z" if first == "remember" else "2026-11-30T10:30:00Z")
+
+    def update(task, reads):
+        ref = reads.inspect_memory(task["snapshot"]["handle"])["documents"][0]["sections"][0]["ref"]
+        return decision(task, retain(all_evidence(reads), put("profile", "Home", "Bergen\n", section=ref), admission="update"))
+
+    w, _ = writer(paths, cfg, update)
+    assert w.run_once().state == "committed"
+    assert "Bergen" in read(paths, "profile") and "Oslo" not in read(paths, "profile")
+    w.close()
+
+
 def test_relay_work_waits_for_thresholds_unless_flushed(env):
     paths, cfg = env
     for i in range(3):
