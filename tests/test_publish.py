@@ -297,6 +297,37 @@ def test_a_hand_edit_between_stage_and_mark_is_stale_and_publishes_nothing(paths
     assert os.listdir(paths.transactions) == []
 
 
+def test_a_fifo_in_place_of_a_live_document_is_refused_without_blocking(paths: DataPaths) -> None:
+    """A named pipe where a document belongs (nobody writes to it) is UNSAFE_PATH at once: the
+    check opens it without waiting for a writer, so a commit under the repository lock never
+    hangs on it; nothing is published."""
+    import threading
+
+    tx = stage(paths, JOB, changes(), receipt_for())
+    fifo = os.path.join(paths.root, REL["project:alpha"])  # absent at the snapshot
+    os.makedirs(os.path.dirname(fifo), exist_ok=True)
+    os.mkfifo(fifo, 0o600)
+    caught: list[BaseException] = []
+
+    def check() -> None:
+        try:
+            tx.verify_before()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            caught.append(exc)
+
+    worker = threading.Thread(target=check, daemon=True)
+    worker.start()
+    worker.join(15)
+    if worker.is_alive():  # blocked in open(): give it a writer so the thread can end, then fail
+        with open(fifo, "wb"):
+            pass
+        worker.join(15)
+        pytest.fail("verify_before blocked on a named pipe")
+    assert len(caught) == 1 and isinstance(caught[0], CmError) and caught[0].code == "UNSAFE_PATH"
+    assert tx.abandon() is True
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and live(paths, receipt_rel()) is None
+
+
 def test_a_receipt_that_appears_after_staging_stops_the_commit(paths: DataPaths) -> None:
     tx = stage(paths, JOB, changes(), receipt_for())
     os.makedirs(paths.receipts, exist_ok=True)

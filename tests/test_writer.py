@@ -443,3 +443,24 @@ def test_the_repository_lock_is_private_and_a_held_lock_times_out_without_publis
     assert w.run_once().state == "committed"
     assert os.stat(paths.repo_lock).st_mode & 0o777 == 0o600
     w.close()
+
+
+def test_a_hand_edit_drops_the_documents_old_source_links_at_the_next_commit(env):
+    """Once the user has edited a document by hand, its sections are the user's words: the next
+    commit to it keeps no link from them to the turns cm wrote them from (and drops those turns'
+    kept text); only what that commit writes is linked, to its own evidence."""
+    paths, cfg = env
+    first = admit(paths, "I am a vegetarian", "e1", batch="b1")
+    w, _ = writer(paths, cfg, lambda task, reads: decision(task, retain(all_evidence(reads), put("profile", "Diet", "vegetarian\n"))))
+    assert w.run_once().state == "committed"
+    w.close()
+    assert rows(paths, "SELECT source_id FROM associations WHERE target = 'profile'") == [(first,)]
+    with open(paths.document("profile"), "a", encoding="utf-8") as handle:
+        handle.write("but I eat fish on Fridays\n")
+    second = admit(paths, "I have a cat", "e2", batch="b2")
+    w, _ = writer(paths, cfg, lambda task, reads: decision(task, retain(all_evidence(reads), put("profile", "Pets", "a cat\n"))))
+    assert w.run_once().state == "committed"
+    w.close()
+    assert rows(paths, "SELECT source_id FROM associations WHERE target = 'profile'") == [(second,)]
+    assert rows(paths, "SELECT text FROM observations WHERE id = ?", (first,)) == [(None,)]
+    assert "fish on Fridays" in read(paths, "profile")
