@@ -464,3 +464,30 @@ def test_a_hand_edit_drops_the_documents_old_source_links_at_the_next_commit(env
     assert rows(paths, "SELECT source_id FROM associations WHERE target = 'profile'") == [(second,)]
     assert rows(paths, "SELECT text FROM observations WHERE id = ?", (first,)) == [(None,)]
     assert "fish on Fridays" in read(paths, "profile")
+
+
+@pytest.mark.parametrize("body", ["helix\n", "vim\n"])
+def test_an_edit_that_says_modified_must_change_the_document(env, body):
+    """A user's edit request (cm adjust) answered ``modified`` commits when its decision changes
+    bytes, and is rejected (INVALID_EDIT_RESULT, nothing written) when it rewrites a section
+    exactly as it was."""
+    paths, cfg = env
+    os.makedirs(paths.memory, exist_ok=True)
+    with open(paths.document("preferences"), "w") as handle:
+        handle.write("# Preferences\n\n## Editor\nvim\n")
+    admit(paths, "I switched from vim to helix", "e1", batch=None, source="interactive", task_kind="edit",
+          agent="cm-adjust")
+
+    def script(task, reads):
+        ref = reads.inspect_memory(task["snapshot"]["handle"])["documents"][1]["sections"][0]["ref"]
+        return decision(task, retain(all_evidence(reads), put("preferences", "Editor", body, section=ref), admission="update"),
+                        edit_result="modified")
+
+    w, port = writer(paths, cfg, script)
+    outcome = w.run_once()
+    if body == "helix\n":
+        assert outcome.state == "committed" and read(paths, "preferences") == "# Preferences\n\n## Editor\nhelix\n"
+    else:
+        assert outcome.code == "INVALID_EDIT_RESULT" and "INVALID_EDIT_RESULT" in port.rejections
+        assert read(paths, "preferences") == "# Preferences\n\n## Editor\nvim\n"
+    w.close()
