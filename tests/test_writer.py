@@ -491,3 +491,27 @@ def test_an_edit_that_says_modified_must_change_the_document(env, body):
         assert outcome.code == "INVALID_EDIT_RESULT" and "INVALID_EDIT_RESULT" in port.rejections
         assert read(paths, "preferences") == "# Preferences\n\n## Editor\nvim\n"
     w.close()
+
+
+@pytest.mark.parametrize(("observed_ms", "source_id", "stale"), [
+    (999, 9, True),     # observed before the correction
+    (1000, 5, True),    # the same instant, admitted before (or as) the correction's source
+    (1000, 9, False),   # the same instant, admitted after it
+    (2000, 3, False),   # observed after the correction, whatever its admission order
+])
+def test_a_correction_watermark_orders_by_instant_then_admission(observed_ms, source_id, stale):
+    """``check_watermarks``: evidence is older than a correction (7 at 1000 ms) when observed
+    earlier, or at the same instant and admitted no later than the correction's source."""
+    from cmrunner.writer_proc import apply, contract
+
+    payload = {"version": "memory_maintenance_v2", "request_id": "j", "decisions": [
+        retain([f"ev_{source_id}"], put("profile", "Home", "Bergen\n"), admission="update")]}
+    accepted = contract.ValidatedDecision(contract.MaintenanceDecision.model_validate(payload), frozenset({"profile"}))
+    facts = apply.BatchFacts([source_id], {source_id: "global"}, {source_id: observed_ms}, {}, frozenset(), False)
+    if stale:
+        with pytest.raises(contract.DecisionRejected) as caught:
+            apply.check_watermarks(accepted, {"profile": (1000, 7)}, facts)
+        assert caught.value.code == "STALE_SOURCE"
+    else:
+        apply.check_watermarks(accepted, {"profile": (1000, 7)}, facts)
+    apply.check_watermarks(accepted, {"preferences": (10**15, 10**9)}, facts)  # another target's mark: no effect
