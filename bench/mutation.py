@@ -25,8 +25,9 @@ Which tests run (``--select``):
   Tests that fail on the unmutated code are left out and listed.
 - ``all``: every test of ``--tests`` (minus ``--deselect``) for every mutant.
 
-Mutants of ``|`` on a line where ``|`` appears only in type annotations are left out (``from
-__future__ import annotations`` never evaluates them: every such mutant is equivalent). Of the rest,
+Mutants of ``|`` on a line where ``|`` appears only in parameter or return annotations are left
+out (``from __future__ import annotations`` never evaluates them: every such mutant is equivalent);
+field annotations stay in (pydantic evaluates them). Of the rest,
 ``--sample`` mutants per module are drawn with ``random.Random(--seed)`` (0 = all). ``--results``
 keeps each sampled mutant's outcome; ``--survivors-of`` reruns only the survivors recorded there
 (the same mutants, after new tests: a test added never un-kills a mutant) and reports the whole
@@ -81,21 +82,22 @@ def _drop_bytecode(installed: str) -> None:
 
 
 def _annotation_only_lines(source: str) -> set[int]:
-    """Lines holding a ``|`` in a type annotation and no ``|`` evaluated at run time."""
+    """Lines holding a ``|`` in a parameter or return annotation and no ``|`` evaluated at run time.
+
+    Variable annotations are not counted: pydantic evaluates a model's field annotations."""
     tree = ast.parse(source)
-    in_annotations: set[int] = set()
+    in_annotations: set[int] = set()  # ids of the BinOp nodes inside annotations
     for node in ast.walk(tree):
         notes = []
         if isinstance(node, ast.arg) and node.annotation is not None:
             notes.append(node.annotation)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is not None:
             notes.append(node.returns)
-        elif isinstance(node, ast.AnnAssign):
-            notes.append(node.annotation)
         for note in notes:
-            in_annotations.update(n.lineno for n in ast.walk(note) if isinstance(n, ast.BinOp))
-    evaluated = {n.lineno for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.BitOr)}
-    return in_annotations - evaluated
+            in_annotations.update(id(n) for n in ast.walk(note) if isinstance(n, ast.BinOp))
+    bit_ors = [n for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.BitOr)]
+    evaluated = {n.lineno for n in bit_ors if id(n) not in in_annotations}
+    return {n.lineno for n in bit_ors if id(n) in in_annotations} - evaluated
 
 
 def _body_lines(source: str) -> set[int]:
