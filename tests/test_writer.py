@@ -10,6 +10,7 @@ from writer_support import admit, all_evidence, configure, decision, put, read, 
 
 from cmrunner.capture import observations
 from cmrunner.core import store
+from cmrunner.core.errors import CmError
 from cmrunner.writer_proc import jobs
 from cmrunner.writer_proc.port import AgentError
 
@@ -515,3 +516,26 @@ def test_a_correction_watermark_orders_by_instant_then_admission(observed_ms, so
     else:
         apply.check_watermarks(accepted, {"profile": (1000, 7)}, facts)
     apply.check_watermarks(accepted, {"preferences": (10**15, 10**9)}, facts)  # another target's mark: no effect
+
+
+def test_renewing_a_held_lease_moves_its_expiry_and_a_lost_lease_stays_lost(env):
+    """The Writer's renewer keeps a slow attempt's lease: each renewal sets the expiry to now +
+    leaseMs; once the lease has expired (or the job is taken over), renewal fails and the holder
+    must stop, so its late result can never commit."""
+    paths, cfg = env
+    admit(paths, "I use vim", "e1")
+    conn = store.open_store(paths)
+    try:
+        with store.immediate(conn):
+            job = jobs.claim(conn, cfg.scheduler, 1_000)
+            assert job is not None and job.expires == 1_000 + cfg.scheduler["leaseMs"]
+            assert jobs.renew(conn, job, 2_000, 60_000) is True
+        assert rows(paths, "SELECT expires FROM jobs WHERE id = ?", (job.id,)) == [(62_000,)]
+        with store.immediate(conn):
+            jobs.assert_lease(conn, job, 61_999)
+            assert jobs.renew(conn, job, 62_000, 60_000) is False  # expired at 62 000: lost
+            with pytest.raises(CmError) as caught:
+                jobs.assert_lease(conn, job, 62_000)
+            assert caught.value.code == "STALE_LEASE"
+    finally:
+        conn.close()
