@@ -426,3 +426,26 @@ def test_a_folder_claude_code_also_keeps_for_an_unregistered_path_is_not_guessed
     _write(os.path.join(user, ".claude.json"), "{damaged")  # unreadable: the registered projects alone decide
     proc = run_cm(["import", "--from", "claude", "--dry-run"], env=hook_env(HOME=user))
     assert f"  claude:auto-memory/deploy [project fact] -> {mine.scope}: new" in proc.stdout.decode(), proc.stdout
+
+
+def test_a_gemini_id_the_registry_gives_to_two_roots_is_not_guessed(home, tmp_path):
+    """Without ``.project_root``, a ``projects.json`` naming one id for two roots (edited or merged
+    by hand) leaves the folder's owner unknown: the last root read must not take it."""
+    _setup(home)
+    paths = _paths(home)
+    app = register(paths, str(tmp_path / "work" / "app"), "App")
+    allow(home, app.scope)
+    user = str(tmp_path / "user")
+    gemini = os.path.join(user, ".gemini")
+    stranger = str(tmp_path / "zzz" / "app")  # sorts after the registered root
+    memory = _gemini_project(gemini, "app", app.path, {"MEMORY.md": "# Project memory\n\n- port 7301\n"}, marker=False)
+    _gemini_project(gemini, "app", stranger, {}, marker=False)
+    proc = run_cm(["import", "--from", "gemini", "--dry-run"], env=hook_env(HOME=user))
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, proc.stderr
+    [skip] = [line for line in out.splitlines() if line.startswith(f"  skipped PROJECT_AMBIGUOUS: {memory}: ")]
+    assert f"{app.path} and {stranger}" in skip and "--workspace" in skip, out
+    assert "gemini:project-memory/" not in out and "7301" not in out
+
+    picked = run_cm(["import", "--from", "gemini", "--workspace", app.path, "--dry-run"], env=hook_env(HOME=user))
+    assert f"  gemini:project-memory/MEMORY [project fact] -> {app.scope}: new" in picked.stdout.decode(), picked.stdout

@@ -15,8 +15,9 @@ Contract (``../shared/hosts-more.md`` §4; ``cm import --from``):
   ``raw_memories.md`` or ``rollout_summaries/``), ``gemini`` (``~/.gemini/GEMINI.md``, and each
   project's private notes ``~/.gemini/tmp/<project-id>/memory/*.md``, index ``MEMORY.md`` included,
   in the scope of the registered project that holds the root Gemini recorded for that id
-  (``gemini_project_root``); never ``memory/.inbox/`` or ``memory/skills/``, auto-memory drafts
-  the user has not approved) and ``project`` (a registered project's ``AGENTS.md``, ``CLAUDE.md``,
+  (``gemini_project_roots``; a registry giving one id to roots of different projects, or of a
+  project and no project, without a marker: ``PROJECT_AMBIGUOUS``); never ``memory/.inbox/`` or
+  ``memory/skills/``, auto-memory drafts the user has not approved) and ``project`` (a registered project's ``AGENTS.md``, ``CLAUDE.md``,
   ``GEMINI.md``, ``.cursor/rules/**/*.mdc`` that always apply or have globs,
   ``.github/copilot-instructions.md``).
 - Scope: a per-project memory folder (Claude's ``projects/<dir>/memory/``, Gemini's
@@ -294,9 +295,10 @@ def _claude_memory(walk: _Walk, claude: str, memory: str, files: list[str], scop
         walk.found.append(Found(path, text, label[:importer.LABEL_LIMIT], kind, scope, "agent"))
 
 
-def gemini_registry(gemini: str) -> dict[str, str]:
-    """Gemini CLI's ``<gemini>/projects.json`` turned around: project id → project root. A damaged
-    registry counts as empty, as it does in Gemini."""
+def gemini_registry(gemini: str) -> dict[str, list[str]]:
+    """Gemini CLI's ``<gemini>/projects.json`` turned around: project id → its project roots (one,
+    unless the file was edited or merged by hand). A damaged registry counts as empty, as it does
+    in Gemini."""
     try:
         raw = fsutil.read_regular_file(os.path.join(gemini, "projects.json"), MAX_FILE_BYTES, "Gemini project registry")
         mapping = json.loads(raw.decode("utf-8"))["projects"] if raw is not None else {}
@@ -304,11 +306,16 @@ def gemini_registry(gemini: str) -> dict[str, str]:
         return {}
     if not isinstance(mapping, dict):
         return {}
-    return {pid: root for root, pid in mapping.items() if isinstance(pid, str)}
+    roots: dict[str, list[str]] = {}
+    for root, pid in sorted(mapping.items()):
+        if isinstance(pid, str):
+            roots.setdefault(pid, []).append(root)
+    return roots
 
 
-def gemini_project_root(gemini: str, project_id: str, registry: dict[str, str]) -> str | None:
-    """The project root whose memory Gemini CLI keeps in ``<gemini>/tmp/<project_id>/``, if known.
+def gemini_project_roots(gemini: str, project_id: str, registry: dict[str, list[str]]) -> list[str]:
+    """The project root whose memory Gemini CLI keeps in ``<gemini>/tmp/<project_id>/``, if known
+    (a registry that gives one id to several roots without a marker: all of them).
 
     Gemini 0.61 (``ProjectRegistry.getShortId``) names a project by a slug of its root's base name
     (lower case, each run of characters outside ``a-z0-9`` one ``-``; ``-1``, ``-2`` … on a
@@ -321,10 +328,9 @@ def gemini_project_root(gemini: str, project_id: str, registry: dict[str, str]) 
         marker = fsutil.read_regular_file(os.path.join(gemini, "tmp", project_id, ".project_root"), 4096,
                                           "Gemini project marker")
     except CmError:
-        return None
+        return []
     root = marker.decode("utf-8", "replace").strip() if marker is not None else ""
-    root = root or registry.get(project_id, "")
-    return root if os.path.isabs(root) else None
+    return [r for r in ([root] if root else registry.get(project_id, [])) if os.path.isabs(r)]
 
 
 def _gemini(walk: _Walk, user_home: str, project: tuple[str, str] | None,
@@ -343,10 +349,20 @@ def _gemini(walk: _Walk, user_home: str, project: tuple[str, str] | None,
             names = sorted(os.listdir(memory))
         except OSError:
             continue
-        root = gemini_project_root(gemini, pid, registry)
-        owner = projects.match(list(registered), root) if root is not None else None
-        if project is not None and (owner is None or owner.scope != project[1]):
-            continue   # --workspace: that project's notes only
+        roots = gemini_project_roots(gemini, pid, registry)
+        owners = {projects.match(list(registered), r) for r in roots}
+        if project is not None:
+            if project[1] not in {o.scope for o in owners if o is not None}:
+                continue   # --workspace: that project's notes only (it picks one of several roots)
+            owners = {o for o in owners if o is not None and o.scope == project[1]}
+        if len(owners) > 1:  # one folder, several projects' notes: neither is guessed
+            walk.skip(memory, "PROJECT_AMBIGUOUS",
+                      f"Gemini's projects.json gives {pid} to {' and '.join(roots)} and no tmp/{pid}/.project_root "
+                      "says which; `cm import --from gemini --workspace <the registered one it belongs to>` imports "
+                      "it there")
+            continue
+        owner = next(iter(owners), None)
+        root = roots[0] if roots else None
         if owner is None:
             why = (f"Gemini's private notes for {root}, which is not a registered project; "
                    f"`cm project register {root} <name>`, then import again") if root is not None else \
