@@ -111,8 +111,9 @@ def view(path: str, body: object) -> View:
     seen = View()
     by_id: dict[str, dict] = {}
 
-    def user(text: str, parts: object = None) -> None:
-        for candidate in [text] + [p.get("text") for p in parts or [] if isinstance(p, dict)]:
+    def user(text: str, parts: list | None = None) -> None:
+        candidates: list[object] = [text] + [p.get("text") for p in parts or [] if isinstance(p, dict)]
+        for candidate in candidates:
             parsed = _parse(candidate.strip() if isinstance(candidate, str) else candidate)
             if seen.task is None and isinstance(parsed, dict) and parsed.get("version") == "memory_task_v1":
                 seen.task = parsed
@@ -190,7 +191,8 @@ def offered_names(body: object) -> dict[str, dict]:
     that offers none maps every tool to itself."""
     found: dict[str, dict] = {}
     request = body if isinstance(body, dict) else {}
-    tools = request.get("tools") if isinstance(request.get("tools"), list) else []
+    offered = request.get("tools")
+    tools: list = offered if isinstance(offered, list) else []
     for tool in tools:
         if not isinstance(tool, dict):
             continue

@@ -75,7 +75,8 @@ def handle(message: object, upstream: Upstream) -> dict | None:
     method, msg_id = message["method"], message.get("id")
     if "id" not in message:
         return None
-    params = message.get("params") if isinstance(message.get("params"), dict) else {}
+    raw_params = message.get("params")
+    params: dict = raw_params if isinstance(raw_params, dict) else {}
     if method == "initialize":
         asked = params.get("protocolVersion")
         version = asked if asked in PROTOCOLS else PROTOCOLS[0]
