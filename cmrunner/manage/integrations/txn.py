@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 from dataclasses import dataclass, field
 
 from cmrunner.core import fsutil
@@ -32,7 +33,9 @@ from cmrunner.core.errors import CmError
 JOURNAL_DIR = "integrations.txn"
 BACKUP_DIR = os.path.join("backups", "integrations")
 KEEP_BACKUPS = 20
-FILE_LIMIT = 4 << 20
+# No size limit here: whatever the planner decided to change is read, copied and restored, so a
+# grown host file never blocks a removal or a rollback (the planner limits only additions).
+FILE_LIMIT = sys.maxsize
 NEW_FILE_MODE = 0o644
 
 
