@@ -17,7 +17,9 @@ Contract:
   (``PI_BRIDGE_DUPLICATE``); ChatGPT's import server without ``agent_observation`` disclosure and
   without the user's confirmation (``DISCLOSURE_CONFIRMATION_REQUIRED``).
 - ``apply`` hands the plan to ``txn.apply``: the host files, the disclosure change in
-  ``config.json`` (when confirmed) and the new manifest commit together or not at all.
+  ``config.json`` (when confirmed) and the new manifest commit together or not at all. Planning
+  and applying run under ``txn.locked``; callers that plan and apply at once (``cm agents``, the
+  UI) hold it across both, and every change is guarded by the digest its plan saw anyway.
 """
 
 from __future__ import annotations
@@ -273,7 +275,14 @@ def _entry_changes(recorded: list[dict], entries: dict, before: dict
 
 def plan(home: str, selected: list[str], init: bool = False, grant: bool = False,
          hosts: dict[str, discovery.Host] | None = None) -> Plan:
-    """The changes that make ``selected`` the installed set (see module contract)."""
+    """The changes that make ``selected`` the installed set (see module contract); under the
+    host-configuration lock, so no other transaction is half-done while it reads."""
+    with txn.locked(home):
+        return _plan(home, selected, init, grant, hosts)
+
+
+def _plan(home: str, selected: list[str], init: bool, grant: bool, hosts: dict[str, discovery.Host] | None
+          ) -> Plan:
     txn.recover(home)
     hosts = hosts or discovery.discover()
     manifest = manifest_mod.load(home)
