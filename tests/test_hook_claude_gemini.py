@@ -102,21 +102,28 @@ def test_only_a_command_the_host_runs_is_kept_without_its_words(host, home, work
     project = Path(workdir) / (".claude/commands/note.md" if host == "claude" else ".gemini/commands/note.toml")
     project.parent.mkdir(parents=True)
     project.write_text("Answer with one word: $ARGUMENTS\n")
+    if host == "claude":  # a project skill is a command too
+        (Path(workdir) / ".claude/skills/tidy").mkdir(parents=True)
+        (Path(workdir) / ".claude/skills/tidy/SKILL.md").write_text("---\nname: tidy\n---\nTidy $ARGUMENTS\n")
     session = Session(host, home, workdir, env=hook_env(HOME=str(user_home)))
     session.start()
     session.turn("/model claude-secret-9913")  # a built-in
+    if host == "claude":
+        session.turn("/tidy skill-arg-8815")
     session.turn("/note project-command-arg-5512")  # the project's custom command
     session.turn("/deploy user-command-arg-6613")  # the user's custom command
     session.turn("/plugin:review plugin-arg-7714")  # a namespaced (plugin or folder) command
     words = ["/home is full, clean it-4417", "!cat ~/.ssh/config-7781 says what?",
-             "/etc/hosts-4417 is where I keep my host aliases.", "/Deploy is tomorrow-3318"]
+             "/etc/hosts-4417 is where I keep my host aliases.", "/Deploy is tomorrow-3318", "/tidy-up the desk-2207",
+             "/Model of my car is a Golf-5519"]
     for text in words:
         session.turn(text)
     session.end()
     settle(home)
     assert [r[0] for r in db_rows(home, "SELECT text FROM observations ORDER BY id")] == words
     queued = json.dumps(db_rows(home, "SELECT * FROM hook_inbox")) + json.dumps(db_rows(home, "SELECT * FROM observations"))
-    for secret in ("claude-secret-9913", "project-command-arg-5512", "user-command-arg-6613", "plugin-arg-7714"):
+    for secret in ("claude-secret-9913", "project-command-arg-5512", "user-command-arg-6613", "plugin-arg-7714",
+                   "skill-arg-8815"):
         assert secret not in queued
 
 
