@@ -474,4 +474,4 @@ def test_the_folders_the_hosts_were_moved_to_are_where_their_memory_is_read(home
     assert f"  claude:auto-memory/deploy [project fact] -> {project.scope}: new" in out
     assert f"`cm project register {twin} <name>`" in out
     out = run_cm(["import", "--from", "gemini", "--dry-run"], env=env).stdout.decode()
-    assert f"  gemini:GEMINI.md [personal] -> global: new" in out and gemini_home in out, out
+    assert "  gemini:GEMINI.md [personal] -> global: new" in out and gemini_home in out, out
