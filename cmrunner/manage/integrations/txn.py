@@ -18,6 +18,7 @@ Contract:
   names its owner (``core.identity``: boot id, pid, start time); ``recover`` rolls back only a
   transaction whose owner is gone (a process without the lock, such as an older cm, that is still
   running makes it ``INTEGRATIONS_BUSY``), so no process ever undoes another's live transaction.
+  A journal without an owner (written by an older cm) is rolled back under the lock, as before.
 - Symbolic links are never written through: a link in a changed file's place is ``UNSAFE_PATH``.
 - A change marked ``backup`` (an edit of the user's own settings file) first leaves a copy of the
   file as it was in ``<home>/backups/integrations/<UTC time>/`` with an ``index.json`` naming
