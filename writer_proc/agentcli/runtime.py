@@ -249,7 +249,7 @@ class AgentCliRuntime:
         sock_path = os.path.join(private, "s")
         token = secrets.token_hex(16)
         attempt = hosts.Attempt(binary, private, workdir, relay_command(),
-                                {relay.SOCKET_ENV: sock_path, relay.TOKEN_ENV: token}, self.prompt,
+                                {relay.SOCKET_ENV: sock_path, relay.TOKEN_ENV: token}, self.prompt, prompt,
                                 self.remote.get("model"), self.max_turns, tools_mod.TOOL_NAMES)
         self.spec.prepare(attempt)
         task_path = os.path.join(private, "task.json")
@@ -260,8 +260,9 @@ class AgentCliRuntime:
         env = dict(os.environ)
         env.pop("COMMON_MEMORY_HOST_INSTANCE", None)
         env.update(self.spec.env)
+        env.update(self.spec.environment(attempt))
         env[configdefs.MEMORY_AGENT_MARKER] = "1"
-        with open(task_path, "rb") as task_in:
+        with open(task_path if self.spec.prompt_on_stdin else os.devnull, "rb") as task_in:
             try:
                 process = subprocess.Popen(self.spec.argv(attempt), cwd=workdir, env=env, stdin=task_in,
                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
