@@ -24,7 +24,6 @@ import math
 import os
 import shutil
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
@@ -154,7 +153,8 @@ def main() -> None:
     for runtime in args.runtimes.split(","):
         r = play(runtime)
         ins, outs, source, outcome = r["ledger"]
-        rows.append(f"| {runtime} | {r['jobs']} | {r['requests']} | {r['bytes']:,} | {r['tokens']:,} | {r['fixed']:,} | "
+        jobs = ", ".join(f"{n} {state}" for state, n in sorted(r["jobs"].items()))
+        rows.append(f"| {runtime} | {jobs} | {r['requests']} | {r['bytes']:,} | {r['tokens']:,} | {r['fixed']:,} | "
                     f"{ins or 0:,} / {outs or 0:,} ({source}; {outcome}) | {r['seconds']:.1f} s |")
         print(rows[-1], flush=True)
     body = "\n".join([f"Machine: {machine()}. Method: bench/agentcli_tokens.py docstring (one job: the demo's two "
