@@ -345,6 +345,24 @@ def test_gemini_keeps_only_the_typed_words_when_several_hooks_add_context(home, 
         (foreign, "quarantined", "UNCONFIRMED_PROMPT")]
 
 
+def test_an_unconfirmed_gemini_prompt_is_kept_aside_without_cms_own_memory_block(home, workdir):
+    """When the typed part cannot be told apart, what is kept (for `cm release`) never holds the memory
+    cm injected, as Gemini quotes it (`<` and `>` escaped)."""
+    Session("gemini", home, workdir, session="setup").start()  # creates the home
+    memory = Path(home) / "data" / "memory"
+    memory.mkdir(parents=True, exist_ok=True)
+    (memory / "profile.md").write_text("# Profile\n\n## Editor\nThe user edits with helix-6620.\n")
+    session = Session("gemini", home, workdir)
+    block = session.start()["hookSpecificOutput"]["additionalContext"]
+    quoted = block.replace("<", "&lt;").replace(">", "&gt;")
+    session.turn(f"<hook_context>{quoted}\n<b>not gemini's framing</b></hook_context>\n\nMy shell is fish-2290.")
+    session.end()
+    settle(home)
+    rows = db_rows(home, "SELECT text, state, issue FROM observations")
+    assert [r[1:] for r in rows] == [("quarantined", "UNCONFIRMED_PROMPT")]
+    assert "fish-2290" in rows[0][0] and "helix-6620" not in rows[0][0]
+
+
 def test_a_gemini_command_expansion_is_quarantined_and_an_unconfirmed_prompt_too(home, workdir):
     """gemini reports `/note x` to BeforeAgent as the command's expansion; only its chat record shows `/note x`."""
     session = Session("gemini", home, workdir)
