@@ -146,7 +146,7 @@ def test_a_broken_document_blocks_only_the_decisions_that_write_it(home: str, tm
         tabs = admit(paths, SAID, "e1")
         lisbon = admit(paths, "I moved to Lisbon last year.", "e2")
         done = _flush(home)
-        assert "Turn ev_%d" % tabs in _read(paths, "preferences"), done.stdout + done.stderr
+        assert f"Turn ev_{tabs}" in _read(paths, "preferences"), done.stdout + done.stderr
         assert _read(paths, "profile") == BROKEN, "nothing is written to the broken file"
         jobs = _rows(paths, "SELECT state, issue, rejection FROM jobs ORDER BY created_at, id")
         assert sorted(j[:2] for j in jobs) == [("dead", "INVALID_DOCUMENT"), ("done", None)]
@@ -166,11 +166,11 @@ def test_a_broken_document_blocks_only_the_decisions_that_write_it(home: str, tm
         assert "revived 1 job" in fixed.stdout
         assert _read(paths, "profile") == BROKEN + "```\n"
         originals = _rows(paths, "SELECT text, author FROM section_versions WHERE target = 'profile' "
-                                 "AND kind = 'hand_edit' ORDER BY id")
+                                 "AND kind IN ('hand_edit', 'baseline') ORDER BY id")
         assert (BROKEN, "user") in originals, "the file as the user left it is kept in history"
         again = _flush(home)
         assert again.returncode == 0, again.stdout + again.stderr
-    assert "Turn ev_%d" % lisbon in _read(paths, "profile")
+    assert f"Turn ev_{lisbon}" in _read(paths, "profile")
     assert dict(_rows(paths, "SELECT id, state FROM observations")) == {tabs: "processed", lisbon: "processed"}
 
 

@@ -14,6 +14,12 @@ Contract, per ``run_once``:
    writes from committing once the lease is lost.
    The agent reads the snapshot as a reader would (``shown.view``: a section already flagged as
    holding a secret is a placeholder), so such a section never blocks a decision about another.
+   A document cm cannot parse now (``BLOCKING``: a hand edit it cannot read, or one over its
+   budget) is not read: the manifest lists it ``blocked``, a decision may only append to it, and
+   such decisions wait (``apply.split_blocked``, with every decision sharing their evidence):
+   their observations move to a dead job whose cause names the document and line
+   (``jobs.hold_back``; ``cm fix`` retries it), and the rest of the job commits. When everything
+   waits, the attempt fails with the document's cause, not retryable: the job is dead.
 5. The accepted decision is rendered on the real snapshot, checked again (sections, the sensitive
    content of what it writes, watermarks), a receipt is built and ``commit.commit`` publishes it.
 Spend caps (``cmrunner.core.spend``): nothing is claimed while a cap is reached (``gate``); an
@@ -191,8 +197,8 @@ class Writer:
         when everything waits, the attempt fails with the document's cause."""
         target = sorted(waits.targets)[0]
         cause = blocked[target]
-        line = getattr(cause, "line", 0)
-        rule = f"line {line}: {cause.rule}" if line else str(getattr(cause, "rule", "") or cause.code)
+        line = getattr(cause, "lineno", 0)
+        rule = f"line {line}: {getattr(cause, 'rule', '')}" if line else str(getattr(cause, "rule", "") or cause.code)
         record = {"tool": "submit_memory_decision", "code": cause.code, "target": target, "rule": rule[:160]}
         rest = [i for i in facts.observation_ids if i not in waits.observation_ids]
         if not rest or job.task_kind == "edit":

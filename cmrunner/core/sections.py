@@ -4,23 +4,40 @@ Contract:
 - Targets: ``profile`` (H1 ``# Profile``), ``preferences`` (``# Preferences``) and ``project:<id>``
   with ``<id>`` in ``[A-Za-z0-9_-]{1,128}`` (``# Project``). Anything else raises
   ``INVALID_TARGET_REFERENCE``. A missing file reads as ``# <Title>\\n\\n`` and hashes as ``missing``.
-- A valid document is UTF-8 and at most the hard budget in bytes. Read line by line, outside code
-  fences: line 1 is exactly ``# <Title>``; no other level-1 heading follows; every level-2 heading
-  line is exactly ``## <title>``; titles are unique; only blank lines come between the H1 and the
-  first H2. A setext underline (a line of only ``=`` or only ``-``) directly under a text line is
-  rejected, because it would turn that line into a heading the model cannot see. A fence opens on a
-  line indented at most three spaces with three or more backticks or tildes (a backtick fence's
-  info string has no backtick) and closes on a line of the same character, at least as long, with
-  only spaces or tabs after it; an unclosed fence is invalid. Headings inside fences are body text.
-  Lines that CommonMark reads as an H1/H2 but that are not canonical (indented, tab after the
-  hashes, empty, closing ``#`` sequence) are rejected rather than treated as text, so what renders
-  as a section heading is always a section boundary here. Container blocks (lists, quotes) and
-  HTML blocks are not modelled: they are body text, whatever a renderer makes of them.
+- A document is UTF-8 and at most the hard budget in bytes. What people write by hand is read, not
+  refused (issue 32). Read line by line:
+  * The head, never touched by an operation: a byte order mark, YAML front matter (``---`` on line
+    1 up to a line ``---`` or ``...``), then any run of blank lines, HTML comment blocks and at most
+    one level-1 heading, whatever its title (a changed H1 is kept; none is fine too).
+  * The untitled unit (the preamble): everything from the first other line up to the first
+    ``## `` line. It is a unit like a section, with the title ``""`` (label ``UNTITLED_LABEL``), so
+    the Memory Agent sees it and changes it only by a decision that names its ref (replacing it
+    with a titled section, or removing it); appends go after the last section, never into it.
+  * Sections: a section runs from its ``## <title>`` line up to the next one or the end of the
+    file. Two sections may share a title (a hand edit): each is its own unit, the n-th with
+    ``occurrence`` n, a digest of ``title + NUL + n`` and the label ``Title (n)``.
+  * Code fences and HTML comment blocks (a line opening with ``<!--``, up to the line holding
+    ``-->``) are opaque: headings inside them are text. A fence opens on a line indented at most
+    three spaces with three or more backticks or tildes (a backtick fence's info string has no
+    backtick) and closes on a line of the same character, at least as long, with only spaces or
+    tabs after it.
+  * An empty or blank file is an empty document; the first append starts it with ``# <Title>``.
+  What cm truly cannot read is ``INVALID_DOCUMENT`` (``DocumentError``: target, line, rule), because
+  a line-based reader would disagree with what renders: a fence or comment never closed (an
+  append would land inside it), a setext underline (a line of only ``=`` or ``-`` directly under
+  a text line), a level-1 heading after other text, a level-2 heading line that is not exactly
+  ``## <title>`` (indented, tab after the hashes, empty, closing ``#`` sequence, untrimmed or
+  unsafe title), a carriage return that does not end a line, and bytes that are not UTF-8.
+  Container blocks (lists, quotes) and other HTML are not modelled: they are body text.
 - Line endings: LF and CRLF are both accepted, and kept byte for byte (files edited on Windows stay
-  valid). A carriage return that does not end a line is rejected: CommonMark reads it as a line
-  break, so it could hide a heading from a line-based reader. New text is written with LF.
-- A section runs from its H2 line up to the next H2 line or the end of the file; its body is what
-  follows the H2 line. The preamble (H1 plus blank lines) is never touched by operations.
+  valid). New text is written with LF.
+- New text (``put_section``) is held to the strict rules: the block alone, after a canonical H1,
+  must read as exactly one section without comments' or fences' help.
+- Normalising (``normalise``, for ``cm fix``): each rule violation is repaired where it is, and
+  only there: a lone CR becomes a line end, an unclosed fence or comment is closed at the end of
+  the file (which renders the same), a setext heading and a misplaced H1 or non-canonical H2
+  become ``## <title>``; then repeated titles are numbered ``Title (n)``. Everything else,
+  the head and the untitled unit included, is kept byte for byte.
 - ``put_section`` renders ``## <title>\\n<body>`` plus a final newline if missing. That text alone
   must read as exactly one section, so a body cannot open a heading at level 1 or 2 (lower levels
   and fenced code are fine). With no ref it is appended (after a newline, if the file's last line
@@ -30,8 +47,9 @@ Contract:
   (default 16384, allowed 64..1 048 576, soft <= hard) is enforced on every parse and edit.
 
 Section references are stable, unlike the reference's positional ``s1, s2, ...``: a ref is
-``sec_`` + the first 12 hex digits of sha256(UTF-8 title). Titles are unique within a document, so
-a ref names one section for as long as its title is unchanged, whatever happens to other sections.
+``sec_`` + the first 12 hex digits of the unit's digest (sha256 of the UTF-8 title; ``""`` for the
+untitled unit; ``title + NUL + n`` for the n-th section of a repeated title). Digests are unique
+within a document, so a ref names one unit for as long as its title (and occurrence) is unchanged.
 If two titles of one document share those 12 digits, both refs are lengthened to the shortest
 prefix (12..64 digits) that tells them apart. A lookup accepts any ``sec_`` prefix of 12..64
 lowercase hex digits that matches exactly one section's full title hash, so a ref handed out
@@ -39,7 +57,7 @@ earlier keeps working after a colliding section comes or goes; a prefix that mat
 sections is refused as ambiguous, never guessed. Renaming a section gives it a new ref, as it
 gives it a new source-link key (``<target>:<sha256(title)>``).
 
-Errors (``CmError``): ``INVALID_TARGET_REFERENCE``, ``INVALID_DOCUMENT``, ``DOCUMENT_TOO_LARGE``,
+Errors (``CmError``): ``INVALID_TARGET_REFERENCE``, ``INVALID_DOCUMENT`` (``DocumentError``), ``DOCUMENT_TOO_LARGE``,
 ``INVALID_SECTION_TITLE``, ``INVALID_SECTION_BODY``, ``DUPLICATE_SECTION_TITLE``, ``INVALID_BUDGET``.
 Messages name lines and rules, never document text or titles. Stdlib only (read path).
 """
@@ -74,13 +92,13 @@ _COMMENT_OPEN_RE = re.compile(r" {0,3}<!--")
 
 
 class DocumentError(CmError):
-    """``INVALID_DOCUMENT`` for a file that breaks a rule: ``target``, ``line`` (1-based, 0 when the
-    whole file is at fault) and ``rule`` say where and what, never the file's text."""
+    """``INVALID_DOCUMENT`` for a file that breaks a rule: ``target``, ``lineno`` (1-based, 0 when
+    the whole file is at fault) and ``rule`` say where and what, never the file's text."""
 
-    def __init__(self, target: str, line: int, rule: str, message: str) -> None:
+    def __init__(self, target: str, lineno: int, rule: str, message: str) -> None:
         super().__init__("INVALID_DOCUMENT", message)
         self.target = target
-        self.line = line
+        self.lineno = lineno
         self.rule = rule
 
 
@@ -721,10 +739,19 @@ def normalise(target: str, content: str | bytes, budgets: Budgets = DEFAULT_BUDG
             n += 1
         taken.add(f"{s.title} ({n})")
         names.append((s, f"## {s.title} ({n})"))
-    data = doc.data
+    raw = doc.data
     for s, heading in reversed(names):  # from the end, so earlier offsets stay valid
-        line = data[s.start:s.body_start]
-        eol = line[len(line.rstrip(b"\r\n")):]
-        data = data[:s.start] + heading.encode("utf-8") + eol + data[s.body_start:]
-    text = data.decode("utf-8")
+        old = raw[s.start:s.body_start]
+        raw = raw[:s.start] + heading.encode("utf-8") + old[len(old.rstrip(b"\r\n")):] + raw[s.body_start:]
+    text = raw.decode("utf-8")
     return parse(target, text, budgets).render()
+
+
+def salvage(target: str, content: bytes) -> Document:
+    """A file cm cannot parse, as one untitled unit that covers every byte: what section history
+    keeps of it when ``cm fix`` replaces it. Never edited, never shown to an agent."""
+    target_title(target)
+    text, data = _decode(target, content)
+    digest = unit_digest("")
+    units = (Section(REF_PREFIX + digest[:REF_MIN_HEX], "", digest, 0, 0, len(data), text),) if data.strip() else ()
+    return Document(target, data, True, Budgets(MAX_HARD_BUDGET, MAX_HARD_BUDGET), 0, units)
