@@ -78,6 +78,7 @@ def test_cm_fix_yes_writes_the_normalised_file_and_keeps_the_original_in_history
     assert ("Notes (2)", "## Notes (2)\nsecond\n```\nunclosed\n```\n", "fix", "user") in versions
     history = _cm(home, "history", "profile")
     assert history.returncode == 0 and "fix by user" in history.stdout
+    assert f"profile / {sections.UNTITLED_LABEL}  baseline by user" in history.stdout
     again = _cm(home, "fix", "profile")
     assert again.returncode == 0 and "nothing to write" in again.stdout
 

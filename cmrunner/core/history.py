@@ -334,6 +334,9 @@ def resolve_section(conn: sqlite3.Connection, target: str, section: str) -> str:
     """The section key ``section`` (a title, current or former, or a ``sec_`` ref) names in ``target``'s history."""
     known = versions(conn, target)
     titles = {v.title: v.key for v in known if v.title}
+    untitled = f"{target}:{sections.unit_digest('')}"
+    if section == sections.UNTITLED_LABEL and any(v.key == untitled for v in known):
+        return untitled
     if section in titles:
         return titles[section]
     if section.startswith("sec_") and len(section) >= 16:
