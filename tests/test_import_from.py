@@ -391,3 +391,61 @@ def test_gemini_project_memory_imports_into_the_project(home, tmp_path):
     again = run_cm(["import", "--from", "gemini", "--yes"], env=env)
     assert again.returncode == 0 and again.stdout.decode().endswith("nothing new to import\n")
     assert len(_imports(paths)) == 2
+
+
+def test_a_folder_claude_code_also_keeps_for_an_unregistered_path_is_not_guessed(home, tmp_path):
+    """Only ``/src/my_app`` is registered, but Claude Code also ran in ``/src/my-app`` (its
+    ``~/.claude.json`` says so): their shared folder may hold either project's notes."""
+    _setup(home)
+    paths = _paths(home)
+    mine = register(paths, str(tmp_path / "src" / "my_app"), "Mine")
+    allow(home, mine.scope)
+    other, infra = str(tmp_path / "src" / "my-app"), str(tmp_path / "ops" / "infra")
+    user = str(tmp_path / "user")
+    state = {"numStartups": 40, "projects": {mine.path: {"allowedTools": []}, other: {"allowedTools": []},
+                                             infra: {"hasTrustDialogAccepted": True}}}
+    _write(os.path.join(user, ".claude.json"), json.dumps(state))
+    base = os.path.join(user, ".claude", "projects")
+    shared = os.path.join(base, memsources.claude_project_dir(mine.path), "memory")
+    _topic(shared, "deploy", "Deploys go to the host kiwi-7201.\n", "project")
+    lone = os.path.join(base, memsources.claude_project_dir(infra), "memory")
+    _topic(lone, "hosts", "The bastion is bastion-7202.\n", "project")
+    proc = run_cm(["import", "--from", "claude", "--dry-run"], env=hook_env(HOME=user))
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, proc.stderr
+    lines = out.splitlines()
+    [ambiguous] = [line for line in lines if line.startswith(f"  skipped PROJECT_AMBIGUOUS: {shared}: ")]
+    assert f"{other} and {mine.path}" in ambiguous and "--workspace" in ambiguous, out
+    [unregistered] = [line for line in lines if line.startswith(f"  skipped NO_PROJECT: {lone}: ")]
+    assert f"`cm project register {infra} <name>`" in unregistered, out
+    assert "claude:auto-memory/" not in out and "-720" not in out
+
+    picked = run_cm(["import", "--from", "claude", "--workspace", mine.path, "--dry-run"], env=hook_env(HOME=user))
+    assert f"  claude:auto-memory/deploy [project fact] -> {mine.scope}: new" in picked.stdout.decode()
+
+    _write(os.path.join(user, ".claude.json"), "{damaged")  # unreadable: the registered projects alone decide
+    proc = run_cm(["import", "--from", "claude", "--dry-run"], env=hook_env(HOME=user))
+    assert f"  claude:auto-memory/deploy [project fact] -> {mine.scope}: new" in proc.stdout.decode(), proc.stdout
+
+
+def test_a_gemini_id_the_registry_gives_to_two_roots_is_not_guessed(home, tmp_path):
+    """Without ``.project_root``, a ``projects.json`` naming one id for two roots (edited or merged
+    by hand) leaves the folder's owner unknown: the last root read must not take it."""
+    _setup(home)
+    paths = _paths(home)
+    app = register(paths, str(tmp_path / "work" / "app"), "App")
+    allow(home, app.scope)
+    user = str(tmp_path / "user")
+    gemini = os.path.join(user, ".gemini")
+    stranger = str(tmp_path / "zzz" / "app")  # sorts after the registered root
+    memory = _gemini_project(gemini, "app", app.path, {"MEMORY.md": "# Project memory\n\n- port 7301\n"}, marker=False)
+    _gemini_project(gemini, "app", stranger, {}, marker=False)
+    proc = run_cm(["import", "--from", "gemini", "--dry-run"], env=hook_env(HOME=user))
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, proc.stderr
+    [skip] = [line for line in out.splitlines() if line.startswith(f"  skipped PROJECT_AMBIGUOUS: {memory}: ")]
+    assert f"{app.path} and {stranger}" in skip and "--workspace" in skip, out
+    assert "gemini:project-memory/" not in out and "7301" not in out
+
+    picked = run_cm(["import", "--from", "gemini", "--workspace", app.path, "--dry-run"], env=hook_env(HOME=user))
+    assert f"  gemini:project-memory/MEMORY [project fact] -> {app.scope}: new" in picked.stdout.decode(), picked.stdout
