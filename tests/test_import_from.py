@@ -449,3 +449,29 @@ def test_a_gemini_id_the_registry_gives_to_two_roots_is_not_guessed(home, tmp_pa
 
     picked = run_cm(["import", "--from", "gemini", "--workspace", app.path, "--dry-run"], env=hook_env(HOME=user))
     assert f"  gemini:project-memory/MEMORY [project fact] -> {app.scope}: new" in picked.stdout.decode(), picked.stdout
+
+
+def test_the_folders_the_hosts_were_moved_to_are_where_their_memory_is_read(home, tmp_path):
+    """``CLAUDE_CONFIG_DIR`` moves all of Claude Code's files (``.claude.json`` too), and
+    ``GEMINI_CLI_HOME`` replaces the home Gemini CLI keeps ``.gemini`` in: cm reads them there."""
+    _setup(home)
+    paths = _paths(home)
+    project = register(paths, str(tmp_path / "app"), "App")
+    allow(home, project.scope)
+    user, claude, gemini_home = str(tmp_path / "user"), str(tmp_path / "cfg" / "claude"), str(tmp_path / "cfg" / "g")
+    _write(os.path.join(user, ".claude", "CLAUDE.md"), "# stale\n\nnot the folder in use\n")
+    _write(os.path.join(claude, "CLAUDE.md"), "# Me\n\nI prefer Go over Java.\n")
+    _topic(os.path.join(claude, "projects", memsources.claude_project_dir(project.path), "memory"), "deploy",
+           "Deploys go out on Thursdays.\n", "project")
+    twin = str(tmp_path / "app_")  # Claude Code ran here too: only the moved .claude.json names it
+    _write(os.path.join(claude, ".claude.json"), json.dumps({"projects": {twin: {}}}))
+    _topic(os.path.join(claude, "projects", memsources.claude_project_dir(twin), "memory"), "twin", "x\n", "project")
+    _write(os.path.join(gemini_home, ".gemini", "GEMINI.md"), "# Gemini\n\nBritish English.\n")
+    env = hook_env(HOME=user, CLAUDE_CONFIG_DIR=claude, GEMINI_CLI_HOME=gemini_home)
+    out = run_cm(["import", "--from", "claude", "--dry-run"], env=env).stdout.decode()
+    assert "  claude:CLAUDE.md [personal] -> global: new, 1 part," in out, out
+    assert f"({os.path.join(claude, 'CLAUDE.md')})" in out
+    assert f"  claude:auto-memory/deploy [project fact] -> {project.scope}: new" in out
+    assert f"`cm project register {twin} <name>`" in out
+    out = run_cm(["import", "--from", "gemini", "--dry-run"], env=env).stdout.decode()
+    assert "  gemini:GEMINI.md [personal] -> global: new" in out and gemini_home in out, out

@@ -8,18 +8,20 @@ Contract (``../shared/hosts-more.md`` §4; ``cm import --from``):
   ``~/.claude.json`` and, for the files it returns, their text (through
   ``importer.read_markdown``: regular UTF-8 Markdown, no NUL, not empty, at most
   ``MAX_FILE_BYTES``). Nothing here is sent anywhere.
-- Sources: ``claude`` (``~/.claude/CLAUDE.md``; auto memory ``~/.claude/projects/<dir>/memory/``
+- Sources: ``claude`` (``~/.claude``, or ``$CLAUDE_CONFIG_DIR`` as Claude Code reads it, below:
+  ``~/.claude/CLAUDE.md``; auto memory ``~/.claude/projects/<dir>/memory/``
   topic files with ``name``/``description``/``type`` front matter, whose index ``MEMORY.md`` is
   skipped when topic files carry its entries; the project's ``CLAUDE.local.md``), ``codex``
   (``$CODEX_HOME`` or ``~/.codex``: ``memories/memory_summary.md`` and ``memories/MEMORY.md``, never
-  ``raw_memories.md`` or ``rollout_summaries/``), ``gemini`` (``~/.gemini/GEMINI.md``, and each
+  ``raw_memories.md`` or ``rollout_summaries/``), ``gemini`` (``~/.gemini``, ``~`` being
+  ``$GEMINI_CLI_HOME`` when set: ``~/.gemini/GEMINI.md``, and each
   project's private notes ``~/.gemini/tmp/<project-id>/memory/*.md``, index ``MEMORY.md`` included,
   in the scope of the registered project that holds the root Gemini recorded for that id
   (``gemini_project_roots``; a registry giving one id to roots of different projects, or of a
   project and no project, without a marker: ``PROJECT_AMBIGUOUS``); never ``memory/.inbox/`` or
-  ``memory/skills/``, auto-memory drafts the user has not approved) and ``project`` (a registered project's ``AGENTS.md``, ``CLAUDE.md``,
-  ``GEMINI.md``, ``.cursor/rules/**/*.mdc`` that always apply or have globs,
-  ``.github/copilot-instructions.md``).
+  ``memory/skills/``, auto-memory drafts the user has not approved) and ``project`` (a registered
+  project's ``AGENTS.md``, ``CLAUDE.md``, ``GEMINI.md``, ``.cursor/rules/**/*.mdc`` that always
+  apply or have globs, ``.github/copilot-instructions.md``).
 - Scope: a per-project memory folder (Claude's ``projects/<dir>/memory/``, Gemini's
   ``tmp/<id>/memory/``) is its project's, whatever its files say: every file in it targets that
   project's scope, never ``global``, or the folder is skipped. Claude's folder belongs to the
@@ -201,7 +203,8 @@ def discover(source: str, user_home: str, project: tuple[str, str] | None,
 
 def _claude(walk: _Walk, user_home: str, project: tuple[str, str] | None,
             registered: Sequence[projects.Project]) -> None:
-    claude = os.path.join(user_home, ".claude")
+    moved = os.environ.get("CLAUDE_CONFIG_DIR")  # Claude Code then keeps everything, .claude.json too, there
+    claude = moved or os.path.join(user_home, ".claude")
     walk.add(os.path.join(claude, "CLAUDE.md"), claude, "claude:CLAUDE.md", "personal", "global", "user")
     if project is not None:
         root, scope = project
@@ -212,7 +215,7 @@ def _claude(walk: _Walk, user_home: str, project: tuple[str, str] | None,
     except OSError:
         return
     wanted = claude_project_dir(project[0]) if project is not None else None
-    known = claude_known_roots(user_home) if project is None else []
+    known = claude_known_roots(os.path.join(moved or user_home, ".claude.json")) if project is None else []
     for name in dirs:
         if wanted is not None and name != wanted:
             continue
@@ -229,13 +232,12 @@ def _claude(walk: _Walk, user_home: str, project: tuple[str, str] | None,
             _claude_memory(walk, claude, memory, files, owner)
 
 
-def claude_known_roots(user_home: str) -> list[str]:
+def claude_known_roots(state: str) -> list[str]:
     """The project folders Claude Code has run in: the keys of ``projects`` in ``~/.claude.json``
     (several MB on a machine used for months, hence the generous limit). Unreadable or damaged:
     none, and only registered projects are candidates."""
     try:
-        raw = fsutil.read_regular_file(os.path.join(user_home, ".claude.json"), CLAUDE_STATE_BYTES,
-                                       "Claude Code state")
+        raw = fsutil.read_regular_file(state, CLAUDE_STATE_BYTES, "Claude Code state")
         found = json.loads(raw.decode("utf-8"))["projects"] if raw is not None else {}
     except (CmError, ValueError, KeyError, TypeError):
         return []
@@ -335,7 +337,7 @@ def gemini_project_roots(gemini: str, project_id: str, registry: dict[str, list[
 
 def _gemini(walk: _Walk, user_home: str, project: tuple[str, str] | None,
             registered: Sequence[projects.Project]) -> None:
-    gemini = os.path.join(user_home, ".gemini")
+    gemini = os.path.join(os.environ.get("GEMINI_CLI_HOME") or user_home, ".gemini")  # as Gemini CLI reads it
     walk.add(os.path.join(gemini, "GEMINI.md"), gemini, "gemini:GEMINI.md", "personal", "global", "mixed")
     base = os.path.join(gemini, "tmp")
     try:
