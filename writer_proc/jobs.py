@@ -246,7 +246,7 @@ def hold_back(conn: sqlite3.Connection, job: Job, ids: list[int], code: str, rej
 def waiting_for(conn: sqlite3.Connection, target: str, code: str = "INVALID_DOCUMENT") -> list[str]:
     """Dead jobs whose cause is ``code`` on ``target`` (what ``hold_back`` or a blocked attempt left)."""
     found = []
-    for job_id, issue, _failure, rejection in jobstore.dead_or_paused(conn):
+    for job_id, issue, _failure, rejection, _diagnostic in jobstore.dead_or_paused(conn):
         record = jobstore.decode_rejection(rejection)
         if issue == code and record is not None and record.get("target") == target:
             found.append(job_id)
