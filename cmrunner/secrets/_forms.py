@@ -194,7 +194,7 @@ def form_findings(text: str) -> list[Finding]:
 
 def spaced_candidates(text: str) -> list[tuple[int, str]]:
     """A known prefix and its groups, compacted (see the module contract)."""
-    found = []
+    found: list[tuple[int, str]] = []
     for m in _SPACED.finditer(text):
         groups = m.group("groups").split(m.group("sep"))
         # words read as groups ("ghp_ followed by 36 …") are lower-case: a token's groups mostly are not

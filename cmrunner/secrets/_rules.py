@@ -6,7 +6,14 @@ Contract
   restricted and webhook keys, GitLab personal/deploy/runner tokens, Google OAuth access tokens and
   client secrets, Twilio API key SIDs, SendGrid, npm, PyPI, Hugging Face, Mailgun, Mailchimp,
   Discord bot tokens, Telegram bot tokens, DigitalOcean, Shopify, Square, Databricks, Postman,
-  HashiCorp Vault, Doppler, Grafana, Linear, Notion, age secret keys, Azure storage account keys.
+  HashiCorp Vault, Doppler, Grafana, Linear, Notion, age secret keys, Azure storage account keys;
+  and (issue 32, ``_PROVIDER_MORE``) about sixty more from the format lists gitleaks and TruffleHog
+  publish (GitLab's newer kinds, Groq, Perplexity, xAI, Replicate, LangSmith, Docker Hub, RubyGems,
+  Clojars, Terraform Cloud, Atlassian, Airtable, Alibaba, Dynatrace, Heroku, HubSpot, New Relic,
+  PlanetScale, Pulumi, Sentry, Tailscale, Supabase, Netlify, Figma, Buildkite, CircleCI, Cloudflare
+  origin CA, Azure AD client secrets, Pinecone, 1Password service accounts, ...). Any other token of
+  the modern shape ``<lower-case prefix>_<tail>`` counts when the tail is 30+ characters and
+  random-looking (``random_looking``) and it is no id shape (``_ID_SHAPE``).
   Case-sensitive, never inside a longer token.
 - ``entropy_findings(text)`` (rule ``secret.high_entropy``): keyword-anchored, as maintained
   scanners' generic rules are (gitleaks' generic-api-key): a random-looking token counts only when

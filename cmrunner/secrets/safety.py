@@ -95,6 +95,14 @@ Rules (ids from the reference) and the decisions taken where the reference is si
   word) and ``secret.credential`` also covers passwords in prose ("my password is X"): both in
   ``_rules``, which states their thresholds. ``secret.known_format`` is a hit of the
   maintained detector (detect-secrets' provider plugins, ``_deepscan``), only in a deep scan.
+- Issue 32's forms (``_forms``, which states their tests): ``secret.credential`` also covers a
+  password given to a command-line client (``curl -u u:pw``, ``mysql -pPW``, ``sshpass -p``,
+  ``docker login -p``, ``PGPASSWORD=`` …), a login/password pair in prose (``admin / Tq8#vRm4Lz``),
+  a key setting whose name says key/secret/signing/salt set to a random value (``APP_KEY=base64:…``)
+  and a connection string's ``AccountKey=`` / ``SharedAccessKey=`` / SAS ``sig=``;
+  ``secret.private_key`` also covers a PEM body without its BEGIN line; ``secret.token_prefix``
+  also reads a known prefix followed by spaced or dashed groups (``ghp_ AbC1 dEf2 …``) compacted.
+- Placeholders ``your-…`` and ``…-here`` (``API_KEY=your-key-here``) are tolerated as values.
 - ``content.private_conversation``: Appendix B names the rule without a definition; an earlier
   public version of the reference's rules.ts defines it as the markers 完整私聊, 完整私人对话 and
   "full private chat/conversation", which is what is implemented.
