@@ -83,8 +83,8 @@ def test_claude_plan_kinds_scopes_and_skip_codes(home, tmp_path):
     assert "plan for claude: 5 files to import" in out
     assert "  claude:CLAUDE.md [personal] -> global: new, 1 part," in out
     assert "  claude:import/style.md [personal] -> global: new, 1 part," in out
-    assert "  claude:auto-memory/user-role [about the user] -> global" in out
-    assert "  claude:auto-memory/run-tests [feedback] -> global" in out
+    assert f"  claude:auto-memory/user-role [about the user] -> {project.scope}" in out
+    assert f"  claude:auto-memory/run-tests [feedback] -> {project.scope}" in out
     assert f"  claude:auto-memory/deploy [project fact] -> {project.scope}" in out
     lines = out.splitlines()
 
@@ -95,7 +95,9 @@ def test_claude_plan_kinds_scopes_and_skip_codes(home, tmp_path):
         return lines[at + 1][len("    may become: "):]
 
     assert may_become("claude:CLAUDE.md") == "profile (facts about you, never instructions to an agent), preferences"
-    assert may_become("claude:auto-memory/run-tests") == "preferences"
+    assert may_become("claude:auto-memory/run-tests") == "preferences, the project's memory"
+    assert may_become("claude:auto-memory/user-role") == \
+        "profile (facts about you, never instructions to an agent), preferences, the project's memory"
     assert may_become("claude:auto-memory/deploy") == "the project's memory only"
     for code, name in (("INDEX_ONLY", "MEMORY.md"), ("BINARY", "blob.md"), ("SENSITIVE_CONTENT_REJECTED", "keys.md"),
                        ("SYMLINK_LEAVES_ROOT", "linked.md"), ("IMPORT_LEAVES_ROOT", "notes.md"),
@@ -123,7 +125,81 @@ def test_claude_project_memory_finds_its_registered_project_without_workspace(ho
     assert proc.returncode == 0, proc.stderr
     assert f"  claude:auto-memory/deploy [project fact] -> {project.scope}" in out
     assert "claude:auto-memory/old-deploy" not in out
-    assert any(line.startswith("  skipped NO_PROJECT: ") and "project_old.md" in line for line in out.splitlines()), out
+    assert any(line.startswith(f"  skipped NO_PROJECT: {sibling}: ")
+               for line in out.splitlines()), out
+
+
+def _topic(memory: str, name: str, body: str, kind: str | None) -> str:
+    head = "" if kind is None else f"---\nname: {name}\ndescription: {name}\ntype: {kind}\n---\n"
+    return _write(os.path.join(memory, f"{name}.md"), head + body)
+
+
+def test_everything_in_a_project_memory_folder_is_that_projects_or_skipped_never_global(home, tmp_path):
+    _setup(home)
+    paths = _paths(home)
+    project = register(paths, str(tmp_path / "app"), "App")
+    allow(home, project.scope)
+    user = str(tmp_path / "user")
+    base = os.path.join(user, ".claude", "projects")
+    _write(os.path.join(user, ".claude", "CLAUDE.md"), "# Me\n\nI prefer Go over Java.\n")
+    # An unregistered project: whatever its files say, none of them is read or planned.
+    elsewhere = os.path.join(base, memsources.claude_project_dir(str(tmp_path / "infra")), "memory")
+    _topic(elsewhere, "deploy", "Deploys go to /srv/infra-7001 on host bastion-7001.\n", None)
+    _topic(elsewhere, "role", "The user is on call for infra-7002.\n", "user")
+    _topic(elsewhere, "style", "Use tabs in infra-7003.\n", "feedback")
+    index_only = os.path.join(base, memsources.claude_project_dir(str(tmp_path / "blog")), "memory")
+    _write(os.path.join(index_only, "MEMORY.md"), "- the blog-7004 builds with hugo\n")
+    # The registered project: every file in its scope; a kind Claude Code does not write is not guessed.
+    mine = os.path.join(base, memsources.claude_project_dir(project.path), "memory")
+    _topic(mine, "hosts", "The app deploys to app-7005.internal.\n", None)
+    _topic(mine, "role", "The user reviews the app's SQL migrations.\n", "user")
+    _topic(mine, "odd", "A note of an unknown kind, odd-7006.\n", "secretsauce")
+    proc = run_cm(["import", "--from", "claude", "--yes", "--no-wait"], env=hook_env(HOME=user))
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, proc.stderr
+    lines = out.splitlines()
+    assert "  claude:CLAUDE.md [personal] -> global: new, 1 part," in out
+    assert [line for line in lines if " -> global" in line] == [line for line in lines if "claude:CLAUDE.md" in line]
+    assert f"  claude:auto-memory/hosts [project fact] -> {project.scope}: new" in out
+    assert f"  claude:auto-memory/role [about the user] -> {project.scope}: new" in out
+    for code, where in (("NO_PROJECT", elsewhere), ("NO_PROJECT", index_only),
+                        ("UNKNOWN_KIND", os.path.join(mine, "odd.md"))):
+        assert any(line.startswith(f"  skipped {code}: {where}: ") for line in lines), (code, out)
+    assert "secretsauce" not in out and not any(f"-700{n}" in out for n in range(1, 8))
+    assert sorted(_imports(paths)) == [("claude:CLAUDE.md", "global", "pending"),
+                                       ("claude:auto-memory/hosts", project.scope, "pending"),
+                                       ("claude:auto-memory/role", project.scope, "pending")]
+
+
+def test_a_folder_two_registered_projects_share_is_ambiguous_until_workspace_names_one(home, tmp_path):
+    """Claude Code folds every character but letters and digits into '-': ``my_app`` and ``my-app``
+    share one memory folder, so neither registration order nor a guess may decide whose it is."""
+    _setup(home)
+    paths = _paths(home)
+    underscore = register(paths, str(tmp_path / "src" / "my_app"), "Underscore")
+    dash = register(paths, str(tmp_path / "src" / "my-app"), "Dash")
+    allow(home, underscore.scope, dash.scope)
+    user = str(tmp_path / "user")
+    name = memsources.claude_project_dir(dash.path)
+    assert name == memsources.claude_project_dir(underscore.path)
+    memory = os.path.join(user, ".claude", "projects", name, "memory")
+    _topic(memory, "deploy", "Deploys go to the host kiwi-7101.\n", "project")
+    _topic(memory, "role", "The user owns the billing code.\n", "user")
+    proc = run_cm(["import", "--from", "claude", "--dry-run"], env=hook_env(HOME=user))
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, proc.stderr
+    [skip] = [line for line in out.splitlines() if line.startswith("  skipped ")]
+    assert skip.startswith(f"  skipped PROJECT_AMBIGUOUS: {memory}: ") and "(2 files)" in skip, out
+    assert f"{dash.path} and {underscore.path}" in skip and "--workspace" in skip
+    assert "claude:auto-memory/" not in out and "nothing found" not in out
+
+    for chosen, other in ((underscore, dash), (dash, underscore)):
+        picked = run_cm(["import", "--from", "claude", "--workspace", chosen.path, "--dry-run"], env=hook_env(HOME=user))
+        out = picked.stdout.decode()
+        assert picked.returncode == 0, picked.stderr
+        assert f"  claude:auto-memory/deploy [project fact] -> {chosen.scope}: new" in out, out
+        assert f"  claude:auto-memory/role [about the user] -> {chosen.scope}: new" in out, out
+        assert other.scope not in out and "PROJECT_AMBIGUOUS" not in out
 
 
 def test_confirmation_grants_permission_then_imports_once(home, tmp_path):
@@ -317,3 +393,107 @@ def test_gemini_project_memory_imports_into_the_project(home, tmp_path):
     again = run_cm(["import", "--from", "gemini", "--yes"], env=env)
     assert again.returncode == 0 and again.stdout.decode().endswith("nothing new to import\n")
     assert len(_imports(paths)) == 2
+
+
+def test_a_folder_claude_code_also_keeps_for_an_unregistered_path_is_not_guessed(home, tmp_path):
+    """Only ``/src/my_app`` is registered, but Claude Code also ran in ``/src/my-app`` (its
+    ``~/.claude.json`` says so): their shared folder may hold either project's notes."""
+    _setup(home)
+    paths = _paths(home)
+    mine = register(paths, str(tmp_path / "src" / "my_app"), "Mine")
+    allow(home, mine.scope)
+    other, infra = str(tmp_path / "src" / "my-app"), str(tmp_path / "ops" / "infra")
+    user = str(tmp_path / "user")
+    state = {"numStartups": 40, "projects": {mine.path: {"allowedTools": []}, other: {"allowedTools": []},
+                                             infra: {"hasTrustDialogAccepted": True}}}
+    _write(os.path.join(user, ".claude.json"), json.dumps(state))
+    base = os.path.join(user, ".claude", "projects")
+    shared = os.path.join(base, memsources.claude_project_dir(mine.path), "memory")
+    _topic(shared, "deploy", "Deploys go to the host kiwi-7201.\n", "project")
+    lone = os.path.join(base, memsources.claude_project_dir(infra), "memory")
+    _topic(lone, "hosts", "The bastion is bastion-7202.\n", "project")
+    proc = run_cm(["import", "--from", "claude", "--dry-run"], env=hook_env(HOME=user))
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, proc.stderr
+    lines = out.splitlines()
+    [ambiguous] = [line for line in lines if line.startswith(f"  skipped PROJECT_AMBIGUOUS: {shared}: ")]
+    assert f"{other} and {mine.path}" in ambiguous and "--workspace" in ambiguous, out
+    [unregistered] = [line for line in lines if line.startswith(f"  skipped NO_PROJECT: {lone}: ")]
+    assert f"`cm project register {infra} <name>`" in unregistered, out
+    assert "claude:auto-memory/" not in out and "-720" not in out
+
+    picked = run_cm(["import", "--from", "claude", "--workspace", mine.path, "--dry-run"], env=hook_env(HOME=user))
+    assert f"  claude:auto-memory/deploy [project fact] -> {mine.scope}: new" in picked.stdout.decode()
+
+    _write(os.path.join(user, ".claude.json"), "{damaged")  # unreadable: the registered projects alone decide
+    proc = run_cm(["import", "--from", "claude", "--dry-run"], env=hook_env(HOME=user))
+    assert f"  claude:auto-memory/deploy [project fact] -> {mine.scope}: new" in proc.stdout.decode(), proc.stdout
+
+
+def test_a_gemini_id_the_registry_gives_to_two_roots_is_not_guessed(home, tmp_path):
+    """Without ``.project_root``, a ``projects.json`` naming one id for two roots (edited or merged
+    by hand) leaves the folder's owner unknown: the last root read must not take it."""
+    _setup(home)
+    paths = _paths(home)
+    app = register(paths, str(tmp_path / "work" / "app"), "App")
+    allow(home, app.scope)
+    user = str(tmp_path / "user")
+    gemini = os.path.join(user, ".gemini")
+    stranger = str(tmp_path / "zzz" / "app")  # sorts after the registered root
+    memory = _gemini_project(gemini, "app", app.path, {"MEMORY.md": "# Project memory\n\n- port 7301\n"}, marker=False)
+    _gemini_project(gemini, "app", stranger, {}, marker=False)
+    proc = run_cm(["import", "--from", "gemini", "--dry-run"], env=hook_env(HOME=user))
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, proc.stderr
+    [skip] = [line for line in out.splitlines() if line.startswith(f"  skipped PROJECT_AMBIGUOUS: {memory}: ")]
+    assert f"{app.path} and {stranger}" in skip and "--workspace" in skip, out
+    assert "gemini:project-memory/" not in out and "7301" not in out
+
+    picked = run_cm(["import", "--from", "gemini", "--workspace", app.path, "--dry-run"], env=hook_env(HOME=user))
+    assert f"  gemini:project-memory/MEMORY [project fact] -> {app.scope}: new" in picked.stdout.decode(), picked.stdout
+
+
+def test_the_folders_the_hosts_were_moved_to_are_where_their_memory_is_read(home, tmp_path):
+    """``CLAUDE_CONFIG_DIR`` moves all of Claude Code's files (``.claude.json`` too), and
+    ``GEMINI_CLI_HOME`` replaces the home Gemini CLI keeps ``.gemini`` in: cm reads them there."""
+    _setup(home)
+    paths = _paths(home)
+    project = register(paths, str(tmp_path / "app"), "App")
+    allow(home, project.scope)
+    user, claude, gemini_home = str(tmp_path / "user"), str(tmp_path / "cfg" / "claude"), str(tmp_path / "cfg" / "g")
+    _write(os.path.join(user, ".claude", "CLAUDE.md"), "# stale\n\nnot the folder in use\n")
+    _write(os.path.join(claude, "CLAUDE.md"), "# Me\n\nI prefer Go over Java.\n")
+    _topic(os.path.join(claude, "projects", memsources.claude_project_dir(project.path), "memory"), "deploy",
+           "Deploys go out on Thursdays.\n", "project")
+    twin = str(tmp_path / "app_")  # Claude Code ran here too: only the moved .claude.json names it
+    _write(os.path.join(claude, ".claude.json"), json.dumps({"projects": {twin: {}}}))
+    _topic(os.path.join(claude, "projects", memsources.claude_project_dir(twin), "memory"), "twin", "x\n", "project")
+    _write(os.path.join(gemini_home, ".gemini", "GEMINI.md"), "# Gemini\n\nBritish English.\n")
+    env = hook_env(HOME=user, CLAUDE_CONFIG_DIR=claude, GEMINI_CLI_HOME=gemini_home)
+    out = run_cm(["import", "--from", "claude", "--dry-run"], env=env).stdout.decode()
+    assert "  claude:CLAUDE.md [personal] -> global: new, 1 part," in out, out
+    assert f"({os.path.join(claude, 'CLAUDE.md')})" in out
+    assert f"  claude:auto-memory/deploy [project fact] -> {project.scope}: new" in out
+    assert f"`cm project register {twin} <name>`" in out
+    out = run_cm(["import", "--from", "gemini", "--dry-run"], env=env).stdout.decode()
+    assert "  gemini:GEMINI.md [personal] -> global: new" in out and gemini_home in out, out
+
+
+def test_a_project_claude_code_ran_through_a_link_finds_its_memory(home, tmp_path):
+    """Claude Code names the folder after the path it was started in, which may lead through a link
+    to the root cm registered (its real path); ``~/.claude.json`` names that path."""
+    _setup(home)
+    paths = _paths(home)
+    project = register(paths, str(tmp_path / "real" / "app"), "App")
+    allow(home, project.scope)
+    link = str(tmp_path / "work")
+    os.symlink(str(tmp_path / "real"), link)
+    started = os.path.join(link, "app")
+    user = str(tmp_path / "user")
+    _write(os.path.join(user, ".claude.json"), json.dumps({"projects": {started: {}}}))
+    _topic(os.path.join(user, ".claude", "projects", memsources.claude_project_dir(started), "memory"), "deploy",
+           "Deploys go out on Thursdays.\n", "project")
+    for extra in ([], ["--workspace", started], ["--workspace", project.path]):
+        proc = run_cm(["import", "--from", "claude", *extra, "--dry-run"], env=hook_env(HOME=user))
+        out = proc.stdout.decode()
+        assert f"  claude:auto-memory/deploy [project fact] -> {project.scope}: new" in out, (extra, out, proc.stderr)
