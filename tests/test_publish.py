@@ -312,7 +312,7 @@ def test_a_fifo_in_place_of_a_live_document_is_refused_without_blocking(paths: D
     def check() -> None:
         try:
             tx.verify_before()
-        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+        except BaseException as exc:  # handed to the test thread
             caught.append(exc)
 
     worker = threading.Thread(target=check, daemon=True)
