@@ -275,7 +275,7 @@ def score_module(args: argparse.Namespace, src: str, work: str, module: str, ins
     if broken:
         raise SystemExit(f"{module}: {len(broken)} mutant(s) 'killed' without a failing test; the harness is broken:\n"
                          + (broken[0][5] or "")[-800:])
-    mutants = [{"operator": op, "occurrence": occ, "line": row + 1,
+    mutants = [{"operator": op, "occurrence": occ, "line": row,  # cosmic-ray's rows count from 1
                 "outcome": "timeout" if worker == "TIMEOUT" else (test or worker).lower(),
                 "untested": NO_TEST in (output or ""), "capped": CAPPED in (output or "")}
                for worker, test, op, occ, row, output in rows]

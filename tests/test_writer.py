@@ -539,3 +539,25 @@ def test_renewing_a_held_lease_moves_its_expiry_and_a_lost_lease_stays_lost(env)
             assert caught.value.code == "STALE_LEASE"
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("count", [5, 7])
+def test_an_ambiguous_job_id_prefix_lists_at_most_five_candidates(env, count):
+    """``cm retry``/``cm cancel`` with a prefix that fits several jobs name them, at most five,
+    and say when there are more."""
+    from cmrunner.core import jobstore
+
+    paths, _cfg = env
+    ids = [f"abcdef01{n:024x}" for n in range(count)]
+    conn = store.open_store(paths)
+    try:
+        with store.immediate(conn):
+            for job_id in ids:
+                jobstore.create(conn, job_id, "t" * 32, "global", "user_explicit", "observation", 0, 0)
+        with pytest.raises(CmError) as caught:
+            jobs.resolve_id(conn, "ABCDEF01")
+    finally:
+        conn.close()
+    assert caught.value.code == "AMBIGUOUS_JOB_ID"
+    assert sum(job_id in caught.value.message for job_id in ids) == 5
+    assert ("and more" in caught.value.message) == (count > 5)
