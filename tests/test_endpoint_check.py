@@ -128,3 +128,14 @@ def test_a_hosted_preset_without_a_key_is_asked_for_one(tmp_path):
     err = _refused(_init(home, "--preset", "openrouter", "--model", "x", key=None), "API_KEY_MISSING")
     assert "--api-key-stdin" in err and "--skip-check" in err
     assert not os.path.exists(home)
+
+
+def test_hosted_presets_bring_their_openai_compatible_urls(tmp_path):
+    expected = {"anthropic": "https://api.anthropic.com/v1", "openrouter": "https://openrouter.ai/api/v1",
+                "gemini": "https://generativelanguage.googleapis.com/v1beta/openai"}
+    for preset, url in expected.items():
+        home = str(tmp_path / preset)
+        proc = _init(home, "--preset", preset, "--model", "some-model", "--skip-check")  # no network here
+        assert proc.returncode == 0, proc.stderr
+        remote = json.load(open(os.path.join(home, "config.json")))["remote"]
+        assert (remote["baseUrl"], remote["api"], remote["preset"]) == (url, "chat_completions", preset)
