@@ -262,7 +262,11 @@ def score_module(args: argparse.Namespace, src: str, work: str, module: str, ins
     with open(pristine, encoding="utf-8") as handle:
         total, pool = _sample(session, handle.read(), args.sample, args.seed, only)
     started = time.monotonic()
-    subprocess.run([cosmic, "exec", config, session], cwd=src, check=True, capture_output=True)
+    try:
+        subprocess.run([cosmic, "exec", config, session], cwd=src, check=True, capture_output=True)
+    finally:  # the last mutant stays installed otherwise, and the next module's tests would meet it
+        shutil.copyfile(pristine, installed)
+        _drop_bytecode(installed)
     seconds = time.monotonic() - started
     conn = sqlite3.connect(session)
     rows = conn.execute("SELECT r.worker_outcome, r.test_outcome, s.operator_name, s.occurrence, s.start_pos_row,"
