@@ -79,7 +79,8 @@ def test_the_spend_section_is_validated(home):
 
 
 def _clear_of_the_hour_end() -> None:
-    """The hour cap's window must not end while a case runs (it would reset the count midway)."""
+    """The hour cap's window must not end while a case runs (it would reset the count midway).
+    A wall-clock window, not a kill window: 90 s is several times a case's run even under load."""
     left = spend.window("hour", int(time.time() * 1000))[1] - int(time.time() * 1000)
     if left < 90_000:
         time.sleep(left / 1000 + 1)
