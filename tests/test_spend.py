@@ -156,7 +156,7 @@ def test_a_raised_cap_releases_work_without_a_flush(home, tmp_path):
         admit(paths, "I prefer tabs over spaces in Go.", "e1")
         assert run_cm(["flush"], env=env, timeout=60).returncode == 1
         assert run_cm(["usage", "caps", "--tokens-per-month", "1000000"], env=env).returncode == 0
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 30  # polled: only bounds a hang
         while db_rows(home, "SELECT state FROM observations") != [("processed",)] and time.monotonic() < deadline:
             time.sleep(0.1)
         reap_drains(home)
