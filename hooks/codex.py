@@ -151,7 +151,8 @@ def _admit(conn: sqlite3.Connection, cfg: config_mod.Config, home: str, client: 
         if frozen is None and fresh_view is not None:
             from cmrunner.capture import waiting  # a reading SessionStart only: per-turn events skip it
 
-            block, warning = reader.render_block(fresh_view, waiting=waiting.turns(conn, scope))
+            block, warning = reader.render_block(fresh_view, waiting=waiting.turns(conn, scope),
+                                                  refresh=reader.REFRESH_COMMAND)
             if ev.transcript is None:
                 warning = EPHEMERAL_NOTE if warning is None else f"{warning}; {EPHEMERAL_NOTE}"
             activations.freeze_snapshot(conn, act.session_id, block, capture.canonical_json(sorted({"global", scope})),

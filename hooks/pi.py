@@ -101,7 +101,8 @@ def handle(home: str, event: dict) -> dict:
         view = reader.read_memory(paths, contexts, home)
         from cmrunner.capture import waiting  # memory reads only: per-turn captures skip it
 
-        answer["context"], warning = reader.render_block(view, waiting=waiting.turns_in(paths, [scope]))
+        answer["context"], warning = reader.render_block(view, waiting=waiting.turns_in(paths, [scope]),
+                                                         refresh=reader.REFRESH_COMMAND)
         if warning:
             answer["warning"] = warning
         if event["event"] in READ_ONLY:

@@ -65,7 +65,7 @@ def refresh(home: str, client: str, thread: str | None) -> dict:
         scope = projects.scope_for(paths, cwd)
         contexts = reader.authorized_contexts(cfg.allowed_scopes, scope if scope != "global" else None)
         block, warning = reader.render_block(reader.read_memory(paths, contexts, home),
-                                             waiting=waiting.turns(conn, scope))
+                                             waiting=waiting.turns(conn, scope), refresh=reader.REFRESH_COMMAND)
         with store.immediate(conn, store.HOOK_BUSY_MS):
             activations.replace_snapshot(conn, session_id, block, capture.canonical_json(contexts), capture.now_ms())
     finally:

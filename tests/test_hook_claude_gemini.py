@@ -141,6 +141,9 @@ def test_session_start_injects_memory_and_compaction_reattaches_the_frozen_block
     out = fresh.start()
     context = out["hookSpecificOutput"]
     assert context["hookEventName"] == HOSTS[host].start and "helix-6620" in context["additionalContext"]
+    # Neither host has the /memory-refresh command: its model must not be told to offer it.
+    assert "/memory-refresh" not in context["additionalContext"]
+    assert "the next session receives the current memory" in context["additionalContext"]
     (memory / "profile.md").write_text("# Profile\n\n## Editor\nThe user edits with vim-0001.\n")
     again = fresh.start("compact")  # the same session after compaction: the frozen block, not a new read
     assert again["hookSpecificOutput"]["additionalContext"] == context["additionalContext"]

@@ -41,6 +41,7 @@ def test_session_start_injects_explicit_empty_memory_block(home, transcript, wor
     block = ctx["additionalContext"]
     assert "no memory is stored yet" in block
     assert "not" in block and "instructions" in block
+    assert "refresh it with /memory-refresh" in block  # Codex's profile installs that skill
     token = block.split("<<<common-memory-data ")[1].split(">>>")[0]
     assert f"<<<end-common-memory-data {token}>>>" in block
     assert table_counts(home)["host_snapshots"] == 1

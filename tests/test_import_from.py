@@ -83,8 +83,8 @@ def test_claude_plan_kinds_scopes_and_skip_codes(home, tmp_path):
     assert "plan for claude: 5 files to import" in out
     assert "  claude:CLAUDE.md [personal] -> global: new, 1 part," in out
     assert "  claude:import/style.md [personal] -> global: new, 1 part," in out
-    assert "  claude:auto-memory/user-role [about the user] -> global" in out
-    assert "  claude:auto-memory/run-tests [feedback] -> global" in out
+    assert f"  claude:auto-memory/user-role [about the user] -> {project.scope}" in out
+    assert f"  claude:auto-memory/run-tests [feedback] -> {project.scope}" in out
     assert f"  claude:auto-memory/deploy [project fact] -> {project.scope}" in out
     lines = out.splitlines()
 
@@ -123,7 +123,81 @@ def test_claude_project_memory_finds_its_registered_project_without_workspace(ho
     assert proc.returncode == 0, proc.stderr
     assert f"  claude:auto-memory/deploy [project fact] -> {project.scope}" in out
     assert "claude:auto-memory/old-deploy" not in out
-    assert any(line.startswith("  skipped NO_PROJECT: ") and "project_old.md" in line for line in out.splitlines()), out
+    assert any(line.startswith(f"  skipped NO_PROJECT: {sibling}: ")
+               for line in out.splitlines()), out
+
+
+def _topic(memory: str, name: str, body: str, kind: str | None) -> str:
+    head = "" if kind is None else f"---\nname: {name}\ndescription: {name}\ntype: {kind}\n---\n"
+    return _write(os.path.join(memory, f"{name}.md"), head + body)
+
+
+def test_everything_in_a_project_memory_folder_is_that_projects_or_skipped_never_global(home, tmp_path):
+    _setup(home)
+    paths = _paths(home)
+    project = register(paths, str(tmp_path / "app"), "App")
+    allow(home, project.scope)
+    user = str(tmp_path / "user")
+    base = os.path.join(user, ".claude", "projects")
+    _write(os.path.join(user, ".claude", "CLAUDE.md"), "# Me\n\nI prefer Go over Java.\n")
+    # An unregistered project: whatever its files say, none of them is read or planned.
+    elsewhere = os.path.join(base, memsources.claude_project_dir(str(tmp_path / "infra")), "memory")
+    _topic(elsewhere, "deploy", "Deploys go to /srv/infra-7001 on host bastion-7001.\n", None)
+    _topic(elsewhere, "role", "The user is on call for infra-7002.\n", "user")
+    _topic(elsewhere, "style", "Use tabs in infra-7003.\n", "feedback")
+    index_only = os.path.join(base, memsources.claude_project_dir(str(tmp_path / "blog")), "memory")
+    _write(os.path.join(index_only, "MEMORY.md"), "- the blog-7004 builds with hugo\n")
+    # The registered project: every file in its scope; a kind Claude Code does not write is not guessed.
+    mine = os.path.join(base, memsources.claude_project_dir(project.path), "memory")
+    _topic(mine, "hosts", "The app deploys to app-7005.internal.\n", None)
+    _topic(mine, "role", "The user reviews the app's SQL migrations.\n", "user")
+    _topic(mine, "odd", "A note of an unknown kind, odd-7006.\n", "secretsauce")
+    proc = run_cm(["import", "--from", "claude", "--yes", "--no-wait"], env=hook_env(HOME=user))
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, proc.stderr
+    lines = out.splitlines()
+    assert "  claude:CLAUDE.md [personal] -> global: new, 1 part," in out
+    assert [line for line in lines if " -> global" in line] == [line for line in lines if "claude:CLAUDE.md" in line]
+    assert f"  claude:auto-memory/hosts [project fact] -> {project.scope}: new" in out
+    assert f"  claude:auto-memory/role [about the user] -> {project.scope}: new" in out
+    for code, where in (("NO_PROJECT", elsewhere), ("NO_PROJECT", index_only),
+                        ("UNKNOWN_KIND", os.path.join(mine, "odd.md"))):
+        assert any(line.startswith(f"  skipped {code}: {where}: ") for line in lines), (code, out)
+    assert "secretsauce" not in out and not any(f"-700{n}" in out for n in range(1, 8))
+    assert sorted(_imports(paths)) == [("claude:CLAUDE.md", "global", "pending"),
+                                       ("claude:auto-memory/hosts", project.scope, "pending"),
+                                       ("claude:auto-memory/role", project.scope, "pending")]
+
+
+def test_a_folder_two_registered_projects_share_is_ambiguous_until_workspace_names_one(home, tmp_path):
+    """Claude Code folds every character but letters and digits into '-': ``my_app`` and ``my-app``
+    share one memory folder, so neither registration order nor a guess may decide whose it is."""
+    _setup(home)
+    paths = _paths(home)
+    underscore = register(paths, str(tmp_path / "src" / "my_app"), "Underscore")
+    dash = register(paths, str(tmp_path / "src" / "my-app"), "Dash")
+    allow(home, underscore.scope, dash.scope)
+    user = str(tmp_path / "user")
+    name = memsources.claude_project_dir(dash.path)
+    assert name == memsources.claude_project_dir(underscore.path)
+    memory = os.path.join(user, ".claude", "projects", name, "memory")
+    _topic(memory, "deploy", "Deploys go to the host kiwi-7101.\n", "project")
+    _topic(memory, "role", "The user owns the billing code.\n", "user")
+    proc = run_cm(["import", "--from", "claude", "--dry-run"], env=hook_env(HOME=user))
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, proc.stderr
+    [skip] = [line for line in out.splitlines() if line.startswith("  skipped ")]
+    assert skip.startswith(f"  skipped PROJECT_AMBIGUOUS: {memory}: ") and "(2 files)" in skip, out
+    assert f"{dash.path} and {underscore.path}" in skip and "--workspace" in skip
+    assert "claude:auto-memory/" not in out and "nothing found" not in out
+
+    for chosen, other in ((underscore, dash), (dash, underscore)):
+        picked = run_cm(["import", "--from", "claude", "--workspace", chosen.path, "--dry-run"], env=hook_env(HOME=user))
+        out = picked.stdout.decode()
+        assert picked.returncode == 0, picked.stderr
+        assert f"  claude:auto-memory/deploy [project fact] -> {chosen.scope}: new" in out, out
+        assert f"  claude:auto-memory/role [about the user] -> {chosen.scope}: new" in out, out
+        assert other.scope not in out and "PROJECT_AMBIGUOUS" not in out
 
 
 def test_confirmation_grants_permission_then_imports_once(home, tmp_path):

@@ -112,7 +112,8 @@ BAD_LINES = [
     # an id that is no string or integer: the SDK would take the request for a notification
     (b'{"jsonrpc":"2.0","id":true,"method":"ping"}', -32600, None, "INVALID_MCP_INPUT", "id"),
     (b'{"jsonrpc":"2.0","id":null,"method":"ping"}', -32600, None, "INVALID_MCP_INPUT", "id"),
-    (b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', -32600, None, "INVALID_MCP_INPUT", "id"),
+    # a number that is no integer is JSON-RPC's but not MCP's: refused under the id as sent
+    (b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', -32600, 1.5, "INVALID_MCP_INPUT", "id"),
     (b'{"jsonrpc":"2.0","id":25,"method":"ping","params":"' + SECRET.encode() + b'"}', -32600, 25,
      "INVALID_MCP_INPUT", ""),
     # a malformed response: its id is the server's own and is not echoed
@@ -156,6 +157,29 @@ def test_every_bad_line_is_answered_and_the_server_keeps_serving(home):
         code, err = server.close()
     assert code == 0 and "Traceback" not in err and SECRET not in err, err
     assert rows(paths, "SELECT COUNT(*) FROM observations") in ([], [(0,)])
+
+
+def test_a_number_id_is_answered_under_the_number_the_host_sent(home):
+    """JSON-RPC allows any number as an id, MCP only strings and integers: the request is refused,
+    but under its own id, or the host waits for an answer that never comes (it got id null)."""
+    configure(home)
+    server = Server(home, RELAY)
+    try:
+        server.initialize()
+        for raw_id, sent in ((b"1.0", b'"id":1.0,'), (b"2.5", b'"id":2.5,'), (b"30E-1", b'"id":3.0,'),
+                             (b"-4.25e2", b'"id":-425.0,')):
+            server.send(b'{"jsonrpc":"2.0","id":' + raw_id + b',"method":"tools/call","params":{"name":'
+                        b'"memory_status","arguments":{}}}')
+            line = server.answers.get(timeout=ANSWER_WAIT)
+            assert sent in line, (raw_id, line)
+            answer = json.loads(line)
+            assert isinstance(answer["id"], float), answer  # 1.0, not the integer 1 another request may hold
+            _check_answer(answer, -32600, float(raw_id), "INVALID_MCP_INPUT", "id")
+            assert "string or an integer" in answer["error"]["message"]
+            server.still_serving()
+    finally:
+        code, err = server.close()
+    assert code == 0 and "Traceback" not in err and "Warning" not in err, err
 
 
 def test_a_request_with_a_duplicate_key_is_refused_not_last_wins(home):

@@ -66,6 +66,48 @@ def test_a_source_no_request_can_hold_is_set_aside_and_the_rest_goes_on(home, tm
     assert max(r["bytes"] for r in log) <= SMALL
 
 
+def _document(title: str, size: int) -> str:
+    """A valid memory document of about ``size`` bytes, as a person might grow one."""
+    lines = [f"# {title}", ""]
+    n = 0
+    while sum(len(line) + 1 for line in lines) < size:
+        n += 1
+        lines += [f"## Topic {n}", f"Notes on topic {n}: the build runs on the shared runner, \"quoted\" here."]
+    return "\n".join(lines) + "\n"
+
+
+def test_the_source_limit_never_drops_below_its_floor_whatever_the_documents():
+    room = SMALL - budget.REQUEST_RESERVE
+    assert budget.source_limit(SMALL, []) == room
+    assert budget.source_limit(SMALL, ["x" * 3000]) == room - 2 * budget.wire_bytes("x" * 3000)  # above the floor
+    for documents in (["x" * 5000] * 2, ["\"" * 16_384] * 3, ["y" * 1_048_576]):
+        assert budget.source_limit(SMALL, documents) == room // budget.SOURCE_SHARE_MIN > 0
+    assert budget.job_limit(SMALL, ["\"" * 16_384] * 3) == room // budget.SOURCE_SHARE_MIN
+    default = DEFAULT_MAX_REQUEST_BYTES - budget.REQUEST_RESERVE
+    assert budget.source_limit(DEFAULT_MAX_REQUEST_BYTES, ["\"" * 16_384] * 3) == default // budget.SOURCE_SHARE_MIN
+
+
+def test_large_documents_do_not_set_every_new_turn_aside(home, tmp_path):
+    """Documents taking more than the request budget leaves (twice, read and written back) made the
+    source limit negative: each new turn, however short, was quarantined SOURCE_TOO_LARGE, and as no
+    job could commit, forever. The turn goes through; the request still fits the budget."""
+    with fakemodel.running(str(tmp_path / "fm"), policy()) as fm:
+        paths, cfg = configure_remote(home, fm.base_url, maxRequestBytes=SMALL)
+        documents = [_document("Profile", 5_000), _document("Preferences", 5_000)]
+        for target, text in zip(("profile", "preferences"), documents, strict=True):
+            os.makedirs(os.path.dirname(paths.document(target)), exist_ok=True)
+            with open(paths.document(target), "w", encoding="utf-8") as handle:
+                handle.write(text)
+        assert SMALL - budget.REQUEST_RESERVE - 2 * sum(map(budget.wire_bytes, documents)) < 0  # the old limit
+        admit(paths, "I prefer tabs over spaces.", "e0")
+        outcome = run_once(paths, cfg, make_agent(cfg))
+        log = fm.model_requests()
+    assert outcome.state == "committed", outcome
+    assert _states(paths) == [("processed", None)]
+    assert "I prefer tabs over spaces." in open(paths.document("profile"), encoding="utf-8").read()
+    assert log and max(r["bytes"] for r in log) <= SMALL
+
+
 def test_sources_beyond_one_job_wait_for_the_next_whole(home, tmp_path):
     texts = [f"Note {n}: " + "the cache keeps each module small " * 480 for n in range(5)]  # ~16 KB each, 80 in all
     with fakemodel.running(str(tmp_path / "fm"), policy("ignore")) as fm:

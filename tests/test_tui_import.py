@@ -102,12 +102,11 @@ def test_first_run_shows_the_plan_and_enter_imports_through_the_writer(home, tmp
     plan = seen["plan"]
     assert isinstance(plan, str)
     for line in ("Claude Code (chosen)", "claude:CLAUDE.md [personal] → global: new, 1 part,",
-                 "claude:auto-memory/user-role [about the user] → global: new, 1 part,", "skipped INDEX_ONLY:",
                  "skipped NO_PROJECT:", "Codex CLI (chosen)", "codex:memory_summary [personal] → global: new, 1 part,",
                  "Gemini CLI (chosen)", "gemini:GEMINI.md [personal] → global: new, 1 part,",
                  "may become: profile (facts about you, never instructions to an agent), preferences",
-                 "To import: 4 files, about", "Permission: document imports are off",
-                 "Import 4 files and allow document imports", "Skip: import nothing"):
+                 "To import: 3 files, about", "Permission: document imports are off",
+                 "Import 3 files and allow document imports", "Skip: import nothing"):
         assert line in plan, (line, plan)
     assert " bytes, ~" in plan and "tokens" in plan
     assert "raw_memories" not in plan and "Lisbon" not in plan  # names and numbers, never the files' text
@@ -115,14 +114,15 @@ def test_first_run_shows_the_plan_and_enter_imports_through_the_writer(home, tmp
     result = seen["result"]
     assert isinstance(result, str)
     assert "Granted: disclosure.allowedProvenance +document_import" in result
-    for label in ("claude:CLAUDE.md", "claude:auto-memory/user-role", "codex:memory_summary", "gemini:GEMINI.md"):
+    for label in ("claude:CLAUDE.md", "codex:memory_summary", "gemini:GEMINI.md"):
         assert f"{label} → global: processed" in result, (label, result)
     assert _allowed(home)
     assert posts  # the Memory Agent ran against the fake model
     kept = open(DataPaths(config_mod.load(home).data_root).document("preferences"), encoding="utf-8").read()
-    for fact in ("prefer Go over Java", "data engineer", "Rust CLI named ferrous", "British English"):
+    for fact in ("prefer Go over Java", "Rust CLI named ferrous", "British English"):
         assert fact in kept, (fact, kept)
-    assert "Thursdays" not in kept  # a project memory without a registered project is skipped
+    # the memory of a project cm has not registered is skipped whole, its "about the user" files too
+    assert "Thursdays" not in kept and "data engineer" not in kept and "auto-memory" not in plan
     assert "→ global: unchanged" in str(seen["again"])
 
 

@@ -16,8 +16,13 @@ Contract:
   result is a JSON string inside the JSON body) plus ``BLOCK_FRAMING`` for its descriptor.
 - ``source_limit(max_request, snapshot)``: what the sources of one request may take at most: the
   request budget minus ``REQUEST_RESERVE`` (instructions, tools, task and a submission's framing,
-  measured at about 10 KB) minus the memory documents twice (read, and written back by a decision).
-  A single source or turn above it can never be sent: ``SOURCE_TOO_LARGE``.
+  measured at about 10 KB) minus the memory documents twice (read, and written back by a decision),
+  but never less than ``SOURCE_SHARE_MIN`` of what ``REQUEST_RESERVE`` leaves (a quarter: 4 KiB
+  at the smallest ``maxRequestBytes``, 61 KiB at the default). Why the floor: the documents are
+  not the source's doing, and a limit they pushed to zero or below would set every new turn aside
+  as too large, forever (no job could commit to shrink them). Past the floor the agent's own check
+  still holds each request to ``maxRequestBytes`` (``REQUEST_TOO_LARGE``, nothing sent, its cause
+  in ``cm status``). A single source or turn above the limit can never be sent: ``SOURCE_TOO_LARGE``.
 - ``job_limit(...)``: a job holds more than one source or turn only while all of them fit
   ``min(JOB_SOURCE_BYTES, source_limit)``: one bulk read page, so no read text is re-sent by more
   than the few requests that follow it.
@@ -33,6 +38,7 @@ REQUEST_RESERVE = 16_384
 JOB_SOURCE_BYTES = 65_536
 ATTEMPT_REQUESTS_OF_MAX = 16
 BLOCK_FRAMING = 256
+SOURCE_SHARE_MIN = 4  # sources keep at least 1/SOURCE_SHARE_MIN of the budget past the reserve
 
 
 def escaped_bytes(text: str) -> int:
@@ -53,7 +59,8 @@ def attempt_bytes(max_request: int) -> int:
 def source_limit(max_request: int, snapshot_texts: Iterable[str]) -> int:
     """The most source wire bytes one request can carry beside its fixed text and the documents."""
     documents = sum(wire_bytes(text) for text in snapshot_texts)
-    return max_request - REQUEST_RESERVE - 2 * documents
+    room = max_request - REQUEST_RESERVE
+    return max(room - 2 * documents, room // SOURCE_SHARE_MIN)
 
 
 def job_limit(max_request: int, snapshot_texts: Iterable[str]) -> int:

@@ -4,12 +4,12 @@ Contract (``../shared/hosts-more.md`` §4.7; issue 26 "Kinds, not just text"):
 - ``KINDS`` maps each kind id to a ``Kind``: a label for the plan and the classes of document its
   content may become (``profile``, ``preferences``, ``project``):
   * ``personal`` — the user's own instruction or memory file (``~/.claude/CLAUDE.md``, Codex
-    memories, ``~/.gemini/GEMINI.md``, the auto memory index): profile (facts about the user
-    only) and preferences;
+    memories, ``~/.gemini/GEMINI.md``): profile (facts about the user only) and preferences;
   * ``user_fact`` — auto memory ``type: user``: profile and preferences;
   * ``user_feedback`` — auto memory ``type: feedback`` (a rule, then why and how to apply it):
     preferences only;
-  * ``project_fact`` — auto memory ``type: project``, ``CLAUDE.local.md``: the project only;
+  * ``project_fact`` — auto memory ``type: project`` (or no ``type``) and a project's auto memory
+    index without topic files, ``CLAUDE.local.md``: the project only;
   * ``reference`` — auto memory ``type: reference`` (pointers): the project only;
   * ``team_convention`` — checked-in ``AGENTS.md`` / ``CLAUDE.md``: the project only, never a
     fact about the user;
@@ -50,7 +50,8 @@ KINDS: dict[str, Kind] = {
     "team_convention": Kind("team convention", (PROJECT,)),
     "instructions": Kind("instructions", (PROJECT,)),
 }
-# Auto memory topic files' front matter ``type`` → kind (an unknown type is taken as ``user``'s).
+# Auto memory topic files' front matter ``type`` → kind; no other value is guessed at (``memsources``
+# skips a file with another value: ``UNKNOWN_KIND``).
 AUTO_MEMORY_TYPES = {"user": "user_fact", "feedback": "user_feedback", "project": "project_fact",
                      "reference": "reference"}
 

@@ -12,8 +12,8 @@ Contract:
 - Each file keeps its kind (``cmrunner.core.importkinds``), carried in its parts' envelopes to
   the Writer; ``FilePlan.may_become`` states what it may become and ``instruction_lines`` how many
   of its lines read as instructions to an agent (``directives``), which may never reach profile.
-  Checked-in project files and project facts target the project's scope only; only personal kinds
-  (``personal``, ``user_fact``, ``user_feedback``) target ``global``.
+  Checked-in project files and everything in a per-project memory folder (``memsources``, Scope)
+  target the project's scope only; only the user's own files (``personal``) target ``global``.
 - Identity is the importer's, per section within the file's source label and scope: a file
   imported before and unchanged is ``unchanged`` in the plan and queues nothing; a changed file
   sends only its new or edited sections (``N of M sections changed``; bytes and tokens are those

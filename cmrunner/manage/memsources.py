@@ -17,21 +17,27 @@ Contract (``../shared/hosts-more.md`` §4; ``cm import --from``):
   (``gemini_project_root``); never ``memory/.inbox/`` or ``memory/skills/``, auto-memory drafts
   the user has not approved) and ``project`` (a registered project's ``AGENTS.md``, ``CLAUDE.md``,
   ``GEMINI.md``, ``.cursor/rules/**/*.mdc`` that always apply or have globs,
-  ``.github/copilot-instructions.md``). Claude's project memory directory belongs to the
-  registered project whose root it names exactly (``claude_project_dir``; a prefix never
-  matches, the name folds ``/`` and ``-`` alike). With ``project`` (``--workspace``) given, auto
-  memory and Gemini's project notes are that project's only.
+  ``.github/copilot-instructions.md``).
+- Scope: a per-project memory folder (Claude's ``projects/<dir>/memory/``, Gemini's
+  ``tmp/<id>/memory/``) is its project's, whatever its files say: every file in it targets that
+  project's scope, never ``global``, or the folder is skipped. Claude's folder belongs to the
+  registered project whose root it names exactly (``claude_project_dir``; a prefix never matches);
+  the name folds every character but letters and digits alike, so when it names several registered
+  roots (``/src/my_app``, ``/src/my-app``) the folder is ``PROJECT_AMBIGUOUS``, naming them, unless
+  ``--workspace`` picks one. With ``project`` (``--workspace``) given, auto memory and Gemini's
+  project notes are that project's only.
 - Kinds are the ids of ``cmrunner.core.importkinds`` (which also says what each may become):
-  ``personal`` (the user's ``CLAUDE.md``, Codex memories, ``~/.gemini/GEMINI.md``, the auto
-  memory index; global scope), auto memory topic files by their front matter ``type``
-  (``user_fact``, ``user_feedback``: global; ``project_fact``, ``reference``: the project's
-  scope), ``CLAUDE.local.md`` and Gemini's project notes (``project_fact``), checked-in
-  ``AGENTS.md``/``CLAUDE.md``/``GEMINI.md`` (``team_convention``) and Cursor rules and Copilot
-  instructions (``instructions``) — the project kinds land in the project's scope only, never global.
+  ``personal`` (the user's ``CLAUDE.md``, Codex memories, ``~/.gemini/GEMINI.md``; global scope),
+  auto memory topic files by their front matter ``type`` (``user_fact``, ``user_feedback``,
+  ``project_fact``, ``reference``; no ``type``: ``project_fact``; any other value is not guessed:
+  ``UNKNOWN_KIND``), the auto memory index alone, ``CLAUDE.local.md`` and Gemini's project notes
+  (``project_fact``), checked-in ``AGENTS.md``/``CLAUDE.md``/``GEMINI.md`` (``team_convention``)
+  and Cursor rules and Copilot instructions (``instructions``).
 - A file is skipped with a code, never half-read: ``UNREADABLE``, ``SYMLINK_LEAVES_ROOT`` (its real
   path, through a link to it or to a folder above it, is outside its root: the agent's own
   directory such as ``~/.claude``, or the project), ``BINARY``, ``OVERSIZED``, ``EMPTY``,
-  ``NO_PROJECT`` (project memory with no registered project for it), ``NOT_APPROVED`` (Gemini's
+  ``NO_PROJECT`` (a project memory folder with no registered project for it),
+  ``PROJECT_AMBIGUOUS`` (see Scope), ``UNKNOWN_KIND`` (see Kinds), ``NOT_APPROVED`` (Gemini's
   drafts, named but not read), ``RULE_NOT_ALWAYS_APPLIED``, ``INDEX_ONLY``. An ``@path`` import in
   an instructions file (outside code fences, at most ``MAX_IMPORT_DEPTH`` hops) that stays inside
   the root is imported as its own file; one that leaves it is ``IMPORT_LEAVES_ROOT`` and one already
@@ -201,12 +207,7 @@ def _claude(walk: _Walk, user_home: str, project: tuple[str, str] | None,
         dirs = sorted(os.listdir(base))
     except OSError:
         return
-    # Only an exact name is a match: the name folds every '/' and '-' alike, so a prefix could put
-    # one project's notes into another's scope (``/src/app`` and ``/src/app-old``).
-    owners = {claude_project_dir(p.path): p.scope for p in registered}
     wanted = claude_project_dir(project[0]) if project is not None else None
-    if project is not None:
-        owners[claude_project_dir(project[0])] = project[1]
     for name in dirs:
         if wanted is not None and name != wanted:
             continue
@@ -215,32 +216,60 @@ def _claude(walk: _Walk, user_home: str, project: tuple[str, str] | None,
             files = sorted(f for f in os.listdir(memory) if f.endswith(".md"))
         except OSError:
             continue
-        project_scope = owners.get(name)
-        topics = [f for f in files if f != "MEMORY.md"]
-        if "MEMORY.md" in files:
-            if topics:
-                walk.skip(os.path.join(memory, "MEMORY.md"), "INDEX_ONLY",
-                          "the index of the topic files, which are imported themselves")
-            else:
-                walk.add(os.path.join(memory, "MEMORY.md"), claude, "claude:auto-memory/MEMORY", "personal",
-                         "global", "agent")
-        for topic in topics:
-            path = os.path.join(memory, topic)
-            text = walk.read(path, claude)
-            if text is None:
-                continue
-            meta = front_matter(text)
-            kind_of = meta.get("type", "user")
-            kind = importkinds.AUTO_MEMORY_TYPES.get(kind_of, "user_fact")
-            label = f"claude:auto-memory/{meta.get('name') or topic[:-3]}"
-            if importkinds.PROJECT not in importkinds.may_become(kind):
-                walk.found.append(Found(path, text, label[:importer.LABEL_LIMIT], kind, "global", "agent"))
-            elif project_scope is None:
-                walk.skip(path, "NO_PROJECT", f"a {kind_of} memory of a project cm has not registered; "
-                                             "`cm project register <its path> <name>`, then import again")
-            else:
-                walk.found.append(Found(path, text, label[:importer.LABEL_LIMIT], kind, project_scope,
-                                        "agent"))
+        if not files:
+            continue
+        owner = project[1] if project is not None else _claude_owner(walk, memory, name, len(files), registered)
+        if owner is not None:
+            _claude_memory(walk, claude, memory, files, owner)
+
+
+def _claude_owner(walk: _Walk, memory: str, name: str, count: int,
+                  registered: Sequence[projects.Project]) -> str | None:
+    """The scope of the one registered project whose root Claude Code's folder ``name`` spells, or
+    ``None`` after skipping the folder: no such project (``NO_PROJECT``), or several
+    (``PROJECT_AMBIGUOUS``: the name folds ``/src/my_app`` and ``/src/my-app`` alike, and which of
+    them was registered last says nothing about whose notes these are)."""
+    candidates = sorted(p.path for p in registered if claude_project_dir(p.path) == name)
+    files = f"{count} file{'s' if count != 1 else ''}"
+    if not candidates:
+        walk.skip(memory, "NO_PROJECT",
+                  f"Claude Code's memory ({files}) of a project cm has not registered (the folder name is its path "
+                  "with every character but letters and digits as '-'); `cm project register <that path> <name>`, "
+                  "then import again")
+        return None
+    if len(candidates) > 1:
+        walk.skip(memory, "PROJECT_AMBIGUOUS",
+                  f"Claude Code keeps one memory folder ({files}) for {' and '.join(candidates)}; "
+                  f"`cm import --from claude --workspace <one of them>` imports it into the project you name")
+        return None
+    return next(p.scope for p in registered if p.path == candidates[0])
+
+
+def _claude_memory(walk: _Walk, claude: str, memory: str, files: list[str], scope: str) -> None:
+    """One project's auto memory, all of it in that project's ``scope``: a topic file by its front
+    matter ``type`` (none or empty: a project fact; a value Claude Code does not write: ``UNKNOWN_KIND``), the
+    index only when no topic file carries its entries."""
+    topics = [f for f in files if f != "MEMORY.md"]
+    if "MEMORY.md" in files:
+        if topics:
+            walk.skip(os.path.join(memory, "MEMORY.md"), "INDEX_ONLY",
+                      "the index of the topic files, which are imported themselves")
+        else:
+            walk.add(os.path.join(memory, "MEMORY.md"), claude, "claude:auto-memory/MEMORY", "project_fact",
+                     scope, "agent")
+    for topic in topics:
+        path = os.path.join(memory, topic)
+        text = walk.read(path, claude)
+        if text is None:
+            continue
+        meta = front_matter(text)
+        kind = importkinds.AUTO_MEMORY_TYPES.get(meta["type"]) if meta.get("type") else "project_fact"
+        if kind is None:  # the value is the file's text: never echoed
+            walk.skip(path, "UNKNOWN_KIND", "its front matter `type:` is none of "
+                                            f"{', '.join(importkinds.AUTO_MEMORY_TYPES)}; set one, then import again")
+            continue
+        label = f"claude:auto-memory/{meta.get('name') or topic[:-3]}"
+        walk.found.append(Found(path, text, label[:importer.LABEL_LIMIT], kind, scope, "agent"))
 
 
 def gemini_registry(gemini: str) -> dict[str, str]:

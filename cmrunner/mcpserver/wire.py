@@ -26,7 +26,9 @@ Contract:
   ``jsonrpc_message_adapter``, or a request whose id is null, a boolean or a fraction, which the
   SDK would take for a notification and never answer) -> -32600 Invalid Request. The last two
   carry the request's id when it can be read safely (``request_id``: a top-level object with a ``method``, no repeated
-  key, an integer or strict-text string id), so the host's pending request ends; else id null.
+  key, an integer, a strict-text string or a finite number with a fraction or exponent), so the host's pending request
+  ends; else id null. A number id such as ``1.0`` is JSON-RPC's but not MCP's (string or integer): the request is
+  refused, and the answer carries that number (``1.0``, never ``1``, which may be another pending request's).
   A NUL character is strict JSON: it passes here, and the tool's own argument check names the
   field (``INVALID_ARGUMENTS``).
 - An answer's ``error.message`` is ``CODE: what was wrong``, ``error.data`` is
@@ -66,19 +68,28 @@ INVALID_CODE = "INVALID_MCP_INPUT"
 _CHUNK = 1 << 16
 
 
-def _error(rpc_code: int, request_id: int | str | None, code: str, field: str, what: str) -> JSONRPCError:
-    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(
-        code=rpc_code, message=f"{code}: {what}; nothing was accepted", data={"code": code, "field": field}))
+class _NumberIdError(JSONRPCError):
+    """An answer to a request whose id is a JSON number that is no integer: the SDK's model holds
+    only a string or integer id, and the host is waiting under the number it sent."""
+
+    id: float  # type: ignore[assignment]
 
 
-def request_id(value: Any) -> int | str | None:
+def _error(rpc_code: int, request_id: int | str | float | None, code: str, field: str, what: str) -> JSONRPCError:
+    error = ErrorData(code=rpc_code, message=f"{code}: {what}; nothing was accepted", data={"code": code, "field": field})
+    if isinstance(request_id, float):
+        return _NumberIdError(jsonrpc="2.0", id=request_id, error=error)
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
+
+
+def request_id(value: Any) -> int | str | float | None:
     """The id of a parsed request, if it can be read safely (module contract), else None."""
     if not isinstance(value, dict) or strictjson.DUPLICATE in value or "method" not in value:
         return None
     if "result" in value or "error" in value:  # a response's id is the server's own, never echoed
         return None
     found = value.get("id")
-    if isinstance(found, bool) or not isinstance(found, int | str):
+    if isinstance(found, bool) or not isinstance(found, int | str | float):
         return None
     try:
         strictjson.check(found)
@@ -133,7 +144,8 @@ def judge(line: bytes) -> SessionMessage | JSONRPCError | None:
         return _error(INVALID_REQUEST, request_id(value), INVALID_CODE, "",
                       "the line is JSON but not a JSON-RPC 2.0 request, notification or response")
     if isinstance(message, JSONRPCNotification) and "id" in value:  # the SDK would drop it as a notification
-        return _error(INVALID_REQUEST, None, INVALID_CODE, "id", "a request's id must be a string or an integer")
+        return _error(INVALID_REQUEST, request_id(value), INVALID_CODE, "id",
+                      "a request's id must be a string or an integer; send it again with one")
     return SessionMessage(message)
 
 
