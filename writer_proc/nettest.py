@@ -40,6 +40,9 @@ def run(cfg: config_mod.Config, **timeouts: float) -> dict:
     remote = cfg.remote
     if not remote:
         raise CmError("UNCONFIGURED", "no model is configured; run `cm config init` with --base-url and --model")
+    if config_mod.is_agent_cli(remote):
+        raise CmError("AGENT_CLI_RUNTIME", f"the Memory Agent runs through the {remote['agent']} CLI, which reaches "
+                                           "its own model; `cm doctor` checks that the CLI is found")
     private = envfile.read(cfg.home)
     key = private.get(remote["apiKeyEnv"]) or None
     if key is None:

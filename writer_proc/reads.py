@@ -144,6 +144,10 @@ class ReadPort:
     def fully_read_targets(self) -> frozenset[str]:
         return frozenset(t for t, doc in self.snapshot.items() if self._memory_covered[t] >= len(doc.data))
 
+    def check_lease(self) -> None:
+        """Raise ``STALE_LEASE`` if this job's lease is lost (a runtime polls it between calls)."""
+        self._check_lease()
+
     def _guard(self) -> None:
         if self.submission is not None:
             raise ReadRejected("DECISION_ALREADY_SUBMITTED", "a decision was already accepted for this job")

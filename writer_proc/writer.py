@@ -298,6 +298,8 @@ class Writer:
         finally:
             renewer.stop_event.set()
             renewer.join()
+        # The receipt and history name the model that decided; an agent CLI's with the CLI's name.
+        model_label = meter.model if meter.api != "agent-cli" else f"{meter.host}/{meter.model}"
         if reads.submission is None:
             raise AgentError("MISSING_SUBMISSION", "the agent ended without submitting a decision")
         accepted, changed = reads.submission
@@ -305,9 +307,9 @@ class Writer:
             jobs.record_activity(self.conn, job, result.model_turns, result.tool_calls,
                                  result.usage.get("input_tokens", 0), result.usage.get("output_tokens", 0))
         receipt = apply.build_receipt(job.id, snapshot, changed, accepted, facts, result.prompt_digest,
-                                      (self.cfg.remote or {}).get("model", "scripted"), result.usage, self.now())
+                                      model_label, result.usage, self.now())
         if changed:
-            model = (self.cfg.remote or {}).get("model", "scripted")
+            model = model_label
             first = next((s.observation_id for s in sources if not s.context_only), None)
             client, session = observations.captured_by(self.conn, first) if first is not None else (None, None)
             with store.immediate(self.conn):

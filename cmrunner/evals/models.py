@@ -101,7 +101,11 @@ def resolve(home: str, choice: Choice) -> ModelUnderTest:
     if configured is None and all(v is None for v in candidate):
         raise CmError("UNCONFIGURED", "no model is configured; run `cm config init`, or name a candidate with "
                                       "--base-url and --model, or use --synthetic careful")
-    remote = _candidate(configured, *candidate, what="model under test")
+    if config_mod.is_agent_cli(configured) and all(v is None for v in candidate):
+        raise CmError("AGENT_CLI_RUNTIME", "cm eval does not run the Memory Agent through an agent CLI yet; name a "
+                                           "candidate with --base-url and --model, or use --synthetic careful")
+    remote = _candidate(None if config_mod.is_agent_cli(configured) else configured, *candidate,
+                        what="model under test")
     private = _private(home, remote)
     # The temporary home names its key with cm's own variable, whatever the user's is called.
     remote = {**remote, "apiKeyEnv": KEY_NAME}

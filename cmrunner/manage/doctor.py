@@ -154,12 +154,29 @@ def _failed(name: str, code: str, message: str) -> Check:
     return Check(name, "fail", f"{code}: {message}")
 
 
+def _check_agent_cli(remote: dict) -> Check:
+    """The agent CLI that runs the Memory Agent: found and executable (its login is its own: cm
+    never reads the CLI's credentials, so a refused login shows as AGENT_CLI_AUTH on a job)."""
+    import shutil
+
+    from cmrunner.writer_proc.agentcli import hosts
+
+    path = remote.get("agentPath") or shutil.which(hosts.spec(remote["agent"]).executable)
+    if not path or not os.path.isfile(path) or not os.access(path, os.X_OK):
+        return _failed("model", "AGENT_CLI_NOT_FOUND", f"the {remote['agent']} CLI was not found "
+                       f"({'remote.agentPath' if remote.get('agentPath') else 'on PATH'}); install it or set "
+                       "remote.agentPath (`cm config init --force --agent … --agent-path PATH`)")
+    return Check("model", "ok", f"{config_mod.runtime_label(remote)}: {path}")
+
+
 def _check_model(cfg: config_mod.Config, probe: bool = False) -> Check:
     remote = cfg.remote
     if remote is None:
         return _failed("model", "UNCONFIGURED", "no model is configured, so captured turns are never written to "
                        "memory; run `cm config` (or `cm config init --force --base-url URL --model NAME "
                        "--api-key-stdin`)")
+    if config_mod.is_agent_cli(remote):
+        return _check_agent_cli(remote)
     try:
         present = envfile.get_secret(cfg.home, remote["apiKeyEnv"]) is not None
     except CmError as exc:

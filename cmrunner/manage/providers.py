@@ -188,7 +188,7 @@ class ModelChoice:
 def key_configured(home: str) -> bool:
     """Whether the configured model's key is present in the private ``.env`` (never its value)."""
     remote = config_mod.load(home).remote
-    if not remote:
+    if not remote or config_mod.is_agent_cli(remote):
         return False
     try:
         return envfile.get_secret(home, remote["apiKeyEnv"]) is not None

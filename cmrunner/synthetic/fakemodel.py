@@ -24,7 +24,8 @@ Contract:
   (``POST /v1/messages``, SSE or JSON; ``/v1/messages/count_tokens`` consumes nothing) for Claude
   Code, and Gemini (``POST /v1beta/models/<m>:generateContent`` / ``:streamGenerateContent?alt=sse``;
   ``:countTokens`` consumes nothing) for Gemini CLI. Their root is ``FakeModel.root_url``. Policy
-  mode answers only the OpenAI protocols (the Memory Agent's).
+  mode answers on every protocol, so an agent CLI can run the Memory Agent against it (the tools
+  as the host names them: ``fakepolicy.offered_names``).
 - **Policy mode** ("a diligent model", ``fakepolicy``): a script with ``"policy"`` (a built-in name,
   ``file.py:function`` or ``module:function``) answers every request after the scripted replies
   (and any reply with ``"policy": true``) by reading the conversation so far and calling the next
@@ -337,7 +338,7 @@ class FakeModelHandler(BaseHTTPRequestHandler):
             return
         reply, index = self.script.take()
         cue = None
-        if reply.get("policy") and host_api is None:
+        if reply.get("policy"):
             try:
                 reply, cue = self.driver.answer(path, body, reply)
             except Exception:

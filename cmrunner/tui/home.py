@@ -37,7 +37,8 @@ def status_line(home: str) -> str:
     except CmError as exc:
         return f"config.json is invalid: {exc.code}"
     key = "set" if providers.key_configured(home) else "MISSING"
-    model = f"model {remote['model']} at {remote['baseUrl']} · key {key}" if remote else "no model configured"
+    model = ("no model configured" if not remote else f"Memory Agent: {config_mod.runtime_label(remote)}"
+             if config_mod.is_agent_cli(remote) else f"model {remote['model']} at {remote['baseUrl']} · key {key}")
     try:
         installed = manager.installed(home)
         agents = ", ".join(discovery.TITLES[h] for h in discovery.HOST_IDS if h in installed) or "none"

@@ -161,7 +161,7 @@ class AdjustScreen(CmScreen):
                              "writableScopes); nothing can be adjusted.")
             self.query_one("#request", Input).disabled = True
             return
-        model = f"{remote['model']} at {remote['baseUrl']}" if remote else "the model (not configured yet: the " \
+        model = config_mod.runtime_label(remote) if remote else "the model (not configured yet: the " \
                                                                             "request waits until one is)"
         self.query_one("#disclosure", Text).set(
             f"Notice: your words are stored locally and sent, as your own request, to {model}. The Writer "

@@ -101,7 +101,11 @@ def gather(home: str) -> dict:
     remote = cfg.remote
     report["config"]["schemaVersion"] = cfg.schema_version
     report["model"] = None
-    if remote is not None:
+    if config_mod.is_agent_cli(remote):
+        assert remote is not None
+        report["model"] = {"runtime": "agent-cli", "agent": remote["agent"], "agentPath": remote.get("agentPath"),
+                           "model": remote.get("model"), "label": config_mod.runtime_label(remote)}
+    elif remote is not None:
         try:
             key_present = envfile.get_secret(home, remote["apiKeyEnv"]) is not None
         except CmError:

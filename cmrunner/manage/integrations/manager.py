@@ -234,7 +234,7 @@ def plan(home: str, selected: list[str], init: bool = False, grant: bool = False
     init = init and "chatgpt" in selected
     for host in selected:
         if host not in recorded and not hosts[host].available:
-            raise CmError("HOST_UNAVAILABLE", f"{hosts[host].title} is not available here: {hosts[host].limits}")
+            raise CmError("HOST_UNAVAILABLE", f"{hosts[host].title} {hosts[host].unavailable}")
     if "pi" in selected and "pi" not in recorded:
         pi_mod.check_no_duplicates(hosts["pi"].root)
     cfg = config_mod.load(home)

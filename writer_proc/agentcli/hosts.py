@@ -1,0 +1,154 @@
+"""Each agent CLI as the Memory Agent's runtime: its confined command line, environment and output.
+
+Contract:
+- ``spec(agent)`` is the ``CliSpec`` of ``claude-code``, ``codex`` or ``gemini``: the executable's
+  name on PATH, ``argv(...)`` (headless, only cm's MCP server ``cm`` with its tools allowed by
+  name, no built-in tool, no other MCP server, no saved session, the user's settings and hooks not
+  loaded where the CLI allows it, cm's system prompt where the CLI can replace its own, JSON
+  output), ``prepare(...)`` (files the CLI reads, written into the attempt's private directory,
+  outside its empty working directory) and ``usage(stdout)``.
+- ``usage(stdout)`` is ``(counts, cost_usd)`` from the CLI's JSON output, in cm's names
+  (``input_tokens``, ``output_tokens``, ``cached_input_tokens``), or ``(None, None)`` when the
+  output carries none; never text from the output.
+- ``classify(text)`` maps what a failed CLI printed to ``AGENT_CLI_AUTH`` (no or expired login,
+  a refused key), ``AGENT_CLI_QUOTA`` (usage limit, quota, rate limit), ``UNAVAILABLE`` (the
+  CLI could not reach its model) or ``None``; the text is
+  matched, never kept, logged or returned.
+Stdlib only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+SERVER = "cm"  # the MCP server's name the CLI sees; tool names reach the model as mcp__cm__<tool>
+
+_AUTH = re.compile(r"invalid api key|/login|not logged in|please log ?in|log in again|authenticat|unauthori[sz]ed|"
+                   r"\b401\b|\b403\b|oauth|credentials? (?:are |is )?(?:missing|invalid|expired)|api key (?:is )?missing|"
+                   r"no api key", re.I)
+_QUOTA = re.compile(r"usage limit|quota|rate.?limit|\b429\b|too many requests|credit balance|limit reached|"
+                    r"resource.?exhausted|billing", re.I)
+
+
+_UNREACHABLE = re.compile(r"econnrefused|connection refused|enotfound|getaddrinfo|fetch failed|network error|"
+                          r"unable to connect|socket hang up|etimedout", re.I)
+
+
+def classify(text: str) -> str | None:
+    if _QUOTA.search(text):
+        return "AGENT_CLI_QUOTA"
+    if _AUTH.search(text):
+        return "AGENT_CLI_AUTH"
+    if _UNREACHABLE.search(text):
+        return "UNAVAILABLE"
+    return None
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _json_lines(stdout: bytes) -> list[dict]:
+    found = []
+    for line in stdout.splitlines():
+        line = line.strip()
+        if line.startswith(b"{"):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                found.append(value)
+    return found
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What a CLI's command line needs of one attempt."""
+
+    binary: str
+    private: str          # the attempt's private directory (0700): config files, the socket
+    workdir: str          # the CLI's empty working directory inside it
+    relay: list[str]      # the command that starts ``cm memory-agent-mcp``
+    relay_env: dict[str, str]
+    system_prompt: str
+    model: str | None
+    max_turns: int
+    tools: tuple[str, ...]
+
+
+class CliSpec:
+    agent = ""
+    executable = ""
+    # Extra environment the CLI gets (host switches); the user's own environment passes through.
+    env: dict[str, str] = {}
+
+    def prepare(self, attempt: Attempt) -> None:
+        """Write the files ``argv`` refers to."""
+
+    def argv(self, attempt: Attempt) -> list[str]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def usage(self, stdout: bytes) -> tuple[dict[str, int | None] | None, float | None]:  # pragma: no cover
+        raise NotImplementedError
+
+
+class ClaudeCode(CliSpec):
+    """``claude -p`` (hosts-more.md §6): ``--tools ""`` removes every built-in tool (and puts the MCP
+    tools straight into the request), ``--strict-mcp-config`` loads only cm's server,
+    ``--setting-sources ""`` loads no user, project or local settings (so none of their hooks,
+    plugins or MCP servers), ``--settings`` turns every remaining hook off, the session is not
+    saved. Not ``--bare``: it would read no subscription login (only ANTHROPIC_API_KEY)."""
+
+    agent = "claude-code"
+    executable = "claude"
+    # MCP results are counted against the host's own output cap; cm's largest page must fit whole.
+    env = {"MAX_MCP_OUTPUT_TOKENS": "100000"}
+
+    def prepare(self, attempt: Attempt) -> None:
+        config = {"mcpServers": {SERVER: {"type": "stdio", "command": attempt.relay[0], "args": attempt.relay[1:],
+                                          "env": attempt.relay_env}}}
+        _write_private(os.path.join(attempt.private, "mcp.json"), json.dumps(config))
+        _write_private(os.path.join(attempt.private, "settings.json"),
+                       json.dumps({"disableAllHooks": True, "permissions": {"allow": [
+                           f"mcp__{SERVER}__{t}" for t in attempt.tools]}}))
+
+    def argv(self, attempt: Attempt) -> list[str]:
+        argv = [attempt.binary, "-p", "--output-format", "json", "--tools", "",
+                "--allowedTools", ",".join(f"mcp__{SERVER}__{t}" for t in attempt.tools),
+                "--strict-mcp-config", "--mcp-config", os.path.join(attempt.private, "mcp.json"),
+                "--setting-sources", "", "--settings", os.path.join(attempt.private, "settings.json"),
+                "--no-session-persistence", "--disable-slash-commands",
+                "--system-prompt", attempt.system_prompt, "--max-turns", str(attempt.max_turns)]
+        if attempt.model:
+            argv += ["--model", attempt.model]
+        return argv
+
+    def usage(self, stdout: bytes) -> tuple[dict[str, int | None] | None, float | None]:
+        result = next((d for d in reversed(_json_lines(stdout)) if d.get("type") == "result"), None)
+        if result is None or not isinstance(result.get("usage"), dict):
+            return None, None
+        usage = result["usage"]
+        fresh = _count(usage.get("input_tokens"))
+        cached = sum(_count(usage.get(k)) or 0 for k in ("cache_read_input_tokens", "cache_creation_input_tokens"))
+        cost = result.get("total_cost_usd")
+        return ({"input_tokens": None if fresh is None else fresh + cached, "output_tokens": _count(usage.get("output_tokens")),
+                 "cached_input_tokens": _count(usage.get("cache_read_input_tokens")), "reasoning_tokens": None},
+                float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None)
+
+
+def _write_private(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+SPECS: dict[str, Callable[[], CliSpec]] = {"claude-code": ClaudeCode}
+
+
+def spec(agent: str) -> CliSpec:
+    return SPECS[agent]()
