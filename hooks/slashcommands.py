@@ -23,6 +23,8 @@ Contract:
   ``skills/<name>/SKILL.md`` under its config folder (``$CLAUDE_CONFIG_DIR`` or ``~/.claude``), its
   plugins, or ``.claude/`` of the prompt's ``cwd`` or any folder above it; Gemini CLI
   ``commands/<name>.toml`` under ``~/.gemini``, its extensions, or ``.gemini/`` of ``cwd`` or above.
+- Names match case-sensitively, as the hosts match them (observed: Claude Code sent ``/Model opus``,
+  ``/INIT`` and ``/Note x`` to the model as text while ``/model``, ``/init`` and ``/note`` ran).
 - Deterministic: the same prompt, folders and environment give the same answer; every look-up is
   a bounded number of ``stat`` calls (the plugin walk stops after ``PLUGIN_WALK_LIMIT`` entries).
 - A command is stored without its text; anything else is a turn. A newer host release's new
@@ -95,21 +97,30 @@ def _home(env: Mapping[str, str]) -> str:
     return env.get("HOME") or os.path.expanduser("~")
 
 
+def _has(folder: str, filename: str) -> bool:
+    """``folder/filename`` exists with exactly that case (the hosts match names case-sensitively,
+    also on a file system that does not: Claude Code sent ``/Note x`` to the model as text)."""
+    try:
+        return filename in os.listdir(folder) and os.path.exists(os.path.join(folder, filename))
+    except OSError:
+        return False
+
+
 def _one_down(folder: str, filename: str) -> bool:
     """``folder/filename`` or ``folder/<sub>/filename`` exists."""
-    if os.path.isfile(os.path.join(folder, filename)):
+    if _has(folder, filename):
         return True
     try:
         with os.scandir(folder) as entries:
             subs = [e.path for e in entries if e.is_dir(follow_symlinks=False)]
     except OSError:
         return False
-    return any(os.path.isfile(os.path.join(sub, filename)) for sub in subs[:256])
+    return any(_has(sub, filename) for sub in subs[:256])
 
 
 def _claude_config(root: str, name: str) -> bool:
     return (_one_down(os.path.join(root, "commands"), name + ".md")
-            or os.path.isfile(os.path.join(root, "skills", name, "SKILL.md")))
+            or (_has(os.path.join(root, "skills"), name) and _has(os.path.join(root, "skills", name), "SKILL.md")))
 
 
 def _plugin_provides(plugins: str, name: str) -> bool:
@@ -155,7 +166,7 @@ def _gemini_custom(name: str, cwd: str, env: Mapping[str, str]) -> bool:
             folders += [os.path.join(e.path, "commands") for e in list(entries)[:256]]
     except OSError:
         pass
-    return any(os.path.isfile(os.path.join(folder, filename)) for folder in folders)
+    return any(_has(folder, filename) for folder in folders)
 
 
 def is_command(host: str, prompt: str, cwd: str, env: Mapping[str, str] | None = None) -> bool:

@@ -102,21 +102,28 @@ def test_only_a_command_the_host_runs_is_kept_without_its_words(host, home, work
     project = Path(workdir) / (".claude/commands/note.md" if host == "claude" else ".gemini/commands/note.toml")
     project.parent.mkdir(parents=True)
     project.write_text("Answer with one word: $ARGUMENTS\n")
+    if host == "claude":  # a project skill is a command too
+        (Path(workdir) / ".claude/skills/tidy").mkdir(parents=True)
+        (Path(workdir) / ".claude/skills/tidy/SKILL.md").write_text("---\nname: tidy\n---\nTidy $ARGUMENTS\n")
     session = Session(host, home, workdir, env=hook_env(HOME=str(user_home)))
     session.start()
     session.turn("/model claude-secret-9913")  # a built-in
+    if host == "claude":
+        session.turn("/tidy skill-arg-8815")
     session.turn("/note project-command-arg-5512")  # the project's custom command
     session.turn("/deploy user-command-arg-6613")  # the user's custom command
     session.turn("/plugin:review plugin-arg-7714")  # a namespaced (plugin or folder) command
     words = ["/home is full, clean it-4417", "!cat ~/.ssh/config-7781 says what?",
-             "/etc/hosts-4417 is where I keep my host aliases.", "/Deploy is tomorrow-3318"]
+             "/etc/hosts-4417 is where I keep my host aliases.", "/Deploy is tomorrow-3318", "/tidy-up the desk-2207",
+             "/Model of my car is a Golf-5519"]
     for text in words:
         session.turn(text)
     session.end()
     settle(home)
     assert [r[0] for r in db_rows(home, "SELECT text FROM observations ORDER BY id")] == words
     queued = json.dumps(db_rows(home, "SELECT * FROM hook_inbox")) + json.dumps(db_rows(home, "SELECT * FROM observations"))
-    for secret in ("claude-secret-9913", "project-command-arg-5512", "user-command-arg-6613", "plugin-arg-7714"):
+    for secret in ("claude-secret-9913", "project-command-arg-5512", "user-command-arg-6613", "plugin-arg-7714",
+                   "skill-arg-8815"):
         assert secret not in queued
 
 
@@ -336,6 +343,24 @@ def test_gemini_keeps_only_the_typed_words_when_several_hooks_add_context(home, 
         ("I ride a bike called Rocinante-2231.", "pending", None),
         ("My editor is helix-6612.", "pending", None),
         (foreign, "quarantined", "UNCONFIRMED_PROMPT")]
+
+
+def test_an_unconfirmed_gemini_prompt_is_kept_aside_without_cms_own_memory_block(home, workdir):
+    """When the typed part cannot be told apart, what is kept (for `cm release`) never holds the memory
+    cm injected, as Gemini quotes it (`<` and `>` escaped)."""
+    Session("gemini", home, workdir, session="setup").start()  # creates the home
+    memory = Path(home) / "data" / "memory"
+    memory.mkdir(parents=True, exist_ok=True)
+    (memory / "profile.md").write_text("# Profile\n\n## Editor\nThe user edits with helix-6620.\n")
+    session = Session("gemini", home, workdir)
+    block = session.start()["hookSpecificOutput"]["additionalContext"]
+    quoted = block.replace("<", "&lt;").replace(">", "&gt;")
+    session.turn(f"<hook_context>{quoted}\n<b>not gemini's framing</b></hook_context>\n\nMy shell is fish-2290.")
+    session.end()
+    settle(home)
+    rows = db_rows(home, "SELECT text, state, issue FROM observations")
+    assert [r[1:] for r in rows] == [("quarantined", "UNCONFIRMED_PROMPT")]
+    assert "fish-2290" in rows[0][0] and "helix-6620" not in rows[0][0]
 
 
 def test_a_gemini_command_expansion_is_quarantined_and_an_unconfirmed_prompt_too(home, workdir):

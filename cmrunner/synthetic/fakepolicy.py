@@ -89,6 +89,9 @@ def _unwrap(value: object) -> object:
     Gemini CLI) is reduced to its structured content, or to the JSON of its first text part."""
     if isinstance(value, str):
         value = _parse(value)
+    if isinstance(value, list):  # content parts (Codex prefixes one with the call's wall time)
+        parsed = [_parse(p.get("text")) for p in value if isinstance(p, dict)]
+        return next((p for p in parsed if isinstance(p, dict)), None)
     if isinstance(value, dict) and isinstance(value.get("content"), list) and "error" not in value:
         if isinstance(value.get("structuredContent"), dict):
             return value["structuredContent"]

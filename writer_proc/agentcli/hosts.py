@@ -96,6 +96,11 @@ class CliSpec:
     def usage(self, stdout: bytes) -> tuple[dict[str, int | None] | None, float | None]:  # pragma: no cover
         raise NotImplementedError
 
+    def turns(self, stdout: bytes) -> int:
+        """Model turns the CLI reports (``num_turns`` of its result object), 0 when it says none."""
+        found = [d["num_turns"] for d in _json_lines(stdout) if isinstance(d.get("num_turns"), int)]
+        return int(found[-1]) if found else 0
+
 
 class ClaudeCode(CliSpec):
     """``claude -p`` (hosts-more.md §6): ``--tools ""`` removes every built-in tool (and puts the MCP
@@ -141,13 +146,66 @@ class ClaudeCode(CliSpec):
                 float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None)
 
 
+def _toml_string(value: str) -> str:
+    return json.dumps(value)  # a JSON string is a valid TOML basic string
+
+
+class Codex(CliSpec):
+    """``codex exec`` (hosts-more.md §6, hosts.md §1.9): the whole ``mcp_servers`` table is replaced
+    by cm's server alone (so no server from the user's config.toml starts), its tools approved; the
+    shell, unified exec, multi-agent, goals, image, browser, computer-use, plugin, app, skill and
+    web-search tools are switched off, and so are Codex's hooks; read-only sandbox, approvals never
+    asked, no session files (``--ephemeral``); cm's system prompt replaces Codex's
+    (``model_instructions_file``). The user's own provider and login stay in force."""
+
+    agent = "codex"
+    executable = "codex"
+    FEATURES_OFF = ("shell_tool", "unified_exec", "multi_agent", "goals", "image_generation", "hooks", "plugins",
+                    "apps", "sleep_tool", "tool_suggest", "skill_search", "browser_use", "computer_use", "memories")
+
+    def prepare(self, attempt: Attempt) -> None:
+        _write_private(os.path.join(attempt.private, "instructions.md"), attempt.system_prompt)
+
+    def argv(self, attempt: Attempt) -> list[str]:
+        env = ", ".join(f"{k} = {_toml_string(v)}" for k, v in attempt.relay_env.items())
+        server = (f"{{ command = {_toml_string(attempt.relay[0])}, "
+                  f"args = [{', '.join(_toml_string(a) for a in attempt.relay[1:])}], env = {{ {env} }}, "
+                  f"enabled_tools = [{', '.join(_toml_string(t) for t in attempt.tools)}], "
+                  f'default_tools_approval_mode = "approve", startup_timeout_sec = 30 }}')
+        argv = [attempt.binary, "exec", "--json", "--skip-git-repo-check", "--ephemeral", "-s", "read-only",
+                "-C", attempt.workdir, "-c", f"mcp_servers = {{ {SERVER} = {server} }}",
+                "-c", 'approval_policy = "never"', "-c", 'web_search = "disabled"',
+                "-c", "skills.include_instructions = false",
+                "-c", f"model_instructions_file = {_toml_string(os.path.join(attempt.private, 'instructions.md'))}"]
+        for feature in self.FEATURES_OFF:
+            argv += ["--disable", feature]
+        if attempt.model:
+            argv += ["-m", attempt.model]
+        return argv + ["-"]
+
+    def usage(self, stdout: bytes) -> tuple[dict[str, int | None] | None, float | None]:
+        turns = [d["usage"] for d in _json_lines(stdout) if d.get("type") == "turn.completed"
+                 and isinstance(d.get("usage"), dict)]
+        if not turns:
+            return None, None
+        total = {"input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0}
+        for usage in turns:
+            for key, name in (("input_tokens", "input_tokens"), ("output_tokens", "output_tokens"),
+                              ("cached_input_tokens", "cached_input_tokens")):
+                total[key] += _count(usage.get(name)) or 0
+        return {**total, "reasoning_tokens": None}, None
+
+    def turns(self, stdout: bytes) -> int:
+        return sum(1 for d in _json_lines(stdout) if d.get("type") == "turn.completed")
+
+
 def _write_private(path: str, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)
 
 
-SPECS: dict[str, Callable[[], CliSpec]] = {"claude-code": ClaudeCode}
+SPECS: dict[str, Callable[[], CliSpec]] = {"claude-code": ClaudeCode, "codex": Codex}
 
 
 def spec(agent: str) -> CliSpec:

@@ -232,14 +232,7 @@ class AgentCliRuntime:
         return error
 
     def _turns(self, stdout: _Output) -> int:
-        for line in reversed(bytes(stdout.data).splitlines()):
-            try:
-                value = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(value, dict) and isinstance(value.get("num_turns"), int):
-                return int(value["num_turns"])
-        return 0
+        return self.spec.turns(bytes(stdout.data))
 
     def _record(self, meter: Meter, started: tuple[int, float], prompt: str, service: _Service, stdout: _Output,
                 outcome: str) -> dict[str, int]:
