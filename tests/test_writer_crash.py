@@ -106,36 +106,50 @@ def _open_work(paths) -> int:
     return rows(paths, "SELECT COUNT(*) FROM observations WHERE state IN ('pending', 'claimed')")[0][0]
 
 
-def _timed_drain(home: str, paths, env: dict[str, str]) -> tuple[float, float]:
-    """One whole, unkilled drain: (seconds from its start until it claimed its first job, seconds
-    from that claim until its last job's outcome). Both come from the job rows' own timestamps
-    (the drain's clock), so nothing polls the store while the drain runs and slows it down."""
+def _timed_drain(home: str, paths, env: dict[str, str]) -> float:
+    """One whole, unkilled drain: seconds from its first job's claim to its last job's outcome.
+    Both come from the job rows' own timestamps (the drain's clock), so nothing polls the store
+    while the drain runs and slows it down."""
     started_ms = time.time() * 1000
     drain = start_drain(home, env)
     assert drain.wait(timeout=60) == 0, drain.stderr.read()
     (first, last), = rows(paths, "SELECT MIN(created_at), MAX(updated_at) FROM jobs WHERE created_at >= ?",
                           (int(started_ms),))
     assert first is not None, "the calibration drain claimed no job"
-    return (first - started_ms) / 1000, (last - first) / 1000
+    return (last - first) / 1000
 
 
-# 60 drains, each killed after a delay scaled to this machine's measured drain runs (see the test);
-# about 1 min on a quiet 2-core machine and 2-3 min with both cores busy (docs/benchmarks.md): the
-# suite's 120 s default is too tight when the machine is loaded.
+def _wait_for_claim(paths, drain) -> None:
+    """Return once ``drain`` holds a live job lease (or has exited). Polled every 5 ms through one
+    read-only connection, cheap beside a drain's start-up."""
+    conn = sqlite3.connect(f"file:{paths.db}?mode=ro", uri=True, timeout=30)
+    try:
+        while drain.poll() is None:
+            if conn.execute("SELECT 1 FROM jobs WHERE state = 'running' AND expires > 0").fetchone():
+                return
+            time.sleep(0.005)
+    finally:
+        conn.close()
+
+
+# 40 drains, each killed after a delay scaled to this machine's measured drain runs (see the test);
+# 2-3 min on the shared 2-core machine at a load average near 10 (docs/benchmarks.md): the suite's
+# 120 s default is too tight when the machine is loaded.
 @pytest.mark.timeout(600)
 def test_random_sigkill_soak(home, tmp_path):
     """Kill drains at random points of their work, then let drains settle every job.
 
-    Each drain starts with two observations of open work (topped up before each trial) and is killed
-    after a delay from ``support.killwindow``, scaled to three whole unkilled drains with the same
-    work measured first (observations 1-6, which commit normally): the median time until such a
-    drain claims its first job (its start-up, most of its life), then uniform over twice the median
-    time from that claim to its last job's outcome. So about half the drains die mid-job and the
-    rest while tearing down or not at all, whether the machine is quiet or loaded. (The old fixed
-    ``uniform(0.0, 0.4)`` killed most drains in start-up under load, and let most finish on a quiet
-    machine once the first backlog was gone: 76 of 200 killed, issue 37.)
+    Each drain starts with two observations of open work (topped up before each trial). Once it
+    holds a job's lease (its start-up, most of its life, varies several-fold with the shared
+    machine's load, so the kill is anchored to this event rather than to the drain's spawn), it is
+    SIGKILLed after a delay from ``support.killwindow``: uniform over twice the median time from
+    first claim to last outcome of three whole unkilled drains with the same work (observations
+    1-6, which commit normally). So about half the drains die mid-job and the rest while tearing
+    down or not at all, whether the machine is quiet or loaded. (The old fixed
+    ``uniform(0.0, 0.4)`` from spawn killed most drains in start-up under load, and let most finish
+    on a quiet machine once the first backlog was gone: 76 of 200 killed, issue 37.)
     """
-    trials = 60
+    trials = 40
     paths, _cfg = configure(home)
     script = write_script(str(tmp_path), MIXED)
     calls = str(tmp_path / "calls.log")
@@ -154,14 +168,14 @@ def test_random_sigkill_soak(home, tmp_path):
             for _ in range(OPEN_WORK):
                 add_observation()
             runs.append(_timed_drain(home, paths, drain_env(script, calls)))
-        window = killwindow.Window(start=statistics.median(c for c, _w in runs),
-                                   span=max(statistics.median(w for _c, w in runs), 0.05))
+        window = killwindow.Window(span=max(statistics.median(runs), 0.05))
         rng = random.Random(1130)
         outcomes = {"killed": 0, "mid_job": 0, "completed": 0}
         for _ in range(trials):
             while _open_work(paths) < OPEN_WORK:
                 add_observation()
             drain = start_drain(home, drain_env(script, calls))
+            _wait_for_claim(paths, drain)
             time.sleep(window.delay(rng))
             drain.send_signal(signal.SIGKILL)
             if drain.wait(timeout=60) == -signal.SIGKILL:
@@ -176,8 +190,7 @@ def test_random_sigkill_soak(home, tmp_path):
             conn.commit()
             conn.close()
             check_crash_state(paths, **_commits(paths))
-    killwindow.record("writer_crash.soak", trials=trials, claim_s=round(window.start, 3),
-                      window_s=round(window.start + 2 * window.span, 3), **outcomes)
+    killwindow.record("writer_crash.soak", trials=trials, window_s=round(2 * window.span, 3), **outcomes)
     # The last drains settle every job; jobs are serialised and a drain waits out each retry's
     # backoff (up to 32 s for a job the kills already cost recoveries), so time is made to pass
     # meanwhile, as during the kills: waiting backoffs end at once.
@@ -202,6 +215,6 @@ def test_random_sigkill_soak(home, tmp_path):
     assert dead - never_valid <= exhausted, (sorted(dead), sorted(exhausted))
     assert states.get("processed", 0) == admitted - len(dead)
     assert states.get("processed", 0) >= (admitted - len(never_valid)) // 2, "most jobs must get through the kills"
-    # By design about half the kills land mid-job (a quarter to a half measured, docs/benchmarks.md);
-    # an eighth leaves room for the shared machine's load to change between calibration and kills.
-    assert outcomes["mid_job"] >= trials // 8, f"the soak must really kill drains mid-work: {outcomes}"
+    # By design about half the drains are killed mid-job (docs/benchmarks.md has the measured
+    # fractions); a fifth leaves room for the shared machine's load to change during the soak.
+    assert outcomes["mid_job"] >= trials // 5, f"the soak must really kill drains mid-work: {outcomes}"
