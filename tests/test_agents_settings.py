@@ -107,7 +107,7 @@ def test_a_64_mib_claude_json_is_installed_into_and_removed_from(user, home):
 
 def test_a_size_limit_never_blocks_a_removal_and_a_refused_addition_writes_nothing(home, tmp_path, monkeypatch):
     configure_model(home, "http://127.0.0.1:9/v1")
-    hosts = temp_hosts(str(tmp_path), pi=False, codex=False, claude=True)
+    hosts = temp_hosts(str(tmp_path), pi=False, codex=False, claude=True, gemini=True)
     state = tmp_path / "userhome" / ".claude.json"
     manager.apply(home, manager.plan(home, ["claude-code"], hosts=hosts()))
     # Claude Code keeps using the file: it grows past the 4 MiB cm used to read at most.
@@ -117,6 +117,9 @@ def test_a_size_limit_never_blocks_a_removal_and_a_refused_addition_writes_nothi
     planned = uninstall.plan(home, hosts())
     assert not planned.blockers and planned.integrations is not None and planned.integrations.remove == ["claude-code"]
     monkeypatch.setattr(manager, "ADD_LIMIT", 1 << 20)  # even over the limit for additions
+    grown = state.read_bytes()
+    manager.apply(home, manager.plan(home, ["claude-code", "gemini"], hosts=hosts()))  # a change elsewhere
+    assert state.read_bytes() == grown and set(manifest.load(home)["hosts"]) == {"claude-code", "gemini"}
     manager.apply(home, manager.plan(home, [], hosts=hosts()))
     assert list(data.pop("mcpServers")) == ["common_memory"]  # cm created the object: it goes with it
     assert json.loads(state.read_text()) == data and not os.path.exists(manifest.path_of(home))

@@ -157,3 +157,26 @@ def test_a_refused_login_is_agent_cli_auth_and_nothing_leaks(claude, home, tmp_p
     assert "AGENT_CLI_AUTH" in status.stdout + status.stderr
     assert "kitty-8812" not in status.stdout + status.stderr
     settle(home)
+
+
+def test_a_cli_past_the_deadline_is_killed_with_its_whole_process_group(claude, home, tmp_path):
+    """The model stalls mid-answer: at remote.deadlineMs the attempt ends TIMEOUT (retryable) and
+    no process of the CLI's group (the CLI, cm's relay) is left running."""
+    import psutil
+
+    # Every Memory Agent answer stalls after its first event (the user's own session is answered at once).
+    script = {"policy": "remember_user_turns", "default": {"policy": True, "delay_seconds": 60}}
+    with fakemodel.running(str(tmp_path / "model"), script) as fake:
+        setup = Setup(claude, home, tmp_path, fake)
+        subprocess.run([CM, "config", "set", "--home", home, "remote.deadlineMs", "8000"], env=setup.env,
+                       capture_output=True, timeout=60, check=True)
+        setup.session("Please remember that my pager is less-9120.")
+        setup.flush()
+        agent = setup.agent_requests()
+    assert agent  # the run really started and reached the model
+    (state, issue), = db_rows(home, "SELECT state, issue FROM jobs")
+    assert issue == "TIMEOUT" and state in ("retry", "dead"), (state, issue)
+    left = [p.pid for p in psutil.process_iter(["cmdline"])
+            if any("/cm-agent-" in part or "memory-agent-mcp" in part for part in p.info["cmdline"] or [])]
+    assert left == []
+    settle(home)

@@ -475,3 +475,23 @@ def test_the_folders_the_hosts_were_moved_to_are_where_their_memory_is_read(home
     assert f"`cm project register {twin} <name>`" in out
     out = run_cm(["import", "--from", "gemini", "--dry-run"], env=env).stdout.decode()
     assert "  gemini:GEMINI.md [personal] -> global: new" in out and gemini_home in out, out
+
+
+def test_a_project_claude_code_ran_through_a_link_finds_its_memory(home, tmp_path):
+    """Claude Code names the folder after the path it was started in, which may lead through a link
+    to the root cm registered (its real path); ``~/.claude.json`` names that path."""
+    _setup(home)
+    paths = _paths(home)
+    project = register(paths, str(tmp_path / "real" / "app"), "App")
+    allow(home, project.scope)
+    link = str(tmp_path / "work")
+    os.symlink(str(tmp_path / "real"), link)
+    started = os.path.join(link, "app")
+    user = str(tmp_path / "user")
+    _write(os.path.join(user, ".claude.json"), json.dumps({"projects": {started: {}}}))
+    _topic(os.path.join(user, ".claude", "projects", memsources.claude_project_dir(started), "memory"), "deploy",
+           "Deploys go out on Thursdays.\n", "project")
+    for extra in ([], ["--workspace", started], ["--workspace", project.path]):
+        proc = run_cm(["import", "--from", "claude", *extra, "--dry-run"], env=hook_env(HOME=user))
+        out = proc.stdout.decode()
+        assert f"  claude:auto-memory/deploy [project fact] -> {project.scope}: new" in out, (extra, out, proc.stderr)

@@ -229,6 +229,30 @@ def finish(conn: sqlite3.Connection, job: Job, now: int, edit_result: str | None
     observations.mark_processed(conn, job.id, now)
 
 
+def hold_back(conn: sqlite3.Connection, job: Job, ids: list[int], code: str, rejection: dict, now: int) -> str:
+    """Move ``ids`` (observations of ``job``, which we hold) into a new job that is ``dead`` with
+    ``code`` and ``rejection`` (the document it waits for): the decisions resting on them could not
+    be written, so they wait for the user's fix and ``cm retry`` (or ``cm fix``), and the rest of
+    ``job`` commits. Returns the new job's id."""
+    assert_lease(conn, job, now)
+    held_id = os.urandom(16).hex()
+    jobstore.create(conn, held_id, os.urandom(16).hex(), job.scope, job.provenance, job.task_kind, 0, now)
+    observations.claim_for(conn, held_id, ids)
+    jobstore.record_failure(conn, held_id, None, code, json.dumps(rejection, sort_keys=True), False)
+    _set_outcome(conn, held_id, "dead", code, now)
+    return held_id
+
+
+def waiting_for(conn: sqlite3.Connection, target: str, code: str = "INVALID_DOCUMENT") -> list[str]:
+    """Dead jobs whose cause is ``code`` on ``target`` (what ``hold_back`` or a blocked attempt left)."""
+    found = []
+    for job_id, issue, _failure, rejection in jobstore.dead_or_paused(conn):
+        record = jobstore.decode_rejection(rejection)
+        if issue == code and record is not None and record.get("target") == target:
+            found.append(job_id)
+    return found
+
+
 def resolve_id(conn: sqlite3.Connection, given: str) -> str:
     """The one job whose id starts with ``given`` (at least ``MIN_ID_PREFIX`` hex characters).
 

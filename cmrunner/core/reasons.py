@@ -168,7 +168,10 @@ TABLE: dict[str, Reason] = {
     "DOCUMENT_TOO_LARGE": Reason("a memory file is larger than its hard size budget", "shorten it by hand", RETRY),
     "DUPLICATE_SECTION_TITLE": Reason("a memory file has two sections with the same title", "rename one by hand",
                                       RETRY),
-    "INVALID_DOCUMENT": Reason("a memory file is not in cm's section format", "fix it by hand", RETRY),
+    "INVALID_DOCUMENT": Reason("a memory file has something cm cannot read as sections (its line is named), so "
+                               "the decisions that would write it wait",
+                               "run `cm fix <document>`: it shows a normalised version and writes it when you "
+                               "confirm (or fix the line by hand)", RETRY),
     "INVALID_BUDGET": Reason("a document size budget in the configuration is invalid", "fix it in config.json", RETRY),
     "REPOSITORY_LOCK_TIMEOUT": Reason("another process held the memory folder's lock too long",
                                       "nothing to do: cm tries again after a backoff", AUTO),
@@ -295,6 +298,12 @@ def remedy(code: str | None, state: str, ids: list[str] | None = None,
     fix = entry.fix
     if code == "SENSITIVE_CONTENT_REJECTED" and rejection and rejection.get("code") == code:
         fix = _secret_fix(rejection) or fix
+    if code == "INVALID_DOCUMENT" and rejection and rejection.get("code") == code and rejection.get("target"):
+        document = rejection["target"]
+        fix = (f"run `cm fix {document}`: it shows a normalised version, writes it when you confirm and retries "
+               f"the jobs that waited for {document}")
+        if state == "dead":
+            return fix
     if state == "isolated" and len(ids) > 1:
         command = f"`cm session-drain --recover-code {code}` (all {len(ids)})"
     elif state == "isolated":

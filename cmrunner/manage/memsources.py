@@ -214,10 +214,12 @@ def _claude(walk: _Walk, user_home: str, project: tuple[str, str] | None,
         dirs = sorted(os.listdir(base))
     except OSError:
         return
-    wanted = claude_project_dir(project[0]) if project is not None else None
-    known = claude_known_roots(os.path.join(moved or user_home, ".claude.json")) if project is None else []
+    known = claude_known_roots(os.path.join(moved or user_home, ".claude.json"))
+    # --workspace: the folder its root spells, and those of the paths Claude Code ran it under (a link to it)
+    wanted = None if project is None else {claude_project_dir(project[0])} | {
+        claude_project_dir(path) for path in known if os.path.realpath(path) == project[0]}
     for name in dirs:
-        if wanted is not None and name != wanted:
+        if wanted is not None and name not in wanted:
             continue
         memory = os.path.join(base, name, "memory")
         try:

@@ -88,7 +88,10 @@ def _unwrap(value: object) -> object:
     """A tool result as the model saw it: an MCP ``CallToolResult`` relayed whole by a host (Codex,
     Gemini CLI) is reduced to its structured content, or to the JSON of its first text part."""
     if isinstance(value, str):
-        value = _parse(value)
+        text = value
+        value = _parse(text)
+        if value is None and "{" in text:  # Gemini CLI wraps a result in <untrusted_context> lines
+            value = _parse(text[text.index("{"):text.rindex("}") + 1])
     if isinstance(value, list):  # content parts (Codex prefixes one with the call's wall time)
         parsed = [_parse(p.get("text")) for p in value if isinstance(p, dict)]
         return next((p for p in parsed if isinstance(p, dict)), None)
@@ -102,11 +105,12 @@ def _unwrap(value: object) -> object:
 
 
 def base_name(name: object) -> object:
-    """A tool name without the host's MCP prefix (``mcp__cm__read_ingest`` → ``read_ingest``)."""
-    if isinstance(name, str) and "__" in name:
-        tail = name.rsplit("__", 1)[1]
-        if tail in TOOLS:
-            return tail
+    """A tool name without the host's MCP prefix (``mcp__cm__read_ingest``, Gemini's
+    ``mcp_cm_read_ingest`` → ``read_ingest``)."""
+    if isinstance(name, str) and name not in TOOLS:
+        for tool in TOOLS:
+            if name.endswith("_" + tool):
+                return tool
     return name
 
 

@@ -40,10 +40,18 @@ def secret_rules(text: str | None, allowed: frozenset[str]) -> list[str]:
                    if rule in safety.SECRET_RULES and safety.fingerprint(rule, core) not in allowed})
 
 
+def _label(version: history.Version) -> str:
+    """A version's section as people read it: the untitled text before the first section has a
+    label of its own (a purged version's title is empty too, and stays so)."""
+    if not version.title and version.key == f"{version.target}:{sections.unit_digest('')}":
+        return sections.UNTITLED_LABEL
+    return version.title
+
+
 def _view(version: history.Version, parent: history.Version | None, allowed: frozenset[str]) -> dict:
     withheld = secret_rules(version.text, allowed) + secret_rules(parent.text if parent else None, allowed)
     return {
-        "id": f"v{version.id}", "target": version.target, "section": version.title,
+        "id": f"v{version.id}", "target": version.target, "section": _label(version),
         "ref": "sec_" + version.key.rsplit(":", 1)[1][:12], "version": version.version,
         "parent": f"v{parent.id}" if parent else None, "kind": version.kind, "author": version.author,
         "decision": version.decision, "receipt": version.receipt_id, "client": version.client,
@@ -89,7 +97,7 @@ def trash(home: str) -> list[dict]:
         for entry in history.trash_list(conn):
             removing = history.get(conn, entry.version_id)
             assert removing is not None
-            out.append({"id": entry.id, "target": entry.target, "section": removing.title,
+            out.append({"id": entry.id, "target": entry.target, "section": _label(removing),
                         "removedAt": history.iso(entry.removed_at), "expiresAt": history.iso(entry.removed_at + retention),
                         "decision": removing.decision, "receipt": removing.receipt_id, "version": f"v{removing.id}"})
         return out

@@ -76,6 +76,7 @@ class Attempt:
     relay: list[str]      # the command that starts ``cm memory-agent-mcp``
     relay_env: dict[str, str]
     system_prompt: str
+    prompt: str           # the task (without its decision schema), for a CLI that takes it as an argument
     model: str | None
     max_turns: int
     tools: tuple[str, ...]
@@ -84,8 +85,13 @@ class Attempt:
 class CliSpec:
     agent = ""
     executable = ""
+    prompt_on_stdin = True  # else ``argv`` carries the task and stdin is /dev/null
     # Extra environment the CLI gets (host switches); the user's own environment passes through.
     env: dict[str, str] = {}
+
+    def environment(self, attempt: Attempt) -> dict[str, str]:
+        """Per-attempt host switches in the environment (paths of files ``prepare`` wrote)."""
+        return {}
 
     def prepare(self, attempt: Attempt) -> None:
         """Write the files ``argv`` refers to."""
@@ -199,13 +205,89 @@ class Codex(CliSpec):
         return sum(1 for d in _json_lines(stdout) if d.get("type") == "turn.completed")
 
 
+class Gemini(CliSpec):
+    """``gemini -p`` (hosts-more.md §3, its bundled docs): the run's workspace settings
+    (``<workdir>/.gemini/settings.json``, the only file in the working directory; they override
+    the user's, and load because this run alone trusts that folder) add cm's server (trusted,
+    only its tools), allow no other MCP server, exclude every built-in tool by name, and turn hooks
+    and skills off; extensions are not loaded (``-e none``); cm's
+    system prompt replaces Gemini's (``GEMINI_SYSTEM_MD``). The user's own auth settings stay in
+    force. Not the system settings layer: Gemini skips that file when any parent directory is
+    world-writable (``/tmp``). Gemini 0.61 still records the run's chat file: no switch found."""
+
+    agent = "gemini"
+    executable = "gemini"
+    prompt_on_stdin = False
+    # Gemini 0.61's own tools by name (its docs' tool list and what it offered against the fake):
+    # excluded from discovery. ``tools.core`` would do it in one entry, but it filters MCP tools too.
+    BUILTIN_TOOLS = ("run_shell_command", "write_file", "replace", "edit", "read_file", "read_many_files", "glob",
+                     "grep_search", "search_file_content", "list_directory", "web_fetch", "google_web_search",
+                     "save_memory", "write_todos", "update_topic", "enter_plan_mode", "exit_plan_mode", "invoke_agent",
+                     "activate_skill", "ask_user", "codebase_investigator", "cli_help", "read_mcp_resource",
+                     "list_mcp_resources", "complete_task", "get_internal_docs")
+
+    def prepare(self, attempt: Attempt) -> None:
+        settings = {
+            "mcpServers": {SERVER: {"command": attempt.relay[0], "args": attempt.relay[1:], "env": attempt.relay_env,
+                                    "trust": True, "includeTools": list(attempt.tools), "timeout": 60000}},
+            "mcp": {"allowed": [SERVER]},
+            "tools": {"exclude": list(self.BUILTIN_TOOLS)},
+            "hooksConfig": {"enabled": False},
+            "skills": {"enabled": False},
+            "context": {"includeDirectoryTree": False},
+        }
+        os.mkdir(os.path.join(attempt.workdir, ".gemini"), 0o700)
+        _write_private(os.path.join(attempt.workdir, ".gemini", "settings.json"), json.dumps(settings))
+        _write_private(os.path.join(attempt.private, "system.md"), attempt.system_prompt)
+
+    def environment(self, attempt: Attempt) -> dict[str, str]:
+        return {"GEMINI_CLI_TRUST_WORKSPACE": "true", "GEMINI_SYSTEM_MD": os.path.join(attempt.private, "system.md")}
+
+    def argv(self, attempt: Attempt) -> list[str]:
+        argv = [attempt.binary, "-p", attempt.prompt, "-o", "json", "--allowed-mcp-server-names", SERVER, "-e", "none"]
+        if attempt.model:
+            argv += ["-m", attempt.model]
+        return argv
+
+    def usage(self, stdout: bytes) -> tuple[dict[str, int | None] | None, float | None]:
+        result = next((d for d in reversed(_json_lines(_whole_json(stdout))) if isinstance(d.get("stats"), dict)),
+                      None)
+        models = result["stats"].get("models") if result else None
+        if not isinstance(models, dict) or not models:
+            return None, None
+        total = {"input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0}
+        for entry in models.values():
+            tokens = entry.get("tokens") if isinstance(entry, dict) else None
+            if not isinstance(tokens, dict):
+                continue
+            total["input_tokens"] += _count(tokens.get("prompt")) or 0
+            total["output_tokens"] += (_count(tokens.get("candidates")) or 0) + (_count(tokens.get("thoughts")) or 0)
+            total["cached_input_tokens"] += _count(tokens.get("cached")) or 0
+        return {**total, "reasoning_tokens": None}, None
+
+    def turns(self, stdout: bytes) -> int:
+        result = next((d for d in _json_lines(_whole_json(stdout)) if isinstance(d.get("stats"), dict)), None)
+        models = (result or {}).get("stats", {}).get("models")
+        if not isinstance(models, dict):
+            return 0
+        return sum(_count((m.get("api") or {}).get("totalRequests")) or 0 for m in models.values() if isinstance(m, dict))
+
+
+def _whole_json(stdout: bytes) -> bytes:
+    """Gemini prints its JSON result pretty-printed over many lines: fold it to one line."""
+    try:
+        return json.dumps(json.loads(stdout)).encode()
+    except ValueError:
+        return stdout
+
+
 def _write_private(path: str, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)
 
 
-SPECS: dict[str, Callable[[], CliSpec]] = {"claude-code": ClaudeCode, "codex": Codex}
+SPECS: dict[str, Callable[[], CliSpec]] = {"claude-code": ClaudeCode, "codex": Codex, "gemini": Gemini}
 
 
 def spec(agent: str) -> CliSpec:

@@ -25,7 +25,9 @@ Contract (``MemoryAgentPort``; the Writer's commit path is the HTTP runtime's, u
   ``TIMEOUT``); the bytes served per attempt (``budget.attempt_bytes``: ``ATTEMPT_BUDGET_EXHAUSTED``);
   the CLI's output (``OUTPUT_LIMIT`` on stdout, stderr kept to ``ERROR_KEPT`` and counted):
   excess is ``INVALID_RESPONSE``/``body_too_large``. On every way out the CLI's whole process
-  group gets SIGTERM, then SIGKILL after ``KILL_GRACE`` seconds, and the private directory is removed.
+  group gets SIGTERM, then SIGKILL after ``KILL_GRACE`` seconds, and the private directory is
+  removed; if the drain itself dies, the kernel kills the CLI (``PR_SET_PDEATHSIG``). A running
+  job cannot be cancelled (``cm cancel`` says ``JOB_COMMITTING``); what ends it early is its lease.
 - Ledger: one row per attempt (``Meter.record_run``) with the tokens the CLI's JSON output reports
   (source ``provider``), else an estimate from the bytes exchanged, marked as one.
 """
@@ -249,7 +251,7 @@ class AgentCliRuntime:
         sock_path = os.path.join(private, "s")
         token = secrets.token_hex(16)
         attempt = hosts.Attempt(binary, private, workdir, relay_command(),
-                                {relay.SOCKET_ENV: sock_path, relay.TOKEN_ENV: token}, self.prompt,
+                                {relay.SOCKET_ENV: sock_path, relay.TOKEN_ENV: token}, self.prompt, prompt,
                                 self.remote.get("model"), self.max_turns, tools_mod.TOOL_NAMES)
         self.spec.prepare(attempt)
         task_path = os.path.join(private, "task.json")
@@ -260,11 +262,13 @@ class AgentCliRuntime:
         env = dict(os.environ)
         env.pop("COMMON_MEMORY_HOST_INSTANCE", None)
         env.update(self.spec.env)
+        env.update(self.spec.environment(attempt))
         env[configdefs.MEMORY_AGENT_MARKER] = "1"
-        with open(task_path, "rb") as task_in:
+        with open(task_path if self.spec.prompt_on_stdin else os.devnull, "rb") as task_in:
             try:
                 process = subprocess.Popen(self.spec.argv(attempt), cwd=workdir, env=env, stdin=task_in,
-                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                           preexec_fn=_die_with_parent)
             except OSError:
                 listener.close()
                 raise _Fatal(_failure("AGENT_CLI_NOT_FOUND", "agent_cli_not_found", False)) from None
@@ -375,6 +379,15 @@ class AgentCliRuntime:
             finally:
                 conn.setblocking(False)
         return True
+
+
+def _die_with_parent() -> None:
+    """In the CLI's child before exec (Linux): SIGKILL it if the drain dies first, so a drain killed
+    mid-attempt leaves no CLI calling its model (the relay then ends with its stdin)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def _kill_group(process: subprocess.Popen) -> None:

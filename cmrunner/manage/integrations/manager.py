@@ -228,6 +228,19 @@ def _entry_changes(recorded: list[dict], entries: dict, before: dict
         fmt = (new or old)[0].fmt
         mine = {key(o): o for o in old}
         gone = [e for e in old if key(e) not in {key(n) for n in new}]
+        created = {tuple(k) for k in before.get("created", {}).get(path, [])}
+        blank = before.get("blank", {}).get(path)
+        size = os.lstat(path).st_size if os.path.lexists(path) else 0
+        if size > ADD_LIMIT and not gone:
+            # Over the limit cm only takes out: a file it may have to add to is refused unread,
+            # and one where it only keeps what it has is left as it is, unread (no parse of a huge
+            # file for a change elsewhere).
+            if any(key(e) not in mine for e in new):
+                raise _too_large(path, size)
+            owned[path] = [(dataclasses.replace(e, text=mine[key(e)].text), o) for e, o in wanted]
+            after["created"].update({path: sorted(list(k) for k in created)} if created else {})
+            after["blank"].update({path: blank} if blank is not None else {})
+            continue
         text, exists = _text(path)
         present = {key(e) for e in new if _find(text, e, path) is not None}
         added = [e for e in new if key(e) not in present]
@@ -235,14 +248,12 @@ def _entry_changes(recorded: list[dict], entries: dict, before: dict
             if key(entry) in mine and not entry.item and _present_key(text, entry, path):
                 raise CmError("HOST_FILE_MODIFIED", f"{'.'.join(entry.key)} in {path} was changed since cm wrote it; "
                                                     "restore or remove it by hand, nothing was changed")
-        if added and exists and os.path.getsize(path) > ADD_LIMIT:
-            raise _too_large(path, os.path.getsize(path))
+        if added and size > ADD_LIMIT:
+            raise _too_large(path, size)
         for entry in new:
             if key(entry) in present and key(entry) not in mine:
                 notes.append(f"{'.'.join(entry.key)} in {path} was already there: it stays yours, cm will not "
                              "remove it")
-        created = {tuple(k) for k in before.get("created", {}).get(path, [])}
-        blank = before.get("blank", {}).get(path)
         if blank is None and exists and added and jsonedit.is_blank(text):
             blank = text
         result: str | None = text
