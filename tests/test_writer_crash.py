@@ -30,6 +30,8 @@ from drain_support import (
 from support import killwindow
 from writer_support import admit, configure, rows
 
+from cmrunner.core import store
+
 FAULTS = ["before_stage", "after_stage_file:1", "after_stage_copy:1", "after_stage_file:2", "after_stage_copy:2",
           "after_stage_file:3", "after_stage_copy:3", "after_journal", "after_marker", "after_publish_file:1",
           "after_publish_file:2", "after_publish_file:3", "after_publish"]
@@ -151,6 +153,7 @@ def test_random_sigkill_soak(home, tmp_path):
     """
     trials = 40
     paths, _cfg = configure(home)
+    store.open_store(paths).close()  # the clock below updates jobs from its first tick on
     script = write_script(str(tmp_path), MIXED)
     calls = str(tmp_path / "calls.log")
     admitted = 0
