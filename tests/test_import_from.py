@@ -95,7 +95,9 @@ def test_claude_plan_kinds_scopes_and_skip_codes(home, tmp_path):
         return lines[at + 1][len("    may become: "):]
 
     assert may_become("claude:CLAUDE.md") == "profile (facts about you, never instructions to an agent), preferences"
-    assert may_become("claude:auto-memory/run-tests") == "preferences"
+    assert may_become("claude:auto-memory/run-tests") == "preferences, the project's memory"
+    assert may_become("claude:auto-memory/user-role") == \
+        "profile (facts about you, never instructions to an agent), preferences, the project's memory"
     assert may_become("claude:auto-memory/deploy") == "the project's memory only"
     for code, name in (("INDEX_ONLY", "MEMORY.md"), ("BINARY", "blob.md"), ("SENSITIVE_CONTENT_REJECTED", "keys.md"),
                        ("SYMLINK_LEAVES_ROOT", "linked.md"), ("IMPORT_LEAVES_ROOT", "notes.md"),

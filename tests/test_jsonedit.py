@@ -122,3 +122,23 @@ def test_of_identical_items_the_one_cm_wrote_goes():
     back = jsonedit.remove(moved, [recorded], "f.json", False, created)
     assert theirs in back and back.count('"timeout": 3') == 2 and json.loads(back)["hooks"]["Stop"][1] == {"x": 1}
     assert jsonedit.remove(moved, ENTRIES[1:2], "f.json", False, created).count(theirs) == 0  # unrecorded: the last
+
+
+def _spans(doc: jsonedit.Document) -> list[tuple[str, int, int]]:
+    return [(key, child.start, child.end) for (key, _at), child in zip(doc.root.keys, doc.root.children)]
+
+
+@pytest.mark.parametrize("name", list(LAYOUTS) + list(COMMENTED))
+def test_an_edit_derives_the_same_parse_as_parsing_its_result_afresh(name):
+    text, comments = (LAYOUTS[name], False) if name in LAYOUTS else (COMMENTED[name], True)
+    results = []
+    for entry in ENTRIES:  # each addition, then each removal, is one splice
+        text, _created = jsonedit.add(text, [entry], "f.json", comments)
+        results.append(text)
+    for entry in ENTRIES:
+        text = jsonedit.remove(text, [entry], "f.json", comments)
+        results.append(text)
+        derived = jsonedit._cache.get((text, "f.json", comments))
+        assert derived is not None and _spans(derived) == _spans(jsonedit.Document(text, "f.json", comments))
+    for text in results[-2:]:
+        assert _spans(jsonedit.parse(text, "f.json", comments)) == _spans(jsonedit.Document(text, "f.json", comments))

@@ -25,8 +25,9 @@ Contract:
   object or array written with blanks inside (``{ }``) comes back as ``{}``.
 - Cost is linear in the file's size whatever its size (Claude Code's ``~/.claude.json`` grows to
   many MB): a parse is one pass of the stdlib's C decoder over the top-level members, and only
-  the containers on an entry's key path are ever split into members; the last few parses are
-  reused while the text is the same.
+  the containers on an entry's key path are ever split into members; an edit's result is parsed
+  from its parent's spans (only the top-level value it touched is decoded again), and the last
+  two parses are reused while the text is the same.
 
 Why hand-written: the maintained JSONC editors on PyPI either run a Node.js daemon that installs
 npm packages at first use (``jsonc-edit``) or expose an unstable model API for JSON5, a wider
@@ -53,7 +54,7 @@ _NON_BLANK = re.compile(r"[^ \t\r\n]")
 _EMPTY = re.compile("\ufeff?[ \t\r\n]*(?:\\{\\})?[ \t\r\n]*")
 _NOT_BREAK = re.compile(r"[^\r\n]")
 _SCAN_STRING = json.decoder.scanstring  # type: ignore[attr-defined]
-_CACHE_SIZE = 3
+_CACHE_SIZE = 2  # a plan edits one file at a time: its text and the latest edit
 
 
 class Node:
@@ -107,7 +108,7 @@ class Node:
 class Document:
     """A parsed settings text: the raw text, the same text with comments blanked, and its spans."""
 
-    def __init__(self, text: str, path: str, comments: bool) -> None:
+    def __init__(self, text: str, path: str, comments: bool, known: dict[int, int] | None = None) -> None:
         self.path = path
         self.comments = comments
         self.text = text if not is_blank(text) else bom_of(text) + "{}\n"
@@ -115,7 +116,7 @@ class Document:
         if blank.startswith(BOM):
             blank = " " + blank[1:]  # same length: offsets in ``blank`` are offsets in ``text``
         self.blank = blank
-        self.root = _root(blank, path, comments)
+        self.root = _root(blank, path, comments, known or {})
         self.nl = "\r\n" if "\r\n" in self.text else "\n"
         self.unit = self._unit()
 
@@ -162,6 +163,21 @@ class Document:
 
     # -- edits ------------------------------------------------------------------------------
 
+    def _splice(self, start: int, end: int, piece: str) -> str:
+        """``text`` with ``[start, end)`` replaced by ``piece``; the new text's parse is derived and
+        remembered: top-level values outside the replaced span keep their (shifted) spans, so only
+        the one the edit touched is decoded again."""
+        text = self.text[:start] + piece + self.text[end:]
+        delta = len(piece) - (end - start)
+        known = {}
+        for child in self.root.children:
+            if child.end <= start:
+                known[child.start] = child.end
+            elif child.start >= end:
+                known[child.start + delta] = child.end + delta
+        _remember(Document(text, self.path, self.comments, known))
+        return text
+
     def insert(self, node: Node, piece: str) -> str:
         """The text with ``piece`` (a member ``"k": v`` or an item) appended to ``node``."""
         close = node.end - 1
@@ -169,16 +185,15 @@ class Document:
             inside = self.text[node.start + 1:close]
             if not inside.strip(_BLANKS):  # empty: open it up on lines of its own
                 indent = self._inner_indent(node)
-                return (self.text[:node.start + 1] + self.nl + indent + piece + self.nl
-                        + self._line_indent(node.start) + self.text[close:])
+                return self._splice(node.start + 1, close,
+                                    self.nl + indent + piece + self.nl + self._line_indent(node.start))
             at = self._content_end(close)  # only comments inside: go after them
-            return self.text[:at] + self.nl + self._inner_indent(node) + piece + self.text[at:]
+            return self._splice(at, at, self.nl + self._inner_indent(node) + piece)
         last = node.children[-1].end
         if not self._has_break(node.start, node.end):  # a one-line container stays on one line
-            return self.text[:last] + ", " + piece + self.text[last:]
+            return self._splice(last, last, ", " + piece)
         at = self._content_end(close)
-        return (self.text[:last] + "," + self.text[last:at] + self.nl + self._inner_indent(node) + piece
-                + self.text[at:])
+        return self._splice(last, at, "," + self.text[last:at] + self.nl + self._inner_indent(node) + piece)
 
     def delete(self, node: Node, index: int) -> str:
         """The text without member or item ``index`` of ``node`` (the inverse of ``insert``)."""
@@ -187,19 +202,17 @@ class Document:
         if len(starts) == 1:
             rest = self.text[node.start + 1:start] + self.text[end:node.end - 1]
             if not rest.strip(_BLANKS):
-                return self.text[:node.start + 1] + self.text[node.end - 1:]
-            return self.text[:self._content_end(start)] + self.text[end:]
+                return self._splice(node.start + 1, node.end - 1, "")
+            return self._splice(self._content_end(start), end, "")
         if index + 1 < len(starts):  # up to the next member: our comma and the blanks after it
             comma = self.blank.index(",", end)
             after = comma + 1
             while after < len(self.text) and self.text[after] in _BLANKS:
                 after += 1
-            return self.text[:start] + self.text[after:]
+            return self._splice(start, after, "")
         comma = self.blank.index(",", node.children[index - 1].end)
         begin = self._content_end(start)
-        if begin == comma + 1:
-            return self.text[:comma] + self.text[end:]
-        return self.text[:comma] + self.text[comma + 1:begin] + self.text[end:]
+        return self._splice(comma, end, self.text[comma + 1:begin])
 
     def walk(self, key: tuple[str, ...]) -> Node | None:
         """The node at ``key`` (``None`` when absent); a non-object on the way is refused."""
@@ -252,11 +265,13 @@ def _skip(blank: str, i: int) -> int:
     return i
 
 
-def _members(blank: str, start: int, kind: str) -> tuple[list[tuple[str, int]], list[Node], int]:
+def _members(blank: str, start: int, kind: str, known: dict[int, int] | None = None
+             ) -> tuple[list[tuple[str, int]], list[Node], int]:
     """The members (or items) of the container at ``start`` and the end of the container.
 
     Each value is run through the stdlib's C decoder, which both validates it and finds its end,
     so locating the members of an object is one C pass over it plus a Python step per member.
+    ``known`` gives the end of values already validated at those starts (``Document._splice``).
     A ``ValueError`` or ``IndexError`` means the text is not JSON.
     """
     closing = "}" if kind == "object" else "]"
@@ -275,7 +290,9 @@ def _members(blank: str, start: int, kind: str) -> tuple[list[tuple[str, int]], 
             if blank[i] != ":":
                 raise ValueError("expected a colon")
             i = _skip(blank, i + 1)
-        _value, end = _DECODER.raw_decode(blank, i)
+        end = known.get(i, 0) if known else 0
+        if not end:
+            _value, end = _DECODER.raw_decode(blank, i)
         children.append(Node(blank, i, end))
         i = _skip(blank, end)
         if blank[i] == ",":
@@ -286,12 +303,12 @@ def _members(blank: str, start: int, kind: str) -> tuple[list[tuple[str, int]], 
             raise ValueError("expected a comma")
 
 
-def _root(blank: str, path: str, comments: bool) -> Node:
+def _root(blank: str, path: str, comments: bool, known: dict[int, int]) -> Node:
     """The validated top-level object (what ``json.loads`` accepts, and an object)."""
     i = _skip(blank, 0)
     try:
         if i < len(blank) and blank[i] == "{":
-            keys, children, end = _members(blank, i, "object")
+            keys, children, end = _members(blank, i, "object", known)
             if _skip(blank, end) != len(blank):
                 raise ValueError("extra data")
             node = Node(blank, i, end)
@@ -306,12 +323,20 @@ def _root(blank: str, path: str, comments: bool) -> Node:
 _cache: OrderedDict[tuple[str, str, bool], Document] = OrderedDict()
 
 
+def _remember(doc: Document) -> None:
+    _cache[(doc.text, doc.path, doc.comments)] = doc
+    _cache.move_to_end((doc.text, doc.path, doc.comments))
+    while len(_cache) > _CACHE_SIZE:
+        _cache.popitem(last=False)
+
+
 def parse(text: str, path: str, comments: bool) -> Document:
     """The parsed text; the last few parses are kept, as one plan looks at the same text often."""
     key = (text, path, comments)
     doc = _cache.get(key)
     if doc is None:
-        doc = _cache[key] = Document(text, path, comments)
+        doc = Document(text, path, comments)
+        _cache[key] = doc
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
     else:
