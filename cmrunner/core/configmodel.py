@@ -244,7 +244,7 @@ class Remote(_Section):
 
     @model_validator(mode="after")
     def _by_provider(self) -> Remote:
-        present = {self.model_fields[name].alias for name in self.model_fields_set}
+        present = {type(self).model_fields[name].alias for name in self.model_fields_set}
         if self.provider == "agent-cli":
             if "agent" not in present:
                 raise _refuse("present (it is required)", "agent")
