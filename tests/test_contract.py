@@ -419,6 +419,9 @@ def test_unread_memory_target() -> None:
     (submission(decision(operations=[put(title="Shell"), put(title="Shell")])), "$.decisions[0].operations[0].title"),
     (submission(decision(operations=[put(title="Languages")])), "$.decisions[0].operations[0].title"),
     (submission(decision(operations=[put(section="s1", title="Languages")])), "$.decisions[0].operations[0].title"),
+    # the path names the operation that repeats an existing title, not an earlier one that does not
+    (submission(decision(operations=[put(title="Shell"), put(title="Editor"), put(title="Languages")])),
+     "$.decisions[0].operations[2].title"),
 ])
 def test_duplicate_section_operation(payload: dict[str, Any], path: str) -> None:
     err = rejected(payload, make_ctx())
