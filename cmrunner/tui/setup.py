@@ -38,7 +38,7 @@ class ModelFlow:
         self.base_url = ""
         self.api_key: str | None = None
         try:
-            self.current = config_mod.load(home).remote or {}
+            self.current = providers.network_remote(config_mod.load(home).remote) or {}
         except CmError:
             self.current = {}
 
