@@ -20,7 +20,7 @@ from tui_support import configure_model, temp_hosts
 
 from cmrunner.core.errors import CmError
 from cmrunner.manage import uninstall
-from cmrunner.manage.integrations import manager, manifest
+from cmrunner.manage.integrations import checks, manager, manifest
 
 pytestmark = pytest.mark.timeout(600)
 BOM = "\ufeff"
@@ -87,6 +87,10 @@ def test_an_entry_identical_to_cms_that_the_user_had_is_never_claimed_nor_remove
     assert (".claude.json", "mcpServers.common_memory") not in entries_of(home)
     assert ("settings.json", "hooks.SessionStart") in entries_of(home)
     assert len(json.loads(settings.read_text())["hooks"]["Stop"]) == 1  # no second copy either
+    report = {c.name: c for c in checks.run(home, start_servers=False).checks}
+    assert report["Claude Code settings"].state == "ok"
+    assert report["Claude Code settings"].detail == ("4 hooks exactly as cm wrote them; not cm's (you had them "
+                                                     "before), not checked: hooks.Stop, mcpServers.common_memory")
     assert cm(user, "agents", "remove", "claude-code").returncode == 0
     assert snapshot(user) == before
 

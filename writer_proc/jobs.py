@@ -55,7 +55,7 @@ import os
 import sqlite3
 
 from cmrunner.capture import observations
-from cmrunner.core import jobstore
+from cmrunner.core import jobstore, reasons
 from cmrunner.core.errors import CmError
 from cmrunner.writer_proc import budget
 
@@ -246,7 +246,7 @@ def hold_back(conn: sqlite3.Connection, job: Job, ids: list[int], code: str, rej
 def waiting_for(conn: sqlite3.Connection, target: str, code: str = "INVALID_DOCUMENT") -> list[str]:
     """Dead jobs whose cause is ``code`` on ``target`` (what ``hold_back`` or a blocked attempt left)."""
     found = []
-    for job_id, issue, _failure, rejection in jobstore.dead_or_paused(conn):
+    for job_id, issue, _failure, rejection, _diagnostic in jobstore.dead_or_paused(conn):
         record = jobstore.decode_rejection(rejection)
         if issue == code and record is not None and record.get("target") == target:
             found.append(job_id)
@@ -292,12 +292,15 @@ def unfinished(conn: sqlite3.Connection, limit: int = 20) -> tuple[list[dict], i
 
 class DeadGroup:
     """Dead (or paused) jobs with one cause: issue, the code their last attempt ended with, the
-    last rejection, the job ids (oldest first) and the observations they hold."""
+    last rejection, the provider's answer when it decides the remedy (``reasons.provider_hint``
+    of the diagnostic: ``httpStatus`` and ``reason``, else ``None``), the job ids (oldest first)
+    and the observations they hold."""
 
-    __slots__ = ("issue", "failure", "rejection", "ids", "held")
+    __slots__ = ("issue", "failure", "rejection", "hint", "ids", "held")
 
-    def __init__(self, issue: str | None, failure: str | None, rejection: dict | None) -> None:
-        self.issue, self.failure, self.rejection = issue, failure, rejection
+    def __init__(self, issue: str | None, failure: str | None, rejection: dict | None,
+                 hint: dict | None = None) -> None:
+        self.issue, self.failure, self.rejection, self.hint = issue, failure, rejection, hint
         self.ids: list[str] = []
         self.held = 0
 
@@ -307,11 +310,12 @@ def dead_by_issue(conn: sqlite3.Connection) -> list[DeadGroup]:
     attempt ended with and the last rejection when it is the cause (its code is the issue; an
     earlier rejection of an attempt that ended otherwise does not split a group)."""
     groups: dict[tuple, DeadGroup] = {}
-    for job_id, issue, failure, rejection_text in jobstore.dead_or_paused(conn):
+    for job_id, issue, failure, rejection_text, diagnostic_text in jobstore.dead_or_paused(conn):
         rejection = jobstore.decode_rejection(rejection_text)
         rejection = rejection if rejection is not None and rejection.get("code") == issue else None
-        key = (issue, failure, json.dumps(rejection, sort_keys=True))
-        group = groups.setdefault(key, DeadGroup(issue, failure, rejection))
+        hint = reasons.provider_hint(jobstore.decode_rejection(diagnostic_text))
+        key = (issue, failure, json.dumps(rejection, sort_keys=True), json.dumps(hint, sort_keys=True))
+        group = groups.setdefault(key, DeadGroup(issue, failure, rejection, hint))
         group.ids.append(job_id)
         group.held += observations.count_of_job(conn, job_id)
     return sorted(groups.values(), key=lambda g: (-len(g.ids), g.issue or ""))

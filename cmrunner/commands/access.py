@@ -36,6 +36,8 @@ def network_test(ctx: click.Context, as_json: bool) -> None:
         else:
             status = "".join(f", {k} {outcome[k]}" for k in ("httpStatus", "proxyStatus") if k in outcome)
             echo(f"outcome: {outcome['code']} at {outcome['stage']} ({outcome['reason']}{status})")
+            if outcome.get("remedy"):
+                echo(f"fix:     {outcome['remedy']}")
     if not outcome["ok"]:
         ctx.exit(1)
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 SCHEMA_VERSION = 2
 PROVENANCE = ("user_explicit", "agent_observation", "document_import", "conversation_context")
-PRESETS = ("deepseek", "qwen", "openai", "zhipu", "opencode-go", "kimi", "custom")
+PRESETS = ("deepseek", "qwen", "openai", "zhipu", "opencode-go", "kimi", "custom", "anthropic", "gemini", "openrouter",
+           "ollama", "lmstudio", "llamacpp", "vllm")
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 APIS = ("responses", "chat_completions")
 # remote.provider: a model behind an OpenAI-compatible URL and key, or an agent CLI the user already

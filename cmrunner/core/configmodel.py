@@ -131,7 +131,8 @@ _SCOPES = "scopes (global or project:<id>)"
 _PROVENANCES = "provenance classes (" + ", ".join(PROVENANCE) + ")"
 
 Api = Literal["responses", "chat_completions"]
-Preset = Literal["deepseek", "qwen", "openai", "zhipu", "opencode-go", "kimi", "custom"]
+Preset = Literal["deepseek", "qwen", "openai", "zhipu", "opencode-go", "kimi", "custom", "anthropic", "gemini",
+                 "openrouter", "ollama", "lmstudio", "llamacpp", "vllm"]
 Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 Provenance = Literal["user_explicit", "agent_observation", "document_import", "conversation_context"]
 Provider = Literal["openai-compatible", "agent-cli"]
@@ -243,7 +244,7 @@ class Remote(_Section):
 
     @model_validator(mode="after")
     def _by_provider(self) -> Remote:
-        present = {self.model_fields[name].alias for name in self.model_fields_set}
+        present = {type(self).model_fields[name].alias for name in self.model_fields_set}
         if self.provider == "agent-cli":
             if "agent" not in present:
                 raise _refuse("present (it is required)", "agent")

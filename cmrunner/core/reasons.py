@@ -17,6 +17,11 @@ Contract:
   dead job, ``dead_fix`` says what to change first when cm stopped retrying a code it otherwise
   retries by itself (the model's own mistakes: try another model), and a decision the scanner
   refused names ``cm secrets allow <fingerprint>`` from the job's recorded rejection.
+- ``provider_fix(code, diagnostic)`` is the fix that matches how a provider failed, from the
+  diagnostic's ``httpStatus`` and ``reason`` (a 404: the base URL's API path; 401/403: the key; an
+  unknown model: the model list; nothing answering: the server or the URL), or ``""`` when the
+  table's fix stands; ``remedy`` uses it when given the ``hint`` (``provider_hint``: only those
+  two fields) and `cm network-test` prints it.
 - ``cause`` renders a job's cause in one line (issue code, where the last rejection went wrong,
   the code the attempt ended with), the one form every surface shows.
 Reasons and remedies never contain user text: only codes, ids, setting names and commands.
@@ -288,14 +293,45 @@ def _secret_fix(rejection: Mapping[str, object] | None) -> str:
     return f"if the value is not a secret, run `cm secrets allow {fingerprint}`"
 
 
+_MODEL_SETUP = "(the model setup of `cm config` checks it)"
+_PROVIDER_CODES = ("INVALID_RESPONSE", "AUTHENTICATION", "UNAVAILABLE", "TIMEOUT")
+_UNREACHED = ("connection_refused", "dns_error", "connection_timeout")
+
+
+def provider_hint(diagnostic: Mapping[str, object] | None) -> dict | None:
+    """The part of a failure's diagnostic that decides ``provider_fix``: ``httpStatus`` and ``reason``."""
+    if not diagnostic:
+        return None
+    hint = {k: diagnostic[k] for k in ("httpStatus", "reason") if k in diagnostic}
+    return hint or None
+
+
+def provider_fix(code: str | None, diagnostic: Mapping[str, object] | None) -> str:
+    """The fix that matches how the provider failed (see module contract), or ``""``."""
+    if code not in _PROVIDER_CODES or not diagnostic:
+        return ""
+    status, reason = diagnostic.get("httpStatus"), diagnostic.get("reason")
+    if reason == "model_not_found":
+        return f"the provider does not know remote.model: pick a model from its model list {_MODEL_SETUP}"
+    if status == 404:
+        return ("the provider answered HTTP 404: remote.baseUrl is probably missing its API path (for example /v1 "
+                f"at its end); fix the base URL {_MODEL_SETUP}")
+    if status in (401, 403) or code == "AUTHENTICATION":
+        return f"the provider refused the API key (HTTP {status}): put the right key in the private .env {_MODEL_SETUP}"
+    if reason in _UNREACHED:
+        return f"nothing answered at remote.baseUrl: start the model server or fix the base URL {_MODEL_SETUP}"
+    return ""
+
+
 def remedy(code: str | None, state: str, ids: list[str] | None = None,
-           rejection: Mapping[str, object] | None = None) -> str:
+           rejection: Mapping[str, object] | None = None, hint: Mapping[str, object] | None = None) -> str:
     """One line: what to do about a group in ``state`` (``quarantined``, ``dead``, ``retry`` or
     ``isolated``). ``ids`` are the job ids (12 characters) to retry, or the recovery ids;
-    ``rejection`` is the jobs' recorded last rejection, when ``code`` is its code."""
+    ``rejection`` is the jobs' recorded last rejection, when ``code`` is its code; ``hint`` is
+    the provider's answer (``provider_hint``) when the failure came from it."""
     entry = explain(code)
     ids = ids or []
-    fix = entry.fix
+    fix = provider_fix(code, hint) or entry.fix
     if code == "SENSITIVE_CONTENT_REJECTED" and rejection and rejection.get("code") == code:
         fix = _secret_fix(rejection) or fix
     if code == "INVALID_DOCUMENT" and rejection and rejection.get("code") == code and rejection.get("target"):

@@ -68,7 +68,8 @@ def problems(conn: sqlite3.Connection) -> dict:
         dead.append({"code": group.issue, "cause": reasons.cause(group.issue, group.failure, group.rejection),
                      "failure": group.failure, "rejection": group.rejection, "count": len(group.ids),
                      "observations": group.held, "reason": entry.reason,
-                     "remedy": reasons.remedy(group.issue, "dead", short, group.rejection), "jobIds": short})
+                     "remedy": reasons.remedy(group.issue, "dead", short, group.rejection, group.hint),
+                     "jobIds": short})
     return {"quarantined": quarantined, "dead": dead, "isolated": isolated_groups(failures.listed(conn))}
 
 
