@@ -70,6 +70,14 @@ from typing import NamedTuple
 
 from cmrunner.core import scopes, textchars
 from cmrunner.core.errors import CmError
+from cmrunner.core.mdscan import (
+    CLOSING_HASHES_RE,
+    Violation,
+    fence_opener,
+    scan_block,
+    scan_document,
+    title_problem,
+)
 
 DEFAULT_SOFT_BUDGET = 8192
 DEFAULT_HARD_BUDGET = 16384
@@ -82,14 +90,6 @@ REF_MIN_HEX = 12
 _TARGET_TITLES = {"profile": "Profile", "preferences": "Preferences"}
 _PROJECT_TITLE = "Project"
 _REF_RE = re.compile(r"sec_([0-9a-f]{12,64})")
-
-_ATX_RE = re.compile(r" {0,3}(#{1,6})(?:[ \t]|$)")
-_SETEXT_RE = re.compile(r" {0,3}(?:=+|-+)[ \t]*$")
-_THEMATIC_BREAK_RE = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
-_FENCE_OPEN_RE = re.compile(r"( {0,3})(`{3,}|~{3,})(.*)$")
-_CLOSING_HASHES_RE = re.compile(r"(?:^| )#+$")
-_COMMENT_OPEN_RE = re.compile(r" {0,3}<!--")
-
 
 class DocumentError(CmError):
     """``INVALID_DOCUMENT`` for a file that breaks a rule: ``target``, ``lineno`` (1-based, 0 when
@@ -176,19 +176,6 @@ def section_key(target: str, title: str) -> str:
     """The source-link key of a section: ``<target>:<sha256(title)>``."""
     target_title(target)
     return f"{target}:{title_digest(title)}"
-
-
-def title_problem(title: object) -> str | None:
-    """Why ``title`` cannot be a section title, or None when it can."""
-    if not isinstance(title, str) or not title:
-        return "a section title must be a non-empty string"
-    if title != title.strip():
-        return "a section title must not start or end with whitespace"
-    if "\t" in title or "\n" in title or textchars.find_unsafe(title) is not None:
-        return "a section title must be one line without control characters"
-    if _CLOSING_HASHES_RE.search(title):
-        return "a section title must not end with a run of '#' (Markdown drops it)"
-    return None
 
 
 def check_title(title: object) -> str:
@@ -320,206 +307,6 @@ class Document:
         return found[0]
 
 
-class _Violation(Exception):
-    """A rule a document breaks; ``kind`` says which, for ``normalise``."""
-
-    def __init__(self, line: int, rule: str, kind: str = "") -> None:
-        super().__init__(rule)
-        self.line = line
-        self.rule = rule
-        self.kind = kind
-
-
-def _lines(text: str) -> list[tuple[str, int]]:
-    """Each line's content without its terminator, with the line's full length in bytes."""
-    out: list[tuple[str, int]] = []
-    pos = 0
-    end = len(text)
-    while pos < end:
-        nl = text.find("\n", pos)
-        stop = end if nl < 0 else nl + 1
-        raw = text[pos:stop]
-        content = raw[:-1] if nl >= 0 else raw
-        if content.endswith("\r") and nl >= 0:
-            content = content[:-1]
-        if "\r" in content:
-            raise _Violation(len(out) + 1, "contains a carriage return that does not end a line", "cr")
-        out.append((content, len(raw.encode("utf-8"))))
-        pos = stop
-    return out
-
-
-def _fence_opener(line: str) -> tuple[str, int] | None:
-    m = _FENCE_OPEN_RE.match(line)
-    if m is None:
-        return None
-    run = m.group(2)
-    if run[0] == "`" and "`" in m.group(3):
-        return None  # CommonMark: a backtick run followed by a backtick is inline code, not a fence
-    return run[0], len(run)
-
-
-def _closes_fence(line: str, fence: tuple[str, int]) -> bool:
-    char, length = fence
-    stripped = line.lstrip(" ")
-    if len(line) - len(stripped) > 3:
-        return False
-    run = len(stripped) - len(stripped.lstrip(char))
-    return run >= length and stripped[run:].strip(" \t") == ""
-
-
-def _scan(text: str, h1: str) -> tuple[int, list[tuple[int, str, int, int]]]:
-    """The strict rules new text is held to (``_check_block``): line 1 is exactly ``h1``, only
-    blank lines before the first H2, canonical unique H2 lines, no second H1; return the preamble's
-    byte length and (line, title, start, body_start) per H2."""
-    lines = _lines(text)
-    if not lines or lines[0][0] != h1:
-        raise _Violation(1, f"the first line must be exactly '{h1}'")
-    heads: list[tuple[int, str, int, int]] = []
-    seen: set[str] = set()
-    fence: tuple[str, int] | None = None
-    fence_line = 0
-    under_text = False  # the previous line could be a paragraph line that a setext underline would promote
-    offset = lines[0][1]
-    preamble_end = offset
-    for index in range(1, len(lines)):
-        lineno = index + 1
-        line, nbytes = lines[index]
-        start = offset
-        offset += nbytes
-        if fence is not None:
-            if _closes_fence(line, fence):
-                fence = None
-            continue
-        opener = _fence_opener(line)
-        if opener is not None:
-            if not heads:
-                raise _Violation(lineno, "content before the first '## ' section")
-            fence, fence_line, under_text = opener, lineno, False
-            continue
-        atx = _ATX_RE.match(line)
-        if atx is not None and len(atx.group(1)) == 1:
-            raise _Violation(lineno, "a second level-1 heading; only line 1 may be one")
-        if atx is not None and len(atx.group(1)) == 2:
-            title = line[3:]
-            if not line.startswith("## ") or title_problem(title) is not None:
-                raise _Violation(lineno, "a level-2 heading must be exactly '## <title>' with a trimmed, "
-                                         "non-empty, single-line title")
-            if title in seen:
-                raise _Violation(lineno, "duplicate section title")
-            seen.add(title)
-            heads.append((lineno, title, start, offset))
-            under_text = False
-            continue
-        blank = line.strip(" \t") == ""
-        if under_text and _SETEXT_RE.match(line):
-            raise _Violation(lineno, "a line of only '=' or '-' under text makes a heading; "
-                                     "put a blank line before it or use '***'")
-        if not heads:
-            if not blank:
-                raise _Violation(lineno, "content before the first '## ' section")
-            preamble_end = offset
-            continue
-        under_text = not blank and atx is None and not _THEMATIC_BREAK_RE.match(line)
-    if fence is not None:
-        raise _Violation(fence_line, "a code fence opened here is never closed")
-    return preamble_end, heads
-
-
-def _comment_closes(line: str, opened_at: int = 0) -> bool:
-    return "-->" in line[opened_at:]
-
-
-def _front_matter_end(lines: list[tuple[str, int]]) -> int:
-    """How many lines a YAML front matter block at the top takes (0 when there is none)."""
-    if not lines or lines[0][0].lstrip("\ufeff") != "---":
-        return 0
-    for index in range(1, len(lines)):
-        if lines[index][0] in ("---", "..."):
-            return index + 1
-    return 0  # never closed: CommonMark reads the line as a thematic break, so it is ordinary text
-
-
-def _scan_document(text: str) -> tuple[int, tuple[int, int] | None, list[tuple[int, str, int, int]]]:
-    """The tolerant grammar of a document on disk (module contract): the head's byte length, the
-    preamble's byte range (``None`` when there is none) and (line, title, start, body_start) per H2."""
-    lines = _lines(text)
-    index = _front_matter_end(lines)
-    offset = sum(nbytes for _, nbytes in lines[:index])
-    if index == 0 and lines and lines[0][0].startswith("\ufeff"):
-        lines[0] = (lines[0][0][1:], lines[0][1])  # a byte order mark stays in the bytes, outside every rule
-    head_end = offset
-    seen_h1 = False
-    comment_line = 0
-    in_head = True
-    heads: list[tuple[int, str, int, int]] = []
-    pre_start: int | None = None
-    fence: tuple[str, int] | None = None
-    fence_line = 0
-    under_text = False
-    while index < len(lines):
-        lineno = index + 1
-        line, nbytes = lines[index]
-        start = offset
-        offset += nbytes
-        index += 1
-        if comment_line:
-            if _comment_closes(line):
-                comment_line = 0
-                if in_head:
-                    head_end = offset
-            continue
-        if fence is not None:
-            if _closes_fence(line, fence):
-                fence = None
-            continue
-        blank = line.strip(" \t") == ""
-        comment = _COMMENT_OPEN_RE.match(line)
-        if comment is not None:
-            under_text = False
-            if not _comment_closes(line, comment.end()):
-                comment_line = lineno
-            elif in_head:
-                head_end = offset
-            continue
-        atx = _ATX_RE.match(line)
-        if atx is not None and len(atx.group(1)) == 1:
-            if in_head and not seen_h1:
-                seen_h1, head_end = True, offset
-                continue
-            raise _Violation(lineno, "a second level-1 heading, or one after other text; make it '## <title>'", "h1")
-        if in_head and blank:
-            head_end = offset
-            continue
-        if atx is not None and len(atx.group(1)) == 2:
-            title = line[3:]
-            if not line.startswith("## ") or title_problem(title) is not None:
-                raise _Violation(lineno, "a level-2 heading must be exactly '## <title>' with a trimmed, "
-                                         "non-empty, single-line title", "h2")
-            in_head = False
-            heads.append((lineno, title, start, offset))
-            under_text = False
-            continue
-        if under_text and _SETEXT_RE.match(line):
-            raise _Violation(lineno, "a line of only '=' or '-' under text makes a heading; "
-                                     "put a blank line before it or use '***'", "setext")
-        if in_head:
-            in_head, pre_start = False, start
-        opener = _fence_opener(line)
-        if opener is not None:
-            fence, fence_line, under_text = opener, lineno, False
-            continue
-        under_text = not blank and atx is None and not _THEMATIC_BREAK_RE.match(line)
-    if fence is not None:
-        raise _Violation(fence_line, "a code fence opened here is never closed", "fence")
-    if comment_line:
-        raise _Violation(comment_line, "an HTML comment opened here is never closed ('-->')", "comment")
-    preamble = None
-    if pre_start is not None:
-        preamble = (pre_start, heads[0][2] if heads else offset)
-    return head_end, preamble, heads
-
-
 def _refs(digests: list[str]) -> list[str]:
     """Shortest unambiguous ``sec_`` ref (at least 12 hex digits) for each digest."""
     lengths = [REF_MIN_HEX] * len(digests)
@@ -559,8 +346,8 @@ def parse(target: str, content: str | bytes | None, budgets: Budgets = DEFAULT_B
     if len(data) > budgets.hard:
         raise _too_large(target, budgets)
     try:
-        head_end, preamble, heads = _scan_document(text)
-    except _Violation as v:
+        head_end, preamble, heads = scan_document(text)
+    except Violation as v:
         raise DocumentError(target, v.line, v.rule, f"{target} line {v.line}: {v.rule}; "
                             f"`cm fix {target}` shows a normalised version") from None
     units: list[tuple[str, int, int, int, int]] = []  # title, occurrence, start, body_start, end
@@ -616,8 +403,8 @@ def _check_block(doc: Document, block: str) -> bytes:
     # The block is checked alone, after a synthetic H1 and blank line; body line n is line n + 3.
     h1 = "# " + target_title(doc.target)
     try:
-        _, heads = _scan(f"{h1}\n\n{block}", h1)
-    except _Violation as v:
+        _, heads = scan_block(f"{h1}\n\n{block}", h1)
+    except Violation as v:
         raise CmError("INVALID_SECTION_BODY", f"section body line {v.line - 3}: {v.rule}") from None
     if len(heads) != 1:
         raise CmError("INVALID_SECTION_BODY", f"section body line {heads[1][0] - 3}: a level-2 heading "
@@ -693,7 +480,7 @@ def remove_section(doc: Document, ref: str) -> Document:
 def _heading_text(line: str) -> str:
     """The words of a heading line as CommonMark reads them, made a valid section title."""
     words = line.strip().lstrip("#").replace("\t", " ")
-    words = _CLOSING_HASHES_RE.sub("", words.strip()).strip()
+    words = CLOSING_HASHES_RE.sub("", words.strip()).strip()
     words = " ".join("".join(c for c in words if textchars.find_unsafe(c) is None).split())
     return words or "Untitled"
 
@@ -708,9 +495,9 @@ def normalise(target: str, content: str | bytes, budgets: Budgets = DEFAULT_BUDG
     lines = text.splitlines(keepends=True)
     for _ in range(2 * len(lines) + 4):
         try:
-            _scan_document("".join(lines))
+            scan_document("".join(lines))
             break
-        except _Violation as v:
+        except Violation as v:
             at = v.line - 1
             ending = "\r\n" if lines and lines[-1].endswith("\r\n") else "\n"
             if v.kind in ("h1", "h2"):
@@ -723,7 +510,7 @@ def normalise(target: str, content: str | bytes, budgets: Budgets = DEFAULT_BUDG
             elif v.kind in ("fence", "comment"):
                 if lines and not lines[-1].endswith("\n"):
                     lines[-1] += ending
-                opener = _fence_opener(lines[at].rstrip("\r\n"))
+                opener = fence_opener(lines[at].rstrip("\r\n"))
                 lines.append((opener[0] * opener[1] if v.kind == "fence" and opener else "-->") + ending)
             else:  # pragma: no cover - every rule _scan_document raises has a kind above
                 raise CmError("INVALID_DOCUMENT", f"{target} line {v.line}: {v.rule}; fix the file by hand") from None
