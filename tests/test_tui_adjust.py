@@ -45,7 +45,8 @@ def test_adjust_memory_reaches_the_writer_and_the_result_is_in_view_memory(home,
             text = await wait_for(pilot, "Notice:")
             assert f"fake-model at {fake.base_url}" in text and "Personal memory (Profile and Preferences)" in text
             await pilot.press(*REQUEST, "enter")
-            await wait_for(pilot, "submitted for global")
+            text = await wait_for(pilot, "Your request was submitted for global.")
+            assert "Request 3" not in text  # the store's task number is not this user's request count
             text = await wait_for(pilot, "Status: processed", timeout=60)
             assert "may also have decided to change nothing" in text
             await pilot.press("escape")

@@ -78,7 +78,7 @@ class ViewMemoryScreen(CmScreen):
             results.display = False
             return
         names = {d.target: d.title for d in self.docs}
-        title.set(f"{len(self.hits)} matching lines:")
+        title.set(f"{len(self.hits)} matching line{'' if len(self.hits) == 1 else 's'}:")
         results.add_options([option(f"hit:{i}", f"{names[h.target]}, line {h.line + 1}: {h.text[:80]}")
                              for i, h in enumerate(self.hits)])
         results.display = True
@@ -205,7 +205,8 @@ class AdjustScreen(CmScreen):
             return
         self.entry_id = submitted.entry_id
         event.input.value = ""
-        self.notice.show(f"Request {submitted.task_id} submitted for {self.scope}.", "ok")
+        # task_id counts every task in the store, not this user's requests: "Request 3" for a first one.
+        self.notice.show(f"Your request was submitted for {self.scope}.", "ok")
         self.poll()
         self.set_interval(0.5, self.poll)
 
