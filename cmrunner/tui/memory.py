@@ -224,13 +224,25 @@ class AdjustScreen(CmScreen):
         self.app.push_screen(StatusScreen())
 
 
+CHANGE_WORDS = {"put": "added", "replace": "changed", "remove": "removed"}
+
+
+def outcome_text(changes: list[dict] | None) -> str:
+    """What a processed request did to the memory, section by section, in the user's terms."""
+    if changes is None:
+        return "Open Search / View Memory to see the memory as it is now."
+    if not changes:
+        return "Nothing was changed: the Writer kept nothing from this request."
+    done = [f"{c['target']} / {c['section'] or '(untitled)'} {CHANGE_WORDS.get(c['kind'], c['kind'])}" for c in changes]
+    return "Changed: " + "; ".join(done) + "."
+
+
 def describe_request(found: dict | None) -> str:
     if found is None:
         return "Status: unknown (the request is not in the store)."
     state = found["state"]
     if state == "processed":
-        return ("Status: processed. The Writer may also have decided to change nothing: open Search / View Memory "
-                "to see the actual memory.")
+        return "Status: processed. " + outcome_text(found.get("changes"))
     parts = [f"Status: {state}"]
     if found.get("jobState") == "retry" and found.get("retryAt"):
         parts.append("waiting to retry after a failure")
