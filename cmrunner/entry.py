@@ -2,7 +2,9 @@
 
 ``cm hook …`` (``codex``/``work``, ``claude``, ``gemini``), ``cm capture …`` and ``cm session-refresh`` run under a host's timeout, so they are routed to stdlib-only
 modules before click (or anything else heavy) is imported; ``cm session-drain`` goes straight to
-the Writer side. Every other command, and ``--help`` on any of them, is the click CLI in ``cmrunner.cli``.
+the Writer side, ``cm memory-agent-mcp`` (started by an agent CLI running the Memory Agent) to its
+stdlib relay. When ``COMMON_MEMORY_AGENT_SESSION`` is set (that CLI's environment) every hook
+entry exits 0 at once, before anything is read or imported. Every other command, and ``--help`` on any of them, is the click CLI in ``cmrunner.cli``.
 
 Invariant: a hook path ends its process with ``os._exit`` once its body has returned (see
 ``_hook_exit``); nothing on those paths may rely on interpreter teardown (``atexit``, finalizers).
@@ -33,11 +35,25 @@ def _hook_exit(code: int) -> NoReturn:
     os._exit(code)
 
 
+# Mirrors ``cmrunner.core.configdefs.MEMORY_AGENT_MARKER`` (a test holds them equal): read here
+# without importing anything, before any hook module loads.
+_MEMORY_AGENT_MARKER = "COMMON_MEMORY_AGENT_SESSION"
+_HOOK_COMMANDS = ("hook", "capture", "session-refresh")
+
+
 def main() -> None:
     argv = sys.argv[1:]
     command = argv[0] if argv else ""
     if "--help" in argv or "-h" in argv:
         command = ""  # help is click's job: it prints the entry's usage without running it
+    if command in _HOOK_COMMANDS and os.environ.get(_MEMORY_AGENT_MARKER):
+        # An agent CLI running cm's Memory Agent: its session is cm's own work, never captured,
+        # never given memory. The hook does nothing and the host goes on (exit 0, no output).
+        _hook_exit(0)
+    if command == "memory-agent-mcp":
+        from cmrunner.writer_proc.agentcli import relay
+
+        sys.exit(relay.main(argv[1:]))
     if command == "hook" and len(argv) > 1 and argv[1] == "claude":
         from cmrunner.hooks import claude
 

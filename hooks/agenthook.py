@@ -11,19 +11,26 @@ Contract:
   never payload text) and its controlled line goes to stderr; an unknown event name is counted
   the same way but prints nothing, so a newer host cannot show an error on every prompt.
 - Admission is one ``BEGIN IMMEDIATE`` transaction, so a refused event stores nothing. Events are
-  de-duplicated by the digest of their payload.
+  de-duplicated by the digest of their payload (see the key below).
 - Start (SessionStart): the first start of a host process's session reads authorized memory once
   and freezes it; later starts of the same activation (``compact``, ``clear``) re-attach the frozen
   block. The block is rendered within the host's ``context_limit`` (Claude Code cuts
   ``additionalContext`` above about 10,000 characters), so it is whole or replaced by a notice.
 - Prompt (UserPromptSubmit / BeforeAgent): the typed prompt from the payload is queued with its
   scope frozen from ``cwd``. Gemini CLI in ``-p`` reports the prompt with the SessionStart context
-  prepended inside ``<hook_context>`` tags: that part is cut off (``gemini_chat.typed_part``), so
-  cm's own memory block never comes back as user words; an unclosed wrapper makes it no evidence.
+  of every hook prepended inside ``<hook_context>`` tags: that part is cut off
+  (``gemini_chat.typed_part``), so no hook's context (cm's memory block included) comes back as
+  user words; when the typed part cannot be told apart, the prompt is queued with the issue
+  ``UNCONFIRMED_PROMPT`` (cm's own block removed) and the drain keeps it quarantined.
   Gemini also reports a custom command as its expansion: its AfterAgent row carries the transcript
-  path and the digest of the typed prompt, and the drain checks the chat record (``gemini_chat``). A slash command (``/name …``) or a shell escape (``!…``) is queued as
-  a command without its text: it is never user evidence. Tool results, command expansions and
-  compaction summaries never reach cm at all: cm does not subscribe to the events that carry them.
+  path and the digest of the typed prompt, and the drain checks the chat record (``gemini_chat``).
+  A prompt that is a command the host ran (``slashcommands.is_command``: ``/name`` naming a
+  built-in or a custom command that exists for that host) is queued without its text: it is never
+  user evidence. Any other ``/…`` or ``!…`` prompt is words the model received, and a turn. Tool
+  results, command expansions and compaction summaries never reach cm at all: cm does not
+  subscribe to the events that carry them.
+- De-duplication key: the digest of the payload; a Claude Code prompt or stop without
+  ``prompt_id`` adds the transcript's size (``_keyed``), so two identical prompts stay two turns.
 - Stop (Stop / AfterAgent): the assistant's final text is queued as context for the open turn,
   which it settles. Compaction (PreCompact / PreCompress) answers ``{}`` at once and stores nothing:
   compaction does not seal a session.
@@ -37,7 +44,6 @@ Contract:
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 import time
 
@@ -53,12 +59,11 @@ from cmrunner.capture import (
 from cmrunner.core import config as config_mod, drainlease, identity, store
 from cmrunner.core.errors import CmError, InputError
 from cmrunner.core.home import DataPaths
-from cmrunner.hooks import runner, stdin
+from cmrunner.hooks import runner, slashcommands, stdin
 from cmrunner.reading import reader
 
 UNKNOWN = "UNKNOWN_HOOK_EVENT"
-# A slash command's name (no second slash, so a typed path like /etc/hosts is not one) or a shell escape.
-_COMMAND_RE = re.compile(r"^\s*(?:/[^\s/]+(?:\s|$)|!)")
+UNCONFIRMED = "UNCONFIRMED_PROMPT"
 
 
 class HostSpec:
@@ -90,9 +95,20 @@ def _optional_text(event: dict, field: str) -> str | None:
     return value
 
 
-def is_command(prompt: str) -> bool:
-    """True for a slash command or a shell escape: host input that is never user evidence."""
-    return _COMMAND_RE.match(prompt) is not None
+def _keyed(spec: HostSpec, name: str, event: dict) -> dict:
+    """What an event is de-duplicated by. A per-turn event that carries neither ``prompt_id`` nor a
+    ``timestamp`` (Claude Code before ``prompt_id`` existed) is the same JSON for two identical
+    prompts, so its key adds the size of the host's transcript, which grows between two turns and
+    not between two deliveries of one event; without a readable transcript it gets a random key
+    (two identical prompts are never merged; a re-delivery then stays an interrupted turn)."""
+    if name not in (spec.prompt, spec.stop) or event.get("prompt_id") or event.get("timestamp"):
+        return event
+    path = event.get("transcript_path")
+    try:
+        size: object = os.stat(path).st_size if isinstance(path, str) and os.path.isabs(path) else None
+    except (OSError, ValueError):
+        size = None
+    return {"event": event, "transcript_size": os.urandom(16).hex() if size is None else size}
 
 
 def _iso(ms: int) -> str:
@@ -134,7 +150,7 @@ class Event:
                 self.prompt = _optional_text(event, spec.prompt_field)
                 path = event.get("transcript_path")
                 self.transcript = path if isinstance(path, str) and os.path.isabs(path) and len(path) <= 4096 else None
-        self.digest = capture.event_digest(event)
+        self.digest = capture.event_digest(_keyed(spec, name, event))
 
     def passive(self, spec: HostSpec) -> bool:
         """Events answered at once without touching the store."""
@@ -190,10 +206,14 @@ def _admit(conn: sqlite3.Connection, spec: HostSpec, cfg: config_mod.Config, hom
     if ev.name == spec.prompt:
         assert ev.prompt is not None
         typed = gemini_chat.typed_part(ev.prompt) if spec.chat_record else ev.prompt
-        command = typed is not None and is_command(typed)
+        command = typed is not None and slashcommands.is_command(spec.client, typed, ev.cwd)
         text = None if typed is None or command or not typed.strip() else typed
         body = {"text": text, "command": command, "turn": ev.turn or ev.digest[:32], "at": _iso(now)}
-        event, user_turn = "prompt", text is not None
+        if typed is None:  # the typed words cannot be told from hook context: kept aside, never evidence
+            frozen = activations.frozen_snapshot(conn, session_id)
+            kept = gemini_chat.strip_escaped(ev.prompt, frozen) if frozen else ev.prompt
+            body.update({"text": kept if kept.strip() else None, "issue": UNCONFIRMED})
+        event, user_turn = "prompt", typed is not None and text is not None
     elif ev.name == spec.stop:
         body = {"text": ev.reply if ev.reply and ev.reply.strip() else None, "at": _iso(now)}
         if spec.chat_record:  # what the drain checks the turn's prompt against (never the prompt's text)

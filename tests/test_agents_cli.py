@@ -285,3 +285,49 @@ def test_unknown_hosts_and_removing_what_is_not_installed(user, home):
     assert proc.returncode == 0 and b"was not installed by cm; nothing changed" in proc.stdout
     proc = cm(user, "agents", "install", "pi")
     assert proc.returncode == 1 and proc.stderr.startswith(b"cm: HOST_UNAVAILABLE: ")
+
+
+@pytest.mark.parametrize(("host", "title", "command", "folder", "variable"), [
+    ("claude-code", "Claude Code", "claude", ".claude", "CLAUDE_CONFIG_DIR"),
+    ("gemini", "Gemini CLI", "gemini", ".gemini", "GEMINI_CLI_HOME"),
+    ("codex", "Codex CLI", "codex", ".codex", "CODEX_HOME"),
+    ("pi", "Pi", "pi", os.path.join(".pi", "agent"), "PI_CODING_AGENT_DIR"),
+])
+def test_a_host_that_is_not_here_says_so_where_cm_looked_and_what_to_do(tmp_path, home, host, title, command,
+                                                                         folder, variable):
+    bare = tmp_path / "bare"
+    bins = [tmp_path / "bin1", tmp_path / "bin2"]
+    for path in (bare, *bins):
+        path.mkdir()
+    search = os.pathsep.join(map(str, bins))
+    proc = run_cm(["agents", "install", host], env=env_for(bare, path=search), timeout=120)
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and err.count("\n") == 1, err
+    assert err == (f"cm: HOST_UNAVAILABLE: {title} was not found: no `{command}` command in the folders of PATH "
+                   f"({search}) and no configuration folder {bare / folder} ({variable} is not set); install "
+                   f"{title} and start it once, or add the folder holding `{command}` to PATH, then run "
+                   f"`cm agents install {host}` again\n")
+    assert "not available here" not in err and "--bare" not in err
+    assert snapshot(bare) == {}
+
+    moved = tmp_path / "elsewhere"
+    env = env_for(bare, path=search)
+    env[variable] = str(moved)
+    proc = run_cm(["agents", "install", host], env=env, timeout=120)
+    assert proc.returncode == 1 and f"({variable} is '{moved}')" in proc.stderr.decode(), proc.stderr
+
+    found = bins[1] / command  # what the message says is searched is what is searched
+    found.write_text("#!/bin/sh\nexit 0\n")
+    found.chmod(0o755)
+    proc = run_cm(["agents", "install", host], env=env_for(bare, path=search), timeout=120)
+    assert b"HOST_UNAVAILABLE" not in proc.stderr, proc.stderr
+
+
+def test_chatgpt_work_off_macos_says_why_and_what_to_do(tmp_path, home):
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    proc = run_cm(["agents", "install", "chatgpt-work"], env=env_for(bare), timeout=120)
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and err.startswith("cm: HOST_UNAVAILABLE: ChatGPT Desktop (Work) is not available "
+                                                   "here: ChatGPT Desktop runs on macOS and Windows"), err
+    assert "cm work-config" in err and err.count("\n") == 1

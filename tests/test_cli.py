@@ -18,7 +18,7 @@ def test_config_init_capture_only(home):
 
 def test_config_init_with_model_and_key_from_stdin(home):
     proc = run_cm(["config", "init", "--base-url", "https://api.example.com/v1", "--model", "gpt-x",
-                   "--api", "chat_completions", "--allow-scope", "global", "--api-key-stdin"],
+                   "--api", "chat_completions", "--allow-scope", "global", "--api-key-stdin", "--skip-check"],
                   stdin=b"sk-abcdefghijklmnop\n")
     assert proc.returncode == 0, proc.stderr
     assert b"sk-abc" not in proc.stdout + proc.stderr

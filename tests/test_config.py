@@ -249,7 +249,7 @@ FIRST_ERROR = [
     (lambda d: d.update(remote=_remote(model="", bogus=1)), "remote.bogus",
      "absent (unknown field; accepted fields: provider, baseUrl, model, apiKeyEnv, api, preset, capability, "
      "apiKeySource, maxOutputTokens, maxAgentTurns, reasoningEffort, thinking, enableThinking, proxy, caFileEnv, "
-     "deadlineMs, maxRequestBytes)"),
+     "deadlineMs, maxRequestBytes, agent, agentPath)"),
     (lambda d: (d.update(remote=_remote(model="")), d["disclosure"].update(enabled=1)), "remote.model",
      "a non-empty model name"),
     (lambda d: d.update(writableScopes=["global", "global", 5]), "writableScopes",

@@ -91,3 +91,24 @@ def test_a_slash_command_and_a_tool_result_are_never_captured(claude, home, tmp_
     assert "command-arg-7712" not in store and "tool-result-5531" not in store
     assert observed(home) == [("Read notes.txt please, I keep my aliases in it.", "pending")]
     assert db_rows(home, "SELECT COUNT(*) FROM hook_rejections") == [(0,)]
+
+
+def test_a_slash_word_that_is_no_command_and_a_bang_prompt_are_turns(claude, home, tmp_path):
+    """Observed on 2.1.328: `claude -p` sends an unknown `/word` and a `!…` to the model as text, and
+    runs a custom command; cm keeps what the model received as words and the command without them."""
+    commands = tmp_path / "work" / ".claude" / "commands"
+    commands.mkdir(parents=True)
+    (commands / "note.md").write_text("Answer with one word. Topic: $ARGUMENTS\n")
+    words = ["/home is full, clean it-4417", "!du -sh ~/cache-7781 says it is huge"]
+    with fakemodel.running(str(tmp_path / "claude-model"), {"replies": [], "default": {"text": "Noted."}}) as fake:
+        setup = ClaudeSetup(claude, home, tmp_path, fake)
+        for text in words:
+            setup.run(text)
+        setup.run("/note command-arg-7712")
+        requests = [json.dumps(r["body"]) for r in fake.model_requests()]
+    assert all(any(json.dumps(text)[1:-1] in r for r in requests) for text in words)  # sent as text
+    assert any("Answer with one word. Topic: command-arg-7712" in r for r in requests)  # really expanded
+    settle(home)
+    assert observed(home) == [(text, "pending") for text in words]
+    assert "command-arg-7712" not in json.dumps(db_rows(home, "SELECT * FROM observations"))
+    assert db_rows(home, "SELECT COUNT(*) FROM hook_rejections") == [(0,)]

@@ -159,3 +159,16 @@ def test_full_loop_what_one_codex_session_says_the_next_one_knows(codex, home, t
         developer = json.dumps([i for i in first_of_second["input"] if i.get("role") == "developer"])
         assert "Miso-3357" in developer
         settle(home)  # while the synthetic model is still up: the second session is work too
+
+
+def test_a_slash_word_and_a_bang_prompt_the_model_received_are_turns(setup, home):
+    """The Claude Code / Gemini rule (hooks/slashcommands.py) holds here without a name list: Codex
+    evidence is the user message its rollout records as sent, so a `/word` or `!…` that `codex exec`
+    sends to the model as text is a turn."""
+    words = ["/home is full, clean it-4417", "!du -sh ~/cache-7781 says it is huge"]
+    for text in words:
+        setup.exec(text)
+    requests = [json.dumps(r["body"]) for r in setup.fake.model_requests()]
+    assert all(any(json.dumps(text)[1:-1] in r for r in requests) for text in words)  # sent as text
+    settle(home)
+    assert db_rows(home, "SELECT text, state FROM observations ORDER BY id") == [(t, "pending") for t in words]

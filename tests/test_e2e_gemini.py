@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,45 @@ def test_cm_import_finds_the_project_memory_gemini_itself_names(gemini, home, tm
         assert f"  gemini:project-memory/MEMORY [project fact] -> {project.scope}: new, 1 part," in out
         assert any(project.scope in line and line.endswith(f"({index})") for line in out.splitlines()), out
     assert "skipped" not in out, out
+
+
+def test_a_slash_word_that_is_no_command_and_a_bang_prompt_are_turns(gemini, home, tmp_path):
+    """Observed on 0.61.0: `gemini -p` sends an unknown `/word` and a `!…` to the model as text."""
+    words = ["/home is full, clean it-4417", "!du -sh ~/cache-7781 says it is huge"]
+    with fakemodel.running(str(tmp_path / "gemini-model"), {"replies": [], "default": {"text": "Noted."}}) as fake:
+        setup = GeminiSetup(gemini, home, tmp_path, fake)
+        for text in words:
+            setup.run(text)
+        requests = [json.dumps(r["body"]) for r in fake.model_requests()]
+    assert all(any(json.dumps(text)[1:-1] in r for r in requests) for text in words)  # sent as text
+    settle(home)
+    assert observed(home) == [(text, "pending", None) for text in words]
+
+
+def test_only_the_typed_words_count_when_another_hook_adds_context_too(gemini, home, tmp_path):
+    """A second hook (another extension's) adds context at SessionStart and BeforeAgent: Gemini 0.61
+    joins the SessionStart blocks in front of the prompt and records the BeforeAgent block as a part of
+    its own; only the typed words become evidence, and the turn is confirmed by the chat record."""
+    other = tmp_path / "other_hook.py"
+    other.write_text(
+        "import json, sys\n"
+        "event = json.load(sys.stdin)['hook_event_name']\n"
+        "print(json.dumps({'hookSpecificOutput': {'hookEventName': event,\n"
+        "                  'additionalContext': f'<other-ext> {event} deploy host is build-7 (ctx-5531)'}}))\n")
+    command = f"{sys.executable} {other}"
+    hooks = {event: [{"hooks": [{"type": "command", "command": command, "name": "other-ext", "timeout": 5000}]}]
+             for event in ("SessionStart", "BeforeAgent")}
+    with fakemodel.running(str(tmp_path / "gemini-model"), {"replies": [], "default": {"text": "Noted."}}) as fake:
+        work = tmp_path / "work"
+        work.mkdir()
+        scratch = tmp_path / "scratchhome"
+        agenthosts.write_gemini_settings(scratch, {"hooks": hooks})
+        env = agenthosts.gemini_env(scratch, home, fake.root_url)
+        agenthosts.install_hooks(CM, home, "gemini", env)
+        done = agenthosts.run(agenthosts.gemini_argv(gemini, "My editor is helix-6612."), str(work), env)
+        assert done.returncode == 0, done.stderr[-2000:]
+        sent = json.dumps(fake.model_requests()[-1]["body"])
+    assert "SessionStart deploy host is build-7" in sent and "BeforeAgent deploy host is build-7" in sent
+    settle(home)
+    assert observed(home) == [("My editor is helix-6612.", "pending", None)]
+    assert "ctx-5531" not in json.dumps(db_rows(home, "SELECT * FROM observations"))

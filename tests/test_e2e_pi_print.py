@@ -122,3 +122,15 @@ def test_a_slow_extension_ahead_of_the_bridge_still_lets_the_print_turn_settle(p
                                                                                "pending")]
     roles = db_rows(home, "SELECT role FROM session_messages ORDER BY sequence")
     assert roles == [("user",), ("assistant",)]  # the context captured after shutdown began is kept too
+
+
+def test_a_slash_word_and_a_bang_prompt_the_model_received_are_turns(pi, home, tmp_path):
+    """Pi evidence is a user message whose text matches a staged input: a `/word` with no template or
+    command of that name, and a `!…` under ``-p``, reach the model as text and are turns."""
+    words = ["/home is full, clean it-4417", "!du -sh ~/cache-7781 says it is huge"]
+    with fakemodel.running(str(tmp_path / "fake"), {"replies": [], "default": {"text": "Noted."}}) as fake:
+        run_pi(pi, home, tmp_path, fake.base_url, "print", words)
+        requests = [json.dumps(r["body"]) for r in fake.model_requests()]
+    assert all(any(json.dumps(text)[1:-1] in r for r in requests) for text in words)  # sent as text
+    settle(home)
+    assert db_rows(home, "SELECT text, state FROM observations ORDER BY id") == [(t, "pending") for t in words]

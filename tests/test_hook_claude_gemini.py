@@ -92,17 +92,64 @@ def test_twenty_one_turns_seal_ten_ten_and_the_tail_at_session_end(host, home, w
 
 
 @pytest.mark.parametrize("host", ["claude", "gemini"])
-def test_slash_commands_and_shell_escapes_are_never_evidence(host, home, workdir):
-    session = Session(host, home, workdir)
+def test_only_a_command_the_host_runs_is_kept_without_its_words(host, home, workdir, tmp_path):
+    """Observed on Claude Code 2.1.328 and Gemini CLI 0.61: an unknown `/word` and a `!…` that reach
+    the prompt hook were sent to the model as text; a known `/name` ran as a command."""
+    user_home = tmp_path / "userhome"
+    folder = ".claude/commands/deploy.md" if host == "claude" else ".gemini/commands/deploy.toml"
+    (user_home / folder).parent.mkdir(parents=True)
+    (user_home / folder).write_text("Deploy $ARGUMENTS\n")
+    project = Path(workdir) / (".claude/commands/note.md" if host == "claude" else ".gemini/commands/note.toml")
+    project.parent.mkdir(parents=True)
+    project.write_text("Answer with one word: $ARGUMENTS\n")
+    if host == "claude":  # a project skill is a command too
+        (Path(workdir) / ".claude/skills/tidy").mkdir(parents=True)
+        (Path(workdir) / ".claude/skills/tidy/SKILL.md").write_text("---\nname: tidy\n---\nTidy $ARGUMENTS\n")
+    session = Session(host, home, workdir, env=hook_env(HOME=str(user_home)))
     session.start()
-    session.turn("/model claude-secret-9913")
-    session.turn("!cat ~/.ssh/config-7781")
-    session.turn("/etc/hosts-4417 is where I keep my host aliases.")  # a typed path is words, not a command
+    session.turn("/model claude-secret-9913")  # a built-in
+    if host == "claude":
+        session.turn("/tidy skill-arg-8815")
+    session.turn("/note project-command-arg-5512")  # the project's custom command
+    session.turn("/deploy user-command-arg-6613")  # the user's custom command
+    session.turn("/plugin:review plugin-arg-7714")  # a namespaced (plugin or folder) command
+    words = ["/home is full, clean it-4417", "!cat ~/.ssh/config-7781 says what?",
+             "/etc/hosts-4417 is where I keep my host aliases.", "/Deploy is tomorrow-3318", "/tidy-up the desk-2207",
+             "/Model of my car is a Golf-5519"]
+    for text in words:
+        session.turn(text)
     session.end()
     settle(home)
-    texts = [r[0] for r in db_rows(home, "SELECT text FROM observations")]
-    assert texts == ["/etc/hosts-4417 is where I keep my host aliases."]
-    assert "claude-secret-9913" not in json.dumps(db_rows(home, "SELECT * FROM hook_inbox"))
+    assert [r[0] for r in db_rows(home, "SELECT text FROM observations ORDER BY id")] == words
+    queued = json.dumps(db_rows(home, "SELECT * FROM hook_inbox")) + json.dumps(db_rows(home, "SELECT * FROM observations"))
+    for secret in ("claude-secret-9913", "project-command-arg-5512", "user-command-arg-6613", "plugin-arg-7714",
+                   "skill-arg-8815"):
+        assert secret not in queued
+
+
+def test_two_identical_claude_prompts_without_prompt_id_stay_two_turns(home, workdir):
+    """An older Claude Code sends no `prompt_id`: the two payloads are byte-identical; the transcript
+    between them is not. A re-delivery of one event (same transcript) is still admitted once."""
+    session = Session("claude", home, workdir)
+    session.start()
+    with open(session.chat, "w") as transcript:
+        transcript.write("{}\n")
+
+    def prompt_and_stop(reply_line: str) -> None:
+        payload = {"prompt": "Yes, use the staging cluster-8812."}
+        assert session.send("UserPromptSubmit", **payload) == {}
+        assert session.send("UserPromptSubmit", **payload) == {}  # the same event delivered twice
+        with open(session.chat, "a") as transcript:  # Claude Code writes the turn to its transcript
+            transcript.write(json.dumps({"type": "user", "message": payload["prompt"]}) + "\n" + reply_line + "\n")
+        assert session.send("Stop", last_assistant_message="Done.") == {}
+
+    prompt_and_stop('{"type": "assistant", "n": 1}')
+    prompt_and_stop('{"type": "assistant", "n": 2}')
+    session.end()
+    settle(home)
+    rows = db_rows(home, "SELECT text, state FROM observations ORDER BY id")
+    assert rows == [("Yes, use the staging cluster-8812.", "pending")] * 2
+    assert db_rows(home, "SELECT state, COUNT(*) FROM session_turns GROUP BY state") == [("settled", 2)]
 
 
 @pytest.mark.parametrize("host", ["claude", "gemini"])
@@ -266,7 +313,54 @@ def test_gemini_prompt_loses_the_hook_context_gemini_prepends_to_it(home, workdi
     session.turn("<hook_context>an unclosed block that never ends, Miso-1")
     session.end()
     settle(home)
-    assert [r[0] for r in db_rows(home, "SELECT text FROM observations")] == ["I ride a bike called Rocinante-2231."]
+    assert db_rows(home, "SELECT text, state, issue FROM observations ORDER BY id") == [
+        ("I ride a bike called Rocinante-2231.", "pending", None),
+        ("<hook_context>an unclosed block that never ends, Miso-1", "quarantined", "UNCONFIRMED_PROMPT")]
+
+
+def test_gemini_keeps_only_the_typed_words_when_several_hooks_add_context(home, workdir):
+    """Each hook's block wrapped separately, a BeforeAgent hook's context as its own part of the chat
+    record (observed on 0.61.0), and framing that is not Gemini's own: never evidence."""
+    session = Session("gemini", home, workdir)
+    session.start()
+    two = ("<hook_context>Common Memory: &lt;common-memory-data&gt; cat Miso-1</hook_context>\n\n"
+           "<hook_context>other-extension: deploy host build-7 (ctx-5531)</hook_context>\n\n")
+    session.turn(two + "I ride a bike called Rocinante-2231.")
+    typed = "My editor is helix-6612."
+    session.n += 1
+    session.last = two + typed
+    session.send("BeforeAgent", prompt=session.last, prompt_id=f"p{session.n}")
+    with open(session.chat, "a") as handle:
+        handle.write(json.dumps({"type": "user", "content": [
+            {"text": session.last}, {"text": "<hook_context>BeforeAgent: lint with ruff (ctx-7741)</hook_context>"}],
+            "displayContent": [{"text": session.last}]}) + "\n")
+    session.stop()
+    foreign = "<hook_context>a <b>raw</b> tag ctx-8842</hook_context>\n\nMy shell is fish-2290."
+    session.turn(foreign)
+    session.end()
+    settle(home)
+    assert db_rows(home, "SELECT text, state, issue FROM observations ORDER BY id") == [
+        ("I ride a bike called Rocinante-2231.", "pending", None),
+        ("My editor is helix-6612.", "pending", None),
+        (foreign, "quarantined", "UNCONFIRMED_PROMPT")]
+
+
+def test_an_unconfirmed_gemini_prompt_is_kept_aside_without_cms_own_memory_block(home, workdir):
+    """When the typed part cannot be told apart, what is kept (for `cm release`) never holds the memory
+    cm injected, as Gemini quotes it (`<` and `>` escaped)."""
+    Session("gemini", home, workdir, session="setup").start()  # creates the home
+    memory = Path(home) / "data" / "memory"
+    memory.mkdir(parents=True, exist_ok=True)
+    (memory / "profile.md").write_text("# Profile\n\n## Editor\nThe user edits with helix-6620.\n")
+    session = Session("gemini", home, workdir)
+    block = session.start()["hookSpecificOutput"]["additionalContext"]
+    quoted = block.replace("<", "&lt;").replace(">", "&gt;")
+    session.turn(f"<hook_context>{quoted}\n<b>not gemini's framing</b></hook_context>\n\nMy shell is fish-2290.")
+    session.end()
+    settle(home)
+    rows = db_rows(home, "SELECT text, state, issue FROM observations")
+    assert [r[1:] for r in rows] == [("quarantined", "UNCONFIRMED_PROMPT")]
+    assert "fish-2290" in rows[0][0] and "helix-6620" not in rows[0][0]
 
 
 def test_a_gemini_command_expansion_is_quarantined_and_an_unconfirmed_prompt_too(home, workdir):

@@ -95,7 +95,9 @@ def test_claude_plan_kinds_scopes_and_skip_codes(home, tmp_path):
         return lines[at + 1][len("    may become: "):]
 
     assert may_become("claude:CLAUDE.md") == "profile (facts about you, never instructions to an agent), preferences"
-    assert may_become("claude:auto-memory/run-tests") == "preferences"
+    assert may_become("claude:auto-memory/run-tests") == "preferences, the project's memory"
+    assert may_become("claude:auto-memory/user-role") == \
+        "profile (facts about you, never instructions to an agent), preferences, the project's memory"
     assert may_become("claude:auto-memory/deploy") == "the project's memory only"
     for code, name in (("INDEX_ONLY", "MEMORY.md"), ("BINARY", "blob.md"), ("SENSITIVE_CONTENT_REJECTED", "keys.md"),
                        ("SYMLINK_LEAVES_ROOT", "linked.md"), ("IMPORT_LEAVES_ROOT", "notes.md"),
@@ -391,3 +393,107 @@ def test_gemini_project_memory_imports_into_the_project(home, tmp_path):
     again = run_cm(["import", "--from", "gemini", "--yes"], env=env)
     assert again.returncode == 0 and again.stdout.decode().endswith("nothing new to import\n")
     assert len(_imports(paths)) == 2
+
+
+def test_a_folder_claude_code_also_keeps_for_an_unregistered_path_is_not_guessed(home, tmp_path):
+    """Only ``/src/my_app`` is registered, but Claude Code also ran in ``/src/my-app`` (its
+    ``~/.claude.json`` says so): their shared folder may hold either project's notes."""
+    _setup(home)
+    paths = _paths(home)
+    mine = register(paths, str(tmp_path / "src" / "my_app"), "Mine")
+    allow(home, mine.scope)
+    other, infra = str(tmp_path / "src" / "my-app"), str(tmp_path / "ops" / "infra")
+    user = str(tmp_path / "user")
+    state = {"numStartups": 40, "projects": {mine.path: {"allowedTools": []}, other: {"allowedTools": []},
+                                             infra: {"hasTrustDialogAccepted": True}}}
+    _write(os.path.join(user, ".claude.json"), json.dumps(state))
+    base = os.path.join(user, ".claude", "projects")
+    shared = os.path.join(base, memsources.claude_project_dir(mine.path), "memory")
+    _topic(shared, "deploy", "Deploys go to the host kiwi-7201.\n", "project")
+    lone = os.path.join(base, memsources.claude_project_dir(infra), "memory")
+    _topic(lone, "hosts", "The bastion is bastion-7202.\n", "project")
+    proc = run_cm(["import", "--from", "claude", "--dry-run"], env=hook_env(HOME=user))
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, proc.stderr
+    lines = out.splitlines()
+    [ambiguous] = [line for line in lines if line.startswith(f"  skipped PROJECT_AMBIGUOUS: {shared}: ")]
+    assert f"{other} and {mine.path}" in ambiguous and "--workspace" in ambiguous, out
+    [unregistered] = [line for line in lines if line.startswith(f"  skipped NO_PROJECT: {lone}: ")]
+    assert f"`cm project register {infra} <name>`" in unregistered, out
+    assert "claude:auto-memory/" not in out and "-720" not in out
+
+    picked = run_cm(["import", "--from", "claude", "--workspace", mine.path, "--dry-run"], env=hook_env(HOME=user))
+    assert f"  claude:auto-memory/deploy [project fact] -> {mine.scope}: new" in picked.stdout.decode()
+
+    _write(os.path.join(user, ".claude.json"), "{damaged")  # unreadable: the registered projects alone decide
+    proc = run_cm(["import", "--from", "claude", "--dry-run"], env=hook_env(HOME=user))
+    assert f"  claude:auto-memory/deploy [project fact] -> {mine.scope}: new" in proc.stdout.decode(), proc.stdout
+
+
+def test_a_gemini_id_the_registry_gives_to_two_roots_is_not_guessed(home, tmp_path):
+    """Without ``.project_root``, a ``projects.json`` naming one id for two roots (edited or merged
+    by hand) leaves the folder's owner unknown: the last root read must not take it."""
+    _setup(home)
+    paths = _paths(home)
+    app = register(paths, str(tmp_path / "work" / "app"), "App")
+    allow(home, app.scope)
+    user = str(tmp_path / "user")
+    gemini = os.path.join(user, ".gemini")
+    stranger = str(tmp_path / "zzz" / "app")  # sorts after the registered root
+    memory = _gemini_project(gemini, "app", app.path, {"MEMORY.md": "# Project memory\n\n- port 7301\n"}, marker=False)
+    _gemini_project(gemini, "app", stranger, {}, marker=False)
+    proc = run_cm(["import", "--from", "gemini", "--dry-run"], env=hook_env(HOME=user))
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, proc.stderr
+    [skip] = [line for line in out.splitlines() if line.startswith(f"  skipped PROJECT_AMBIGUOUS: {memory}: ")]
+    assert f"{app.path} and {stranger}" in skip and "--workspace" in skip, out
+    assert "gemini:project-memory/" not in out and "7301" not in out
+
+    picked = run_cm(["import", "--from", "gemini", "--workspace", app.path, "--dry-run"], env=hook_env(HOME=user))
+    assert f"  gemini:project-memory/MEMORY [project fact] -> {app.scope}: new" in picked.stdout.decode(), picked.stdout
+
+
+def test_the_folders_the_hosts_were_moved_to_are_where_their_memory_is_read(home, tmp_path):
+    """``CLAUDE_CONFIG_DIR`` moves all of Claude Code's files (``.claude.json`` too), and
+    ``GEMINI_CLI_HOME`` replaces the home Gemini CLI keeps ``.gemini`` in: cm reads them there."""
+    _setup(home)
+    paths = _paths(home)
+    project = register(paths, str(tmp_path / "app"), "App")
+    allow(home, project.scope)
+    user, claude, gemini_home = str(tmp_path / "user"), str(tmp_path / "cfg" / "claude"), str(tmp_path / "cfg" / "g")
+    _write(os.path.join(user, ".claude", "CLAUDE.md"), "# stale\n\nnot the folder in use\n")
+    _write(os.path.join(claude, "CLAUDE.md"), "# Me\n\nI prefer Go over Java.\n")
+    _topic(os.path.join(claude, "projects", memsources.claude_project_dir(project.path), "memory"), "deploy",
+           "Deploys go out on Thursdays.\n", "project")
+    twin = str(tmp_path / "app_")  # Claude Code ran here too: only the moved .claude.json names it
+    _write(os.path.join(claude, ".claude.json"), json.dumps({"projects": {twin: {}}}))
+    _topic(os.path.join(claude, "projects", memsources.claude_project_dir(twin), "memory"), "twin", "x\n", "project")
+    _write(os.path.join(gemini_home, ".gemini", "GEMINI.md"), "# Gemini\n\nBritish English.\n")
+    env = hook_env(HOME=user, CLAUDE_CONFIG_DIR=claude, GEMINI_CLI_HOME=gemini_home)
+    out = run_cm(["import", "--from", "claude", "--dry-run"], env=env).stdout.decode()
+    assert "  claude:CLAUDE.md [personal] -> global: new, 1 part," in out, out
+    assert f"({os.path.join(claude, 'CLAUDE.md')})" in out
+    assert f"  claude:auto-memory/deploy [project fact] -> {project.scope}: new" in out
+    assert f"`cm project register {twin} <name>`" in out
+    out = run_cm(["import", "--from", "gemini", "--dry-run"], env=env).stdout.decode()
+    assert "  gemini:GEMINI.md [personal] -> global: new" in out and gemini_home in out, out
+
+
+def test_a_project_claude_code_ran_through_a_link_finds_its_memory(home, tmp_path):
+    """Claude Code names the folder after the path it was started in, which may lead through a link
+    to the root cm registered (its real path); ``~/.claude.json`` names that path."""
+    _setup(home)
+    paths = _paths(home)
+    project = register(paths, str(tmp_path / "real" / "app"), "App")
+    allow(home, project.scope)
+    link = str(tmp_path / "work")
+    os.symlink(str(tmp_path / "real"), link)
+    started = os.path.join(link, "app")
+    user = str(tmp_path / "user")
+    _write(os.path.join(user, ".claude.json"), json.dumps({"projects": {started: {}}}))
+    _topic(os.path.join(user, ".claude", "projects", memsources.claude_project_dir(started), "memory"), "deploy",
+           "Deploys go out on Thursdays.\n", "project")
+    for extra in ([], ["--workspace", started], ["--workspace", project.path]):
+        proc = run_cm(["import", "--from", "claude", *extra, "--dry-run"], env=hook_env(HOME=user))
+        out = proc.stdout.decode()
+        assert f"  claude:auto-memory/deploy [project fact] -> {project.scope}: new" in out, (extra, out, proc.stderr)

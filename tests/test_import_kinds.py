@@ -173,6 +173,19 @@ def test_a_project_kind_writes_its_project_and_never_a_global_document(kind):
         assert _code(_submit(target, "The team ships on Thursdays.\n"), ctx) == "IMPORT_KIND_WRONG_TARGET"
 
 
+@pytest.mark.parametrize(("kind", "target", "code"), [
+    ("user_fact", "project:alpha", None), ("user_fact", "profile", None), ("user_fact", "preferences", None),
+    ("user_feedback", "project:alpha", None), ("user_feedback", "preferences", None),
+    ("user_feedback", "profile", "IMPORT_KIND_WRONG_TARGET"),
+])
+def test_a_project_folders_user_memory_may_stay_in_that_project(kind, target, code):
+    """Auto memory's ``user`` and ``feedback`` files come from one project's folder (its scope): a
+    rule for that project alone ("mock nothing in these tests") must be able to stay in its memory
+    rather than be lifted to the global preferences; feedback still never becomes profile."""
+    body = "Mock nothing in the integration tests.\n" if kind == "user_feedback" else "Reviews this repo's SQL.\n"
+    assert _code(_submit(target, body), _ctx(kind, "project:alpha")) == code
+
+
 @pytest.mark.parametrize("kind", [None, "personal", "user_fact"])
 def test_an_instruction_written_to_the_profile_is_refused_whatever_the_kind(kind):
     err = pytest.raises(DecisionRejected, validate_decision, _submit("profile", "Works in Go.\n- Never use tabs.\n"),

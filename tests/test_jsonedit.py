@@ -89,9 +89,56 @@ def test_a_member_cm_did_not_write_is_refused_and_one_changed_since_is_kept():
 @pytest.mark.parametrize("text,comments", [
     ('{"a": 1,}', False), ('{"a": 1,}', True), ("{// c\n}", False), ('{"a": NaN}', True), ('{"a": Infinity}', False),
     ("[1]", True), ('"x"', False), ("{/* open", True), ('{"a": 1} {"b": 2}', False), ("{'a': 1}", True),
-    ('{"a": "\x01"}', False), ("\ufeff{}", False),
+    ('{"a": "\x01"}', False), ('{"a": 1}\ufeff', False), ("\ufeff\ufeff{}", True), ('{"a":\ufeff 1}', False),
 ])
 def test_bad_grammar_is_host_config_invalid_naming_the_file(text, comments):
     with pytest.raises(CmError) as refused:
         jsonedit.add(text, ENTRIES, "/home/u/.gemini/settings.json", comments)
     assert refused.value.code == "HOST_CONFIG_INVALID" and "/home/u/.gemini/settings.json" in refused.value.message
+
+
+@pytest.mark.parametrize("comments", [False, True])
+@pytest.mark.parametrize("text", ["\ufeff{\n  \"model\": \"opus\"\n}\n", "\ufeff{}", "\ufeff", "\ufeff\r\n"])
+def test_a_byte_order_mark_is_accepted_kept_and_given_back(text, comments):
+    # Claude Code and Gemini CLI read a settings file that starts with a UTF-8 BOM; cm keeps it.
+    added, created = jsonedit.add(text, ENTRIES, "f.json", comments)
+    assert added.startswith("\ufeff{") and added.count("\ufeff") == 1
+    assert json.loads(added[1:])["mcpServers"]["common_memory"]["args"] == ["-I"]
+    assert all(jsonedit.find(added, e, "f.json", comments) is not None for e in ENTRIES)
+    back = jsonedit.remove(added, ENTRIES, "f.json", comments, created)
+    assert back == text if text.strip("\ufeff\r\n") else jsonedit.is_empty(back) and back.startswith("\ufeff")
+
+
+def test_of_identical_items_the_one_cm_wrote_goes():
+    mine = '{"hooks": {"Stop": [\n  ' + json.dumps(GROUP) + ',\n  {"x": 1}\n]}}'
+    added, created = jsonedit.add(mine, ENTRIES[1:2], "f.json", False)
+    [text] = jsonedit.inserted(added, ENTRIES[1:2], "f.json", False)
+    assert json.loads(text) == GROUP and added.rindex(text) > added.index('{"x": 1}')
+    # A copy the user pasted after cm's (laid out their way) is last: cm's recorded text still picks cm's.
+    theirs = json.dumps(GROUP, indent=1)
+    at = added.rindex(text) + len(text)
+    moved = added[:at] + ", " + theirs + added[at:]
+    recorded = Entry(("hooks", "Stop"), GROUP, item=True, text=text)
+    back = jsonedit.remove(moved, [recorded], "f.json", False, created)
+    assert theirs in back and back.count('"timeout": 3') == 2 and json.loads(back)["hooks"]["Stop"][1] == {"x": 1}
+    assert jsonedit.remove(moved, ENTRIES[1:2], "f.json", False, created).count(theirs) == 0  # unrecorded: the last
+
+
+def _spans(doc: jsonedit.Document) -> list[tuple[str, int, int]]:
+    return [(key, child.start, child.end) for (key, _at), child in zip(doc.root.keys, doc.root.children)]
+
+
+@pytest.mark.parametrize("name", list(LAYOUTS) + list(COMMENTED))
+def test_an_edit_derives_the_same_parse_as_parsing_its_result_afresh(name):
+    text, comments = (LAYOUTS[name], False) if name in LAYOUTS else (COMMENTED[name], True)
+    results = []
+    for entry in ENTRIES:  # each addition, then each removal, is one splice
+        text, _created = jsonedit.add(text, [entry], "f.json", comments)
+        results.append(text)
+    for entry in ENTRIES:
+        text = jsonedit.remove(text, [entry], "f.json", comments)
+        results.append(text)
+        derived = jsonedit._cache.get((text, "f.json", comments))
+        assert derived is not None and _spans(derived) == _spans(jsonedit.Document(text, "f.json", comments))
+    for text in results[-2:]:
+        assert _spans(jsonedit.parse(text, "f.json", comments)) == _spans(jsonedit.Document(text, "f.json", comments))

@@ -297,6 +297,63 @@ def test_a_hand_edit_between_stage_and_mark_is_stale_and_publishes_nothing(paths
     assert os.listdir(paths.transactions) == []
 
 
+def test_a_fifo_in_place_of_a_live_document_is_refused_without_blocking(paths: DataPaths) -> None:
+    """A named pipe where a document belongs (nobody writes to it) is UNSAFE_PATH at once: the
+    check opens it without waiting for a writer, so a commit under the repository lock never
+    hangs on it; nothing is published."""
+    import threading
+
+    tx = stage(paths, JOB, changes(), receipt_for())
+    fifo = os.path.join(paths.root, REL["project:alpha"])  # absent at the snapshot
+    os.makedirs(os.path.dirname(fifo), exist_ok=True)
+    os.mkfifo(fifo, 0o600)
+    caught: list[BaseException] = []
+
+    def check() -> None:
+        try:
+            tx.verify_before()
+        except BaseException as exc:  # handed to the test thread
+            caught.append(exc)
+
+    worker = threading.Thread(target=check, daemon=True)
+    worker.start()
+    worker.join(15)
+    if worker.is_alive():  # blocked in open(): give it a writer so the thread can end, then fail
+        with open(fifo, "wb"):
+            pass
+        worker.join(15)
+        pytest.fail("verify_before blocked on a named pipe")
+    assert len(caught) == 1 and isinstance(caught[0], CmError) and caught[0].code == "UNSAFE_PATH"
+    assert tx.abandon() is True
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and live(paths, receipt_rel()) is None
+
+
+def _receipt_of_size(size: int) -> dict:
+    receipt = dict(receipt_for(), observationIds=[], fill="")
+    receipt["observationIds"] = [7] * ((size - len(canonical_json(receipt)) - 100) // 2)
+    receipt["fill"] = "a" * (size - len(canonical_json(receipt)))
+    assert len(canonical_json(receipt)) == size
+    return receipt
+
+
+def test_a_receipt_up_to_its_limit_is_published_and_one_byte_more_is_refused(paths: DataPaths) -> None:
+    """A batch's receipt may reach ``RECEIPT_LIMIT`` (4 MiB; far above the 1 MiB a document may
+    have): staged, published and read back whole. One byte more is INVALID_TRANSACTION at
+    staging, before anything is written."""
+    big = _receipt_of_size(4 * 1024 * 1024)
+    tx = stage(paths, JOB, changes(), big)
+    tx.verify_before()
+    tx.mark()
+    tx.publish()
+    tx.cleanup()
+    assert live(paths, receipt_rel()) == canonical_json(big)
+    assert live(paths, REL["profile"]) == AFTER["profile"]
+    with pytest.raises(CmError) as caught:
+        stage(paths, "job-0002", [], _receipt_of_size(4 * 1024 * 1024 + 1) | {"id": "job-0002", "jobId": "job-0002"})
+    assert caught.value.code == "INVALID_TRANSACTION" and os.listdir(paths.transactions) == []
+    assert live(paths, receipt_rel("job-0002")) is None
+
+
 def test_a_receipt_that_appears_after_staging_stops_the_commit(paths: DataPaths) -> None:
     tx = stage(paths, JOB, changes(), receipt_for())
     os.makedirs(paths.receipts, exist_ok=True)

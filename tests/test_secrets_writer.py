@@ -58,3 +58,22 @@ def test_an_allowed_fingerprint_is_committed(env, home):
     finally:
         safety.configure(None, deep=False)
     assert AWS_SECRET in read(paths, "preferences")
+
+
+def test_the_job_records_the_fingerprint_of_the_first_finding(env):
+    """With several secrets in what a decision writes, the job's record names the first finding's
+    fingerprint (the one `cm secrets allow` takes first), with the document and the clean title."""
+    import json
+
+    paths, cfg = env
+    body = f"my AWS key id is {AWS_ID} and the secret is {AWS_SECRET}\n"
+    found = safety.scan_text(body)
+    assert len({v.fingerprint for v in found}) >= 2
+    admit(paths, "note about my setup", "e1")
+    w, _ = writer(paths, cfg, lambda task, reads: decision(task, retain(all_evidence(reads), put("preferences", "Cloud", body))))
+    assert w.run_once().code == "SENSITIVE_CONTENT_REJECTED"
+    (rejection,), = rows(paths, "SELECT rejection FROM jobs")
+    record = json.loads(rejection)
+    assert (record["code"], record["fingerprint"], record["target"], record["section"]) == (
+        "SENSITIVE_CONTENT_REJECTED", found[0].fingerprint, "preferences", "Cloud")
+    w.close()

@@ -123,21 +123,21 @@ def test_bad_input_gets_a_message_in_place_and_loses_nothing(home, tmp_path):
         await pilot.press(*"sk-unused")
         await pilot.press("enter")
         text = await wait_for(pilot, "could not be loaded")
-        assert "MODEL_LIST_UNREACHABLE" in text and "Retry" in text and "Type the model name" in text
-        assert not os.path.exists(os.path.join(home, "config.json"))  # nothing committed yet
+        assert "MODEL_UNREACHABLE" in text and f"127.0.0.1:{port}/v1/models" in text and "Retry" in text
+        assert "Back: change the base URL" in text and "Type the model name" not in text  # a dead server is no list
+        assert not os.path.exists(os.path.join(home, "config.json"))  # nothing committed
         await pilot.press("down", "enter")
-        await wait_for(pilot, "Type the model name exactly")
-        await pilot.press(*"my-model", "enter")
-        await wait_for(pilot, "Agent Integration")
+        await wait_for(pilot, "2/4 Base URL")
+        await pilot.press("escape")
+        await wait_for(pilot, "1/4 Provider")
         await pilot.press("escape")
 
     drive(CmApp(home, discover=temp_hosts(str(tmp_path))), steps)
-    remote = json.load(open(os.path.join(home, "config.json")))["remote"]
-    assert remote["model"] == "my-model" and remote["baseUrl"] == f"http://127.0.0.1:{port}/v1"
+    assert not os.path.exists(os.path.join(home, "config.json")) and not os.path.exists(os.path.join(home, ".env"))
 
 
-def test_custom_preset_asks_for_the_name_and_change_model_keeps_the_key(home, tmp_path):
-    with fakemodel.running(str(tmp_path / "fake")) as fake:
+def test_custom_preset_lists_the_models_and_change_model_keeps_the_key(home, tmp_path):
+    with fakemodel.running(str(tmp_path / "fake"), {"models": ["fake-model", "other-model"]}) as fake:
         configure_model(home, fake.base_url)
         setupstate.finish(home)
         config = json.load(open(os.path.join(home, "config.json")))
@@ -157,14 +157,16 @@ def test_custom_preset_asks_for_the_name_and_change_model_keeps_the_key(home, tm
             text = await wait_for(pilot, "3/4 API key")
             assert "leave empty to keep the current key" in text
             await pilot.press("enter")
-            await wait_for(pilot, "Custom provider: type the model name")
-            await pilot.press(*"other-model", "enter")
+            text = await wait_for(pilot, "2 models at")  # Custom lists the server's models too
+            assert "other-model" in text
+            await pilot.press("down", "enter")
             text = await wait_for(pilot, "Model saved")
             assert "cm · Common Memory" in text and "other-model" in text
             await pilot.press("escape")
 
         drive(CmApp(home, discover=temp_hosts(str(tmp_path))), steps)
-        assert not [r for r in fake.requests() if r["method"] == "GET"]  # Custom never lists models
+        assert [r["path"] for r in fake.requests() if r["method"] == "GET"] == ["/v1/models"]
+        assert [r.get("cue") for r in fake.requests() if r["method"] == "POST"] == ["probe", "probe"]
     remote = json.load(open(os.path.join(home, "config.json")))["remote"]
     assert remote["model"] == "other-model" and remote["preset"] == "custom" and remote["api"] == "chat_completions"
     assert remote["apiKeyEnv"] == key_env and "reasoningEffort" not in remote

@@ -77,7 +77,7 @@ def test_unknown_ids_get_codes(home, tmp_path):
 def test_a_document_hand_edited_out_of_shape_is_refused(home, tmp_path):
     paths, _after = run_commits(home, tmp_path, count=2)
     v2 = _history(home)[0]
-    broken = open(paths.document("preferences")).read() + "## Indentation\nagain\n"  # a duplicate title
+    broken = open(paths.document("preferences")).read() + "```\nan unclosed fence\n"  # cm cannot parse it
     with open(paths.document("preferences"), "w") as handle:
         handle.write(broken)
     _fails(home, ["undo", v2["id"]], "INVALID_DOCUMENT")

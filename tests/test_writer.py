@@ -10,6 +10,7 @@ from writer_support import admit, all_evidence, configure, decision, put, read, 
 
 from cmrunner.capture import observations
 from cmrunner.core import store
+from cmrunner.core.errors import CmError
 from cmrunner.writer_proc import jobs
 from cmrunner.writer_proc.port import AgentError
 
@@ -270,6 +271,32 @@ def test_stale_source_after_a_correction(env):
     w.close()
 
 
+@pytest.mark.parametrize("first", ["remember", "correct with an offset"])
+def test_older_evidence_may_still_update_after_a_remember_or_an_earlier_correction(env, first):
+    """Only a correction (update, correct, forget) sets a watermark, and it is an instant: a plain
+    remember never blocks older evidence, and a correction observed at 12:00+02:00 (10:00 UTC) does
+    not block evidence observed at 10:30 UTC."""
+    paths, cfg = env
+    at, admission = (("2026-11-30T10:00:00Z", "remember") if first == "remember"
+                     else ("2026-11-30T12:00:00+02:00", "correct"))
+    admit(paths, "I live in Oslo", "e1", batch="b1", observed_at=at)
+    w, _ = writer(paths, cfg, lambda task, reads: decision(
+        task, retain(all_evidence(reads), put("profile", "Home", "Oslo\n"), admission=admission)))
+    assert w.run_once().state == "committed"
+    w.close()
+    admit(paths, "I moved to Bergen", "e2", batch="b2",
+          observed_at="2026-11-30T09:00:00Z" if first == "remember" else "2026-11-30T10:30:00Z")
+
+    def update(task, reads):
+        ref = reads.inspect_memory(task["snapshot"]["handle"])["documents"][0]["sections"][0]["ref"]
+        return decision(task, retain(all_evidence(reads), put("profile", "Home", "Bergen\n", section=ref), admission="update"))
+
+    w, _ = writer(paths, cfg, update)
+    assert w.run_once().state == "committed"
+    assert "Bergen" in read(paths, "profile") and "Oslo" not in read(paths, "profile")
+    w.close()
+
+
 def test_relay_work_waits_for_thresholds_unless_flushed(env):
     paths, cfg = env
     for i in range(3):
@@ -337,3 +364,200 @@ def test_reads_are_paged_contiguous_and_utf8_safe(env):
     assert w.run_once().state == "committed"
     assert pages == [8192, 12000 - 8192] and all(p % 2 == 0 for p in pages)
     w.close()
+
+
+@pytest.mark.parametrize("edit", ["vim", "zed", "past the hard budget"])
+def test_hand_edit_of_a_read_document_the_decision_leaves_alone_is_stale_revision(env, edit):
+    """The commit's CAS covers every document the agent read, not only those it changes: a
+    decision made on an old view of preferences must not land beside a newer hand edit of it.
+    (The two short edits hash above and below the original, so no ordering of hashes can pass;
+    the long one is one byte over the hard budget, which the CAS still reads and hashes.)"""
+    from cmrunner.core import sections
+
+    head = "# Preferences\n\n## Editor\n"
+    edit = head + (f"{edit}\n" if len(edit) < 4 else "x" * (sections.MAX_HARD_BUDGET + 1 - len(head) - 1) + "\n")
+    paths, cfg = env
+    os.makedirs(paths.memory, exist_ok=True)
+    with open(paths.document("preferences"), "w") as handle:
+        handle.write("# Preferences\n\n## Editor\nhelix\n")
+    admit(paths, "note", "e1")
+
+    def script(task, reads):
+        with open(paths.document("preferences"), "w") as handle:  # the user edits while the model thinks
+            handle.write(edit)
+        return decision(task, retain(all_evidence(reads), put("profile", "Agent", "text\n")))
+
+    w, _ = writer(paths, cfg, script)
+    assert w.run_once().code == "STALE_REVISION"
+    assert read(paths, "profile") is None and read(paths, "preferences") == edit
+    assert rows(paths, "SELECT state FROM jobs") == [("retry",)]
+    assert os.listdir(paths.transactions) == []
+    w.close()
+
+
+def test_a_commit_beside_an_unchanged_document_it_read_publishes(env):
+    """The CAS reads each unchanged document it was shown in full (up to the hard budget), so a
+    large existing preferences file does not stop a commit to profile."""
+    paths, cfg = env
+    os.makedirs(paths.memory, exist_ok=True)
+    prefs = "# Preferences\n\n## Editor\n" + "vim everywhere.\n" * 500
+    with open(paths.document("preferences"), "w") as handle:
+        handle.write(prefs)
+    admit(paths, "note", "e1")
+    w, _ = writer(paths, cfg, lambda task, reads: decision(task, retain(all_evidence(reads), put("profile", "Agent", "text\n"))))
+    assert w.run_once().state == "committed"
+    assert read(paths, "profile") == "# Profile\n\n## Agent\ntext\n" and read(paths, "preferences") == prefs
+    w.close()
+
+
+def test_the_repository_lock_is_private_and_a_held_lock_times_out_without_publishing(env, monkeypatch):
+    """Another process holding the repository lock makes the attempt give up with
+    REPOSITORY_LOCK_TIMEOUT (the job retries; nothing is published, no transaction is left);
+    the lock file cm creates is readable by the user only."""
+    import subprocess
+    import sys
+
+    from cmrunner.writer_proc import commit
+
+    paths, cfg = env
+    admit(paths, "I use vim", "e1")
+    w, _ = writer(paths, cfg, lambda task, reads: decision(task, retain(all_evidence(reads), put("profile", "Editor", "vim\n"))))
+    os.makedirs(os.path.dirname(paths.repo_lock), exist_ok=True)
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; from filelock import FileLock\n"
+                               "lock = FileLock(sys.argv[1]); lock.acquire(); print('held', flush=True); sys.stdin.read()",
+                               paths.repo_lock], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        monkeypatch.setattr(commit, "REPO_LOCK_SECONDS", 0.2)
+        outcome = w.run_once()
+        assert (outcome.state, outcome.code) == ("retry", "REPOSITORY_LOCK_TIMEOUT")
+        assert read(paths, "profile") is None and os.listdir(paths.transactions) == []
+        assert rows(paths, "SELECT state FROM observations") != [("processed",)]
+    finally:
+        holder.communicate("", timeout=10)
+    os.unlink(paths.repo_lock)  # the holder created it; cm creates its own below
+    monkeypatch.setattr(commit, "REPO_LOCK_SECONDS", 30.0)
+    conn = store.connect(paths.db, 1000)
+    with store.immediate(conn):
+        conn.execute("UPDATE jobs SET available = 0")  # due now, instead of after the backoff
+    conn.close()
+    assert w.run_once().state == "committed"
+    assert os.stat(paths.repo_lock).st_mode & 0o777 == 0o600
+    w.close()
+
+
+def test_a_hand_edit_drops_the_documents_old_source_links_at_the_next_commit(env):
+    """Once the user has edited a document by hand, its sections are the user's words: the next
+    commit to it keeps no link from them to the turns cm wrote them from (and drops those turns'
+    kept text); only what that commit writes is linked, to its own evidence."""
+    paths, cfg = env
+    first = admit(paths, "I am a vegetarian", "e1", batch="b1")
+    w, _ = writer(paths, cfg, lambda task, reads: decision(task, retain(all_evidence(reads), put("profile", "Diet", "vegetarian\n"))))
+    assert w.run_once().state == "committed"
+    w.close()
+    assert rows(paths, "SELECT source_id FROM associations WHERE target = 'profile'") == [(first,)]
+    with open(paths.document("profile"), "a", encoding="utf-8") as handle:
+        handle.write("but I eat fish on Fridays\n")
+    second = admit(paths, "I have a cat", "e2", batch="b2")
+    w, _ = writer(paths, cfg, lambda task, reads: decision(task, retain(all_evidence(reads), put("profile", "Pets", "a cat\n"))))
+    assert w.run_once().state == "committed"
+    w.close()
+    assert rows(paths, "SELECT source_id FROM associations WHERE target = 'profile'") == [(second,)]
+    assert rows(paths, "SELECT text FROM observations WHERE id = ?", (first,)) == [(None,)]
+    assert "fish on Fridays" in read(paths, "profile")
+
+
+@pytest.mark.parametrize("body", ["helix\n", "vim\n"])
+def test_an_edit_that_says_modified_must_change_the_document(env, body):
+    """A user's edit request (cm adjust) answered ``modified`` commits when its decision changes
+    bytes, and is rejected (INVALID_EDIT_RESULT, nothing written) when it rewrites a section
+    exactly as it was."""
+    paths, cfg = env
+    os.makedirs(paths.memory, exist_ok=True)
+    with open(paths.document("preferences"), "w") as handle:
+        handle.write("# Preferences\n\n## Editor\nvim\n")
+    admit(paths, "I switched from vim to helix", "e1", batch=None, source="interactive", task_kind="edit",
+          agent="cm-adjust")
+
+    def script(task, reads):
+        ref = reads.inspect_memory(task["snapshot"]["handle"])["documents"][1]["sections"][0]["ref"]
+        return decision(task, retain(all_evidence(reads), put("preferences", "Editor", body, section=ref), admission="update"),
+                        edit_result="modified")
+
+    w, port = writer(paths, cfg, script)
+    outcome = w.run_once()
+    if body == "helix\n":
+        assert outcome.state == "committed" and read(paths, "preferences") == "# Preferences\n\n## Editor\nhelix\n"
+    else:
+        assert outcome.code == "INVALID_EDIT_RESULT" and "INVALID_EDIT_RESULT" in port.rejections
+        assert read(paths, "preferences") == "# Preferences\n\n## Editor\nvim\n"
+    w.close()
+
+
+@pytest.mark.parametrize(("observed_ms", "source_id", "stale"), [
+    (999, 9, True),     # observed before the correction
+    (1000, 5, True),    # the same instant, admitted before (or as) the correction's source
+    (1000, 9, False),   # the same instant, admitted after it
+    (2000, 3, False),   # observed after the correction, whatever its admission order
+])
+def test_a_correction_watermark_orders_by_instant_then_admission(observed_ms, source_id, stale):
+    """``check_watermarks``: evidence is older than a correction (7 at 1000 ms) when observed
+    earlier, or at the same instant and admitted no later than the correction's source."""
+    from cmrunner.writer_proc import apply, contract
+
+    payload = {"version": "memory_maintenance_v2", "request_id": "j", "decisions": [
+        retain([f"ev_{source_id}"], put("profile", "Home", "Bergen\n"), admission="update")]}
+    accepted = contract.ValidatedDecision(contract.MaintenanceDecision.model_validate(payload), frozenset({"profile"}))
+    facts = apply.BatchFacts([source_id], {source_id: "global"}, {source_id: observed_ms}, {}, frozenset(), False)
+    if stale:
+        with pytest.raises(contract.DecisionRejected) as caught:
+            apply.check_watermarks(accepted, {"profile": (1000, 7)}, facts)
+        assert caught.value.code == "STALE_SOURCE"
+    else:
+        apply.check_watermarks(accepted, {"profile": (1000, 7)}, facts)
+    apply.check_watermarks(accepted, {"preferences": (10**15, 10**9)}, facts)  # another target's mark: no effect
+
+
+def test_renewing_a_held_lease_moves_its_expiry_and_a_lost_lease_stays_lost(env):
+    """The Writer's renewer keeps a slow attempt's lease: each renewal sets the expiry to now +
+    leaseMs; once the lease has expired (or the job is taken over), renewal fails and the holder
+    must stop, so its late result can never commit."""
+    paths, cfg = env
+    admit(paths, "I use vim", "e1")
+    conn = store.open_store(paths)
+    try:
+        with store.immediate(conn):
+            job = jobs.claim(conn, cfg.scheduler, 1_000)
+            assert job is not None and job.expires == 1_000 + cfg.scheduler["leaseMs"]
+            assert jobs.renew(conn, job, 2_000, 60_000) is True
+        assert rows(paths, "SELECT expires FROM jobs WHERE id = ?", (job.id,)) == [(62_000,)]
+        with store.immediate(conn):
+            jobs.assert_lease(conn, job, 61_999)
+            assert jobs.renew(conn, job, 62_000, 60_000) is False  # expired at 62 000: lost
+            with pytest.raises(CmError) as caught:
+                jobs.assert_lease(conn, job, 62_000)
+            assert caught.value.code == "STALE_LEASE"
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("count", [5, 7])
+def test_an_ambiguous_job_id_prefix_lists_at_most_five_candidates(env, count):
+    """``cm retry``/``cm cancel`` with a prefix that fits several jobs name them, at most five,
+    and say when there are more."""
+    from cmrunner.core import jobstore
+
+    paths, _cfg = env
+    ids = [f"abcdef01{n:024x}" for n in range(count)]
+    conn = store.open_store(paths)
+    try:
+        with store.immediate(conn):
+            for job_id in ids:
+                jobstore.create(conn, job_id, "t" * 32, "global", "user_explicit", "observation", 0, 0)
+        with pytest.raises(CmError) as caught:
+            jobs.resolve_id(conn, "ABCDEF01")
+    finally:
+        conn.close()
+    assert caught.value.code == "AMBIGUOUS_JOB_ID"
+    assert sum(job_id in caught.value.message for job_id in ids) == 5
+    assert ("and more" in caught.value.message) == (count > 5)

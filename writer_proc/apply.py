@@ -42,23 +42,31 @@ def iso_to_ms(value: str) -> int:
 def render(snapshot: Mapping[str, Document], accepted: contract.ValidatedDecision) -> dict[str, Document]:
     """The documents after every operation, for each target the decision touches."""
     docs: dict[str, Document] = {}
+    # Which snapshot unit each unit of the working document is (None: appended by this decision).
+    # Units never move, so a ref resolved on the snapshot is followed by position, which also tells
+    # two sections of one title (a hand edit) and the untitled preamble apart.
+    origin: dict[str, list[int | None]] = {}
     try:
         for decision in accepted.decision.decisions:
             for op in decision.operations:
                 original = snapshot[op.target]
                 doc = docs.get(op.target, original)
+                order = origin.setdefault(op.target, list(range(len(original.sections))))
                 ref = None
                 if op.section is not None:
-                    title = original.section(op.section).title
-                    current = doc.by_title(title)
-                    if current is None:
+                    wanted = original.sections.index(original.section(op.section))
+                    if wanted not in order:
                         raise CmError("INVALID_TARGET_REFERENCE", f"{op.target}: a section was touched twice")
-                    ref = current.ref
+                    at = order.index(wanted)
+                    ref = doc.sections[at].ref
                 if op.op == "put_section":
                     docs[op.target] = sections.put_section(doc, ref, op.title, op.body)
+                    if ref is None:
+                        order.append(None)
                 else:
                     assert ref is not None  # the contract's RemoveSection always names a section
                     docs[op.target] = sections.remove_section(doc, ref)
+                    del order[at]
     except CmError as exc:
         raise contract.DecisionRejected(exc.code, exc.message, {"path": "$.decisions", "rule": "section model"}) from None
     _check_written(accepted)
@@ -131,8 +139,10 @@ def build_receipt(job_id: str, snapshot: Mapping[str, Document], changed: Mappin
         written: list[tuple[str, str]] = []
         for op in decision.operations:
             original = snapshot[op.target]
+            old_key = None
             if op.section is not None:
-                old_key = sections.section_key(op.target, original.section(op.section).title)
+                old_unit = original.section(op.section)
+                old_key = sections.unit_key(op.target, old_unit)
                 old_sources = links[op.target].pop(old_key, [])
                 if op.op == "remove_section":
                     donated.update(old_sources)
@@ -141,7 +151,7 @@ def build_receipt(job_id: str, snapshot: Mapping[str, Document], changed: Mappin
             if decision.kind == "forget":
                 forget_ids.update(old_sources)
             if op.op == "put_section":
-                new_key = sections.section_key(op.target, op.title)
+                new_key = _written_key(op.target, old_key, original, op)
                 links[op.target][new_key] = sorted(set(old_sources))
                 written.append((op.target, new_key))
         for target, key in written:
@@ -180,15 +190,25 @@ def build_receipt(job_id: str, snapshot: Mapping[str, Document], changed: Mappin
     }
 
 
+def _written_key(target: str, old_key: str | None, original: Document, op: contract.PutSection) -> str:
+    """The key of the section a put leaves: the replaced unit's own when it keeps that unit's title
+    (a second section of one title keeps its occurrence), else the new title's."""
+    if old_key is not None and op.section is not None and original.section(op.section).title == op.title:
+        return old_key
+    return sections.section_key(target, op.title)
+
+
 def decision_kinds(snapshot: Mapping[str, Document], accepted: contract.ValidatedDecision) -> dict[str, str]:
     """``{section key: decision kind}`` for every section a decision's operations wrote or removed."""
     kinds: dict[str, str] = {}
     for decision in accepted.decision.decisions:
         for op in decision.operations:
+            old_key = None
             if op.section is not None:
-                kinds[sections.section_key(op.target, snapshot[op.target].section(op.section).title)] = decision.kind
+                old_key = sections.unit_key(op.target, snapshot[op.target].section(op.section))
+                kinds[old_key] = decision.kind
             if op.op == "put_section":
-                kinds[sections.section_key(op.target, op.title)] = decision.kind
+                kinds[_written_key(op.target, old_key, snapshot[op.target], op)] = decision.kind
     return kinds
 
 
@@ -207,3 +227,43 @@ def check_watermarks(accepted: contract.ValidatedDecision, watermarks: Mapping[s
                     "STALE_SOURCE", f"$.decisions[{i}] cites evidence older than a correction already saved to {op.target}",
                     {"path": f"$.decisions[{i}]", "rule": "evidence older than the target's correction watermark"},
                 )
+
+
+class HeldBack:
+    """What a decision could not write because a document it writes cannot be parsed now: the
+    observations its decisions rest on and the documents they wait for."""
+
+    __slots__ = ("observation_ids", "targets")
+
+    def __init__(self, observation_ids: frozenset[int], targets: frozenset[str]) -> None:
+        self.observation_ids = observation_ids
+        self.targets = targets
+
+
+def split_blocked(accepted: contract.ValidatedDecision, blocked: frozenset[str],
+                  batch: list[int]) -> tuple[contract.ValidatedDecision, HeldBack | None]:
+    """The decisions that can be written now, and what waits: every decision that writes a blocked
+    document, and every other changing decision that cites any of their evidence (evidence is
+    never split between a commit and a wait). A decision that cites none rests on the whole batch."""
+    decisions = list(accepted.decision.decisions)
+
+    def rests_on(d: contract.AnyDecision) -> set[int]:
+        return {_ev_id(e) for e in d.evidence} or set(batch)
+
+    held = {i for i, d in enumerate(decisions) if any(op.target in blocked for op in d.operations)}
+    if not held:
+        return accepted, None
+    ids = set().union(*(rests_on(decisions[i]) for i in held))
+    grew = True
+    while grew:
+        grew = False
+        for i, d in enumerate(decisions):
+            if i not in held and d.kind != "ignore" and rests_on(d) & ids:
+                held.add(i)
+                ids |= rests_on(d)
+                grew = True
+    kept = [d for i, d in enumerate(decisions) if i not in held]
+    targets = frozenset(op.target for i in held for op in decisions[i].operations if op.target in blocked)
+    narrowed = contract.ValidatedDecision(accepted.decision.model_copy(update={"decisions": kept}),
+                                          frozenset(op.target for d in kept for op in d.operations))
+    return narrowed, HeldBack(frozenset(ids), targets)

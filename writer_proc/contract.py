@@ -261,7 +261,9 @@ class DecisionContext:
     ``section_links`` maps target → title → links (absent: no linked sources);
     ``hand_edited_targets`` are documents changed by hand since cm last wrote them;
     ``known_lines`` maps target → its lines as the agent read them (``directives.known_lines``):
-    text already there, which the import kind rule does not judge.
+    text already there, which the import kind rule does not judge;
+    ``blocked_targets`` are documents cm cannot parse now: a decision may append to one (it is
+    held back with its evidence until the user fixes the file, never written), nothing else.
     """
 
     job_id: str
@@ -276,6 +278,7 @@ class DecisionContext:
     edit_task: bool = False
     edit_scope: str | None = None
     known_lines: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    blocked_targets: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if not scopes.is_scope(self.batch_scope):
@@ -428,10 +431,11 @@ def _check_characters(path: str, op: PutSection | RemoveSection) -> None:
 def _check_operation(ctx: DecisionContext, path: str, applicability: str,
                      op: PutSection | RemoveSection, seen_refs: set[tuple[str, str]]) -> None:
     _check_characters(path, op)
-    if not scopes.is_target(op.target) or op.target not in ctx.snapshot:
+    blocked = op.target in ctx.blocked_targets
+    if not scopes.is_target(op.target) or (op.target not in ctx.snapshot and not blocked):
         raise _reject("INVALID_TARGET_REFERENCE", f"{path}.target", "is not a target of this snapshot",
                       "use a target listed by inspect_memory")
-    if op.section is not None and op.section not in ctx.snapshot[op.target]:
+    if op.section is not None and op.section not in ctx.snapshot.get(op.target, {}):
         raise _reject("INVALID_TARGET_REFERENCE", f"{path}.section", "is not a section ref of that target",
                       "use a ref listed by inspect_memory, or null to append a new section")
     scope = target_scope(op.target)
@@ -447,7 +451,7 @@ def _check_operation(ctx: DecisionContext, path: str, applicability: str,
     if scope not in ctx.writable_scopes:
         raise _reject("UNAUTHORIZED_WRITE", f"{path}.target", "is not writable",
                       "write only to targets the manifest marks writable")
-    if op.target not in ctx.fully_read_targets:
+    if op.target not in ctx.fully_read_targets and not blocked:
         raise _reject("UNREAD_MEMORY_TARGET", f"{path}.target", "was not read to its last page",
                       "read the target with inspect_memory until next is null before editing it")
     if op.section is not None:
@@ -458,10 +462,14 @@ def _check_operation(ctx: DecisionContext, path: str, applicability: str,
 
 
 def _check_titles(ctx: DecisionContext, decisions: list[AnyDecision]) -> None:
-    """After all operations, no target may hold two sections with one title."""
-    # Per target: section ref (or the appending operation's order) -> (title, order of the op that set it).
-    final: dict[str, dict[object, tuple[str, int]]] = {
-        t: {ref: (title, -1) for ref, title in refs.items()} for t, refs in ctx.snapshot.items()}
+    """After all operations, no target may hold two sections with one title, unless a hand edit
+    already made them: an operation may keep the title of the section it replaces."""
+    # Per target: section ref (or the appending operation's order) -> (title, order of the op that
+    # set it, whether it kept the title the ref already had).
+    final: dict[str, dict[object, tuple[str, int, bool]]] = {
+        t: {ref: (title, -1, True) for ref, title in refs.items()} for t, refs in ctx.snapshot.items()}
+    for target in ctx.blocked_targets:
+        final.setdefault(target, {})
     paths: list[str] = []
     for i, d in enumerate(decisions):
         for j, op in enumerate(d.operations):
@@ -470,13 +478,14 @@ def _check_titles(ctx: DecisionContext, decisions: list[AnyDecision]) -> None:
             if isinstance(op, RemoveSection):
                 final[op.target].pop(op.section, None)
             else:
-                final[op.target][op.section if op.section is not None else order] = (op.title, order)
+                kept = op.section is not None and ctx.snapshot[op.target].get(op.section) == op.title
+                final[op.target][op.section if op.section is not None else order] = (op.title, order, kept)
     clashing: list[int] = []
     for sections in final.values():
         counts: dict[str, int] = {}
-        for title, _ in sections.values():
+        for title, _, _ in sections.values():
             counts[title] = counts.get(title, 0) + 1
-        clashing += [order for title, order in sections.values() if counts[title] > 1 and order >= 0]
+        clashing += [order for title, order, kept in sections.values() if counts[title] > 1 and order >= 0 and not kept]
     if clashing:
         raise _reject("DUPLICATE_SECTION_OPERATION", f"{paths[min(clashing)]}.title",
                       "repeats a section title of the resulting document",

@@ -116,12 +116,17 @@ def agent_port(cfg: config_mod.Config) -> MemoryAgentPort | None:
     """The Memory Agent for this configuration, or ``None`` when none can run.
 
     The network agent runs when ``remote`` is configured, disclosure is enabled and the key is in
-    the private ``.env``. Without them work stays queued: nothing is sent anywhere. This function
+    the private ``.env``; with ``remote.provider: agent-cli`` the agent-CLI runtime runs instead
+    (``agentcli.runtime``: the CLI's own login, no key). Without them work stays queued: nothing is sent anywhere. This function
     is the seam tests replace with a scripted agent (``tests/support/seams.py``); nothing in the
     environment can choose another agent.
     """
     if cfg.remote is None or not cfg.disclosure.enabled:
         return None
+    if cfg.remote.get("provider") == "agent-cli":
+        from cmrunner.writer_proc.agentcli.runtime import AgentCliRuntime
+
+        return AgentCliRuntime.from_config(cfg)
     from cmrunner.writer_proc.agent import NetworkAgent
 
     return NetworkAgent.from_config(cfg)

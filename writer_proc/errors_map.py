@@ -32,7 +32,7 @@ from cmrunner.writer_proc import boundedjson, limits
 from cmrunner.writer_proc.port import AgentError
 
 STAGES = frozenset({"network_config", "network", "request", "http", "response_body", "response_envelope",
-                    "model_output", "core_validation", "lease"})
+                    "model_output", "core_validation", "lease", "agent_cli"})
 
 _MESSAGES = {
     "AUTHENTICATION": "the provider rejected the API key; fix the key in the private .env, then `cm retry` the job",
@@ -52,6 +52,11 @@ _MESSAGES = {
     "ATTEMPT_BUDGET_EXHAUSTED": "the attempt sent its whole byte budget without a decision; nothing more was sent, "
                                 "see `cm status`",
     "SPEND_CAP_REACHED": "a spend cap was reached before this request; the job waits, see `cm usage`",
+    "AGENT_CLI_NOT_FOUND": "the agent CLI set in remote.agent was not found; install it or set remote.agentPath, "
+                           "then `cm retry` the job",
+    "AGENT_CLI_AUTH": "the agent CLI is not logged in (or its login expired); run it once and log in, "
+                      "then `cm retry` the job",
+    "AGENT_CLI_QUOTA": "the agent CLI reported a usage limit; the job will be retried after a backoff",
 }
 
 # JSON ``error.code`` values the reference maps exactly; anything else keeps the status's reason.

@@ -55,7 +55,7 @@ import os
 import sqlite3
 
 from cmrunner.capture import observations
-from cmrunner.core import jobstore
+from cmrunner.core import jobstore, reasons
 from cmrunner.core.errors import CmError
 from cmrunner.writer_proc import budget
 
@@ -229,6 +229,30 @@ def finish(conn: sqlite3.Connection, job: Job, now: int, edit_result: str | None
     observations.mark_processed(conn, job.id, now)
 
 
+def hold_back(conn: sqlite3.Connection, job: Job, ids: list[int], code: str, rejection: dict, now: int) -> str:
+    """Move ``ids`` (observations of ``job``, which we hold) into a new job that is ``dead`` with
+    ``code`` and ``rejection`` (the document it waits for): the decisions resting on them could not
+    be written, so they wait for the user's fix and ``cm retry`` (or ``cm fix``), and the rest of
+    ``job`` commits. Returns the new job's id."""
+    assert_lease(conn, job, now)
+    held_id = os.urandom(16).hex()
+    jobstore.create(conn, held_id, os.urandom(16).hex(), job.scope, job.provenance, job.task_kind, 0, now)
+    observations.claim_for(conn, held_id, ids)
+    jobstore.record_failure(conn, held_id, None, code, json.dumps(rejection, sort_keys=True), False)
+    _set_outcome(conn, held_id, "dead", code, now)
+    return held_id
+
+
+def waiting_for(conn: sqlite3.Connection, target: str, code: str = "INVALID_DOCUMENT") -> list[str]:
+    """Dead jobs whose cause is ``code`` on ``target`` (what ``hold_back`` or a blocked attempt left)."""
+    found = []
+    for job_id, issue, _failure, rejection, _diagnostic in jobstore.dead_or_paused(conn):
+        record = jobstore.decode_rejection(rejection)
+        if issue == code and record is not None and record.get("target") == target:
+            found.append(job_id)
+    return found
+
+
 def resolve_id(conn: sqlite3.Connection, given: str) -> str:
     """The one job whose id starts with ``given`` (at least ``MIN_ID_PREFIX`` hex characters).
 
@@ -268,12 +292,15 @@ def unfinished(conn: sqlite3.Connection, limit: int = 20) -> tuple[list[dict], i
 
 class DeadGroup:
     """Dead (or paused) jobs with one cause: issue, the code their last attempt ended with, the
-    last rejection, the job ids (oldest first) and the observations they hold."""
+    last rejection, the provider's answer when it decides the remedy (``reasons.provider_hint``
+    of the diagnostic: ``httpStatus`` and ``reason``, else ``None``), the job ids (oldest first)
+    and the observations they hold."""
 
-    __slots__ = ("issue", "failure", "rejection", "ids", "held")
+    __slots__ = ("issue", "failure", "rejection", "hint", "ids", "held")
 
-    def __init__(self, issue: str | None, failure: str | None, rejection: dict | None) -> None:
-        self.issue, self.failure, self.rejection = issue, failure, rejection
+    def __init__(self, issue: str | None, failure: str | None, rejection: dict | None,
+                 hint: dict | None = None) -> None:
+        self.issue, self.failure, self.rejection, self.hint = issue, failure, rejection, hint
         self.ids: list[str] = []
         self.held = 0
 
@@ -283,11 +310,12 @@ def dead_by_issue(conn: sqlite3.Connection) -> list[DeadGroup]:
     attempt ended with and the last rejection when it is the cause (its code is the issue; an
     earlier rejection of an attempt that ended otherwise does not split a group)."""
     groups: dict[tuple, DeadGroup] = {}
-    for job_id, issue, failure, rejection_text in jobstore.dead_or_paused(conn):
+    for job_id, issue, failure, rejection_text, diagnostic_text in jobstore.dead_or_paused(conn):
         rejection = jobstore.decode_rejection(rejection_text)
         rejection = rejection if rejection is not None and rejection.get("code") == issue else None
-        key = (issue, failure, json.dumps(rejection, sort_keys=True))
-        group = groups.setdefault(key, DeadGroup(issue, failure, rejection))
+        hint = reasons.provider_hint(jobstore.decode_rejection(diagnostic_text))
+        key = (issue, failure, json.dumps(rejection, sort_keys=True), json.dumps(hint, sort_keys=True))
+        group = groups.setdefault(key, DeadGroup(issue, failure, rejection, hint))
         group.ids.append(job_id)
         group.held += observations.count_of_job(conn, job_id)
     return sorted(groups.values(), key=lambda g: (-len(g.ids), g.issue or ""))

@@ -81,15 +81,23 @@ def sane_usage(usage: dict[str, int | None], request_bytes: int) -> dict[str, in
             "reasoning_tokens": reasoning if reasoning is not None and reasoning <= outputs else None}
 
 
+def runtime_identity(remote: dict) -> dict[str, str]:
+    """How the ledger names a runtime: the provider's host, model and protocol; for an agent CLI,
+    the CLI, the model passed to it (``default``: the CLI's own choice) and ``agent-cli``."""
+    if remote.get("provider") == "agent-cli":
+        return {"host": str(remote["agent"]), "model": str(remote.get("model") or "default"), "api": "agent-cli"}
+    return {"host": provider_host(remote["baseUrl"]), "model": str(remote["model"]),
+            "api": str(remote.get("api", "responses"))}
+
+
 class Meter:
     def __init__(self, conn: sqlite3.Connection, process: str, remote: dict, grant: Grant,
                  caps: spend.Caps | None, job_id: str | None = None, attempt: int | None = None,
                  now: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self.conn = conn
         self.process = process
-        self.host = provider_host(remote["baseUrl"])
-        self.model = str(remote["model"])
-        self.api = str(remote.get("api", "responses"))
+        identity = runtime_identity(remote)
+        self.host, self.model, self.api = identity["host"], identity["model"], identity["api"]
         self.grant = grant
         self.caps = caps
         self.job_id = job_id
@@ -107,6 +115,30 @@ class Meter:
     def start(self) -> tuple[int, float]:
         """When a request starts: (wall clock ms for the row, monotonic seconds for its duration)."""
         return self.now(), time.monotonic()
+
+    def record_run(self, turns: int, started: tuple[int, float], sent: int, received: int,
+                   usage: dict[str, int | None] | None, outcome: str) -> dict[str, int]:
+        """One ledger row for a whole agent-CLI run (``turn`` holds its model turns): the tokens the
+        CLI reported (``provider``), else a rough estimate from the bytes cm exchanged with it
+        (``tokencount.rough``; the CLI's own prompts are not in it); returns the tokens recorded."""
+        inputs = usage.get("input_tokens") if usage else None
+        outputs = usage.get("output_tokens") if usage else None
+        if inputs is not None and outputs is not None:
+            cached, source = (usage or {}).get("cached_input_tokens"), "provider"
+        else:
+            inputs, source = tokencount.rough(b"\0" * sent)
+            outputs = tokencount.rough(b"\0" * received)[0]
+            cached = None
+        entry = ledger.Entry(started[0], self.process, self.job_id, self.attempt, turns, self.host, self.model,
+                             self.api, self.grant.scopes, self.grant.provenance, sent, received, int(inputs), cached,
+                             int(outputs), None, source, int((time.monotonic() - started[1]) * 1000), outcome)
+        try:
+            with store.immediate(self.conn):
+                ledger.append(self.conn, entry)
+        except (CmError, sqlite3.Error) as exc:
+            log.warning("ledger row not written: %s", exc.code if isinstance(exc, CmError) else type(exc).__name__)
+        return {"input_tokens": int(inputs), "output_tokens": int(outputs), "cached_input_tokens": cached or 0,
+                "reasoning_tokens": 0}
 
     def record(self, turn: int | None, started: tuple[int, float], request: bytes, wire: WireCounts,
                usage: dict[str, int | None] | None, produced: bytes, outcome: str) -> dict[str, int]:

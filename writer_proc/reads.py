@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 
 from cmrunner.core import importkinds
 from cmrunner.core.errors import CmError
-from cmrunner.core.sections import Document
+from cmrunner.core.sections import Document, Section
 from cmrunner.writer_proc import contract
 
 # What the Writer's ``accept`` returns for a valid submission: the decision and the rendered documents.
@@ -118,13 +118,25 @@ def _page(data: bytes, offset: int, covered: int, size: int = BYTE_PAGE) -> tupl
     return data[offset:end], end
 
 
+def _unit(section: Section) -> dict:
+    """A unit as the manifest lists it: the untitled text before the first section and the second
+    section of a title say so, so the agent can tell them apart."""
+    entry: dict = {"ref": section.ref, "title": section.title}
+    if section.untitled:
+        entry["untitled"] = True
+    elif section.occurrence > 1:
+        entry["occurrence"] = section.occurrence
+    return entry
+
+
 class ReadPort:
     """The read tools of one attempt (see module contract)."""
 
     def __init__(self, job_id: str, sources: list[Source], snapshot: Mapping[str, Document],
                  writable: frozenset[str], accept: Callable[[object, ReadPort], Accepted],
-                 check_lease: Callable[[], None]) -> None:
+                 check_lease: Callable[[], None], blocked: Mapping[str, str] | None = None) -> None:
         self.job_id = job_id
+        self.blocked = dict(blocked or {})  # target -> the code that keeps cm from reading it now
         self.sources = {s.handle: s for s in sources}
         self.snapshot = dict(snapshot)
         self.snapshot_handle = "snapshot_" + os.urandom(8).hex()
@@ -143,6 +155,10 @@ class ReadPort:
     @property
     def fully_read_targets(self) -> frozenset[str]:
         return frozenset(t for t, doc in self.snapshot.items() if self._memory_covered[t] >= len(doc.data))
+
+    def check_lease(self) -> None:
+        """Raise ``STALE_LEASE`` if this job's lease is lost (a runtime polls it between calls)."""
+        self._check_lease()
 
     def _guard(self) -> None:
         if self.submission is not None:
@@ -211,7 +227,7 @@ class ReadPort:
             documents, budget = [], BULK_PAGE
             for t, listed in self.snapshot.items():
                 entry: dict = {"target": t, "hash": listed.hash, "bytes": len(listed.data), "writable": t in self.writable,
-                               "sections": [{"ref": s.ref, "title": s.title} for s in listed.sections],
+                               "sections": [_unit(s) for s in listed.sections],
                                "soft_budget_bytes": listed.budgets.soft, "hard_budget_bytes": listed.budgets.hard}
                 chunk, end = _page(listed.data, 0, 0, budget) if budget > 0 else (b"", 0)
                 if chunk or not listed.data:
@@ -221,6 +237,9 @@ class ReadPort:
                 else:
                     entry["next"] = 0
                 documents.append(entry)
+            for t, code in self.blocked.items():
+                documents.append({"target": t, "blocked": code, "writable": t in self.writable, "sections": [],
+                                  "text": "", "next": None})
             return {"handle": handle, "documents": documents}
         doc = self.snapshot.get(target)
         if doc is None:

@@ -14,6 +14,12 @@ Contract, per ``run_once``:
    writes from committing once the lease is lost.
    The agent reads the snapshot as a reader would (``shown.view``: a section already flagged as
    holding a secret is a placeholder), so such a section never blocks a decision about another.
+   A document cm cannot parse now (``BLOCKING``: a hand edit it cannot read, or one over its
+   budget) is not read: the manifest lists it ``blocked``, a decision may only append to it, and
+   such decisions wait (``apply.split_blocked``, with every decision sharing their evidence):
+   their observations move to a dead job whose cause names the document and line
+   (``jobs.hold_back``; ``cm fix`` retries it), and the rest of the job commits. When everything
+   waits, the attempt fails with the document's cause, not retryable: the job is dead.
 5. The accepted decision is rendered on the real snapshot, checked again (sections, the sensitive
    content of what it writes, watermarks), a receipt is built and ``commit.commit`` publishes it.
 Spend caps (``cmrunner.core.spend``): nothing is claimed while a cap is reached (``gate``); an
@@ -61,6 +67,8 @@ from cmrunner.writer_proc.reads import ReadPort, Source
 
 log = drainlog.get("writer")
 _NO_REMOTE = {"baseUrl": "", "model": "scripted", "api": "none"}  # a scripted agent sends nothing to meter
+# What a hand edit can do to one document that blocks only the decisions writing it.
+BLOCKING = frozenset({"INVALID_DOCUMENT", "DOCUMENT_TOO_LARGE", "FILE_TOO_LARGE"})
 
 
 def _now() -> int:
@@ -182,6 +190,30 @@ class Writer:
         return Outcome(job.id, state, issue, reasons.cause(issue, exc.code, rejection))
 
     # -- one attempt ------------------------------------------------------------------------
+    def _hold_back(self, job: jobs.Job, waits: apply.HeldBack, blocked: dict[str, CmError],
+                   facts: apply.BatchFacts) -> apply.BatchFacts:
+        """Set aside what waits for a broken document in a dead job of its own that names the
+        document and its line (``cm fix`` revives it), and return the facts of what commits now;
+        when everything waits, the attempt fails with the document's cause."""
+        target = sorted(waits.targets)[0]
+        cause = blocked[target]
+        line = getattr(cause, "lineno", 0)
+        rule = f"line {line}: {getattr(cause, 'rule', '')}" if line else str(getattr(cause, "rule", "") or cause.code)
+        record = {"tool": "submit_memory_decision", "code": cause.code, "target": target, "rule": rule[:160]}
+        rest = [i for i in facts.observation_ids if i not in waits.observation_ids]
+        if not rest or job.task_kind == "edit":
+            failed = CmError(cause.code, f"{cause.message}; the decisions for {target} wait for that fix")
+            failed.retryable = False  # type: ignore[attr-defined]
+            failed.rejection = record  # type: ignore[attr-defined]
+            raise failed
+        with store.immediate(self.conn):
+            held_id = jobs.hold_back(self.conn, job, sorted(waits.observation_ids), cause.code, record, self.now())
+        log.info("job %s: %d observation(s) wait for %s in job %s (%s)", job.id[:12], len(waits.observation_ids),
+                 target, held_id[:12], cause.code)
+        keep = set(rest)
+        return apply.BatchFacts(rest, {i: facts.scopes[i] for i in keep}, {i: facts.observed_ms[i] for i in keep},
+                                facts.links, facts.hand_edited, facts.edit_task)
+
     def _sources(self, job: jobs.Job) -> list[Source]:
         rows = observations.sources_of_job(self.conn, job.id)
         return [Source(*row) for row in rows if row[1] is not None]
@@ -203,12 +235,23 @@ class Writer:
             return "MIXED_BATCH"
         return None
 
-    def _snapshot(self, job: jobs.Job) -> dict[str, Document]:
+    def _snapshot(self, job: jobs.Job) -> tuple[dict[str, Document], dict[str, CmError]]:
+        """The documents the agent reads, and those cm cannot parse now (``BLOCKING``): a broken
+        file blocks only the decisions that would write it, never the job (module contract)."""
         allowed = self.cfg.allowed_scopes
         targets = ["profile", "preferences"] if "global" in allowed else []
         if job.scope != "global" and job.scope in allowed:
             targets.append(job.scope)
-        return {target: commit.read_document(self.paths, target) for target in targets}
+        docs: dict[str, Document] = {}
+        blocked: dict[str, CmError] = {}
+        for target in targets:
+            try:
+                docs[target] = commit.read_document(self.paths, target)
+            except CmError as exc:
+                if exc.code not in BLOCKING:
+                    raise
+                blocked[target] = exc
+        return docs, blocked
 
     def _links(self, targets: list[str]) -> tuple[dict, dict]:
         """Current source links per target: key -> ids, and title-level import facts for the guard."""
@@ -230,7 +273,7 @@ class Writer:
             with store.immediate(self.conn):
                 jobs.quarantine(self.conn, job, issue, self.now())
             return Outcome(job.id, "quarantined", issue)
-        snapshot = self._snapshot(job)  # read first: the documents share each request's budget with the sources
+        snapshot, blocked = self._snapshot(job)  # read first: the documents share each request's budget with the sources
         shown = shown_mod.view(self.paths, snapshot)  # what the agent reads: flagged sections withheld
         documents = [d.data.decode("utf-8", "replace") for d in shown.values()]
         with store.immediate(self.conn):
@@ -256,10 +299,13 @@ class Writer:
         edit_scope = job.scope if job.task_kind == "edit" else None
 
         def accept(payload: object, reads: ReadPort) -> tuple[contract.ValidatedDecision, dict[str, Document]]:
+            # By title, as the contract looks them up; a title a hand edit repeated has no entry, so
+            # import evidence alone never replaces either of its sections.
             section_links = {
-                t: {s.title: contract.SectionLinks(len(links[t].get(sections.section_key(t, s.title), [])),
-                                                   import_counts[t].get(sections.section_key(t, s.title), 0))
-                    for s in doc.sections}
+                t: {s.title: contract.SectionLinks(len(links[t].get(sections.unit_key(t, s), [])),
+                                                   import_counts[t].get(sections.unit_key(t, s), 0))
+                    for s in doc.sections if s.occurrence == 1 and doc.by_title(s.title) is s
+                    and not any(o.title == s.title and o.occurrence > 1 for o in doc.sections)}
                 for t, doc in snapshot.items()
             }
             # Lines already in each document, as the agent read them: the import kind rule judges only new text.
@@ -274,10 +320,14 @@ class Writer:
                 fully_read_targets=reads.fully_read_targets, ingest_fully_read=reads.ingest_fully_read,
                 section_links=section_links, hand_edited_targets=hand_edited,
                 edit_task=job.task_kind == "edit", edit_scope=edit_scope, known_lines=known_lines,
+                blocked_targets=frozenset(blocked),
             )
             accepted = contract.validate_decision(payload, ctx)
             apply.check_watermarks(accepted, watermarks, facts)
-            return accepted, apply.render(snapshot, accepted)
+            kept, waits = apply.split_blocked(accepted, frozenset(blocked), facts.observation_ids)
+            rendered = apply.render(snapshot, kept)
+            held[:] = [waits] if waits is not None else []
+            return kept, rendered
 
         def check_lease() -> None:
             if renewer.lost:
@@ -285,8 +335,10 @@ class Writer:
             with store.immediate(self.conn):
                 jobs.assert_lease(self.conn, job, self.now())
 
-        writable_targets = frozenset(t for t in snapshot if contract.target_scope(t) in writable)
-        reads = ReadPort(job.id, sources, shown, writable_targets, accept, check_lease)
+        held: list[apply.HeldBack] = []  # what the accepted submission could not write now
+        writable_targets = frozenset(t for t in (*snapshot, *blocked) if contract.target_scope(t) in writable)
+        reads = ReadPort(job.id, sources, shown, writable_targets, accept, check_lease,
+                         {t: exc.code for t, exc in blocked.items()})
         grant = Grant(tuple(sorted({s.scope for s in sources} | {contract.target_scope(t) for t in snapshot})),
                       tuple(sorted({s.provenance for s in sources})))
         meter = Meter(self.conn, ledger.MEMORY_AGENT, self.cfg.remote or _NO_REMOTE, grant, self.caps, job.id,
@@ -298,16 +350,20 @@ class Writer:
         finally:
             renewer.stop_event.set()
             renewer.join()
+        # The receipt and history name the model that decided; an agent CLI's with the CLI's name.
+        model_label = meter.model if meter.api != "agent-cli" else f"{meter.host}/{meter.model}"
         if reads.submission is None:
             raise AgentError("MISSING_SUBMISSION", "the agent ended without submitting a decision")
         accepted, changed = reads.submission
         with store.immediate(self.conn):
             jobs.record_activity(self.conn, job, result.model_turns, result.tool_calls,
                                  result.usage.get("input_tokens", 0), result.usage.get("output_tokens", 0))
+        if held:
+            facts = self._hold_back(job, held[0], blocked, facts)
         receipt = apply.build_receipt(job.id, snapshot, changed, accepted, facts, result.prompt_digest,
-                                      (self.cfg.remote or {}).get("model", "scripted"), result.usage, self.now())
+                                      model_label, result.usage, self.now())
         if changed:
-            model = (self.cfg.remote or {}).get("model", "scripted")
+            model = model_label
             first = next((s.observation_id for s in sources if not s.context_only), None)
             client, session = observations.captured_by(self.conn, first) if first is not None else (None, None)
             with store.immediate(self.conn):

@@ -8,8 +8,15 @@ Gemini's transcript (``transcript_path``, JSONL; a user record holds ``content``
 expansion, the typed ``displayContent``).
 
 Contract:
-- ``typed_part(text)`` cuts a leading ``<hook_context>…</hook_context>`` (``None`` if unclosed).
-  Stdlib only and import-light: the hook calls it.
+- ``typed_part(text)`` cuts the ``<hook_context>…</hook_context>`` blocks in front of the typed
+  words. Gemini 0.61 joins every hook's SessionStart context with newlines inside one block and
+  escapes ``<`` and ``>`` in it (so the first closing tag ends it); a release that wraps each hook's
+  block separately is handled the same way, block after block. It fails closed with ``None`` when
+  the typed part cannot be told apart: an unclosed block, a raw ``<`` or ``>`` inside a block (not
+  Gemini's own framing), or a tag left in the remainder. Stdlib only and import-light: the hook
+  calls it. ``strip_escaped`` removes cm's own block, as Gemini quotes it, from a prompt kept aside.
+- In the chat record, a BeforeAgent hook's added context is a separate part after the prompt
+  (observed on 0.61.0); such a part is not typed text and is left out before comparing.
 - ``verdict(path, digest)`` (drain only) reads the tail of the transcript (a regular file, no
   symlink, at most ``TAIL_BYTES`` from the end) and finds the newest user record whose typed part
   has that sha256 digest: ``None`` when it was typed (no ``displayContent``, or the same text),
@@ -30,11 +37,27 @@ TAIL_BYTES = 4 << 20
 
 
 def typed_part(text: str) -> str | None:
-    """The prompt without the hook context Gemini prepended; ``None`` when the wrapper never closes."""
+    """The prompt without the hook-context blocks Gemini put in front; ``None`` when the typed part
+    cannot be told apart (see the contract)."""
     if not text.lstrip().startswith(OPENING):
         return text
-    end = text.find(CLOSING)
-    return None if end < 0 else text[end + len(CLOSING):].lstrip("\r\n")
+    rest = text
+    while rest.lstrip().startswith(OPENING):
+        rest = rest.lstrip()
+        end = rest.find(CLOSING)
+        if end < 0:
+            return None
+        if "<" in rest[len(OPENING):end] or ">" in rest[len(OPENING):end]:
+            return None  # Gemini escapes both in every context, so a raw one means foreign framing
+        rest = rest[end + len(CLOSING):]
+    typed = rest.lstrip("\r\n")
+    return None if OPENING in typed or CLOSING in typed else typed
+
+
+def strip_escaped(text: str, block: str) -> str:
+    """``text`` without ``block`` as Gemini quotes it inside ``<hook_context>`` (``<`` and ``>`` escaped)."""
+    quoted = block.replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace(quoted, "") if quoted else text
 
 
 def digest(text: str) -> str:
@@ -42,13 +65,24 @@ def digest(text: str) -> str:
 
 
 def _texts(parts: object) -> str | None:
-    """The joined text of a list of ``{"text": …}`` parts; ``None`` for any other shape."""
+    """The joined text of a list of ``{"text": …}`` parts; ``None`` for any other shape. A part after
+    the first that is one whole ``<hook_context>`` block is context a BeforeAgent hook added (Gemini
+    appends it as its own part), never typed: it is left out."""
     if not isinstance(parts, list) or not parts:
         return None
     texts = [p.get("text") for p in parts if isinstance(p, dict)]
     if len(texts) != len(parts) or not all(isinstance(t, str) for t in texts):
         return None
-    return "".join(t for t in texts if isinstance(t, str))
+    kept = [texts[0]] + [t for t in texts[1:] if not _context_only(t)]
+    return "".join(t for t in kept if isinstance(t, str))
+
+
+def _context_only(text: object) -> bool:
+    if not isinstance(text, str):
+        return False
+    body = text.strip()
+    return (body.startswith(OPENING) and body.endswith(CLOSING) and body.count(OPENING) == 1
+            and body.count(CLOSING) == 1 and "<" not in body[len(OPENING):-len(CLOSING)])
 
 
 def _tail(path: str) -> bytes | None:

@@ -5,7 +5,9 @@ Contract (one transaction per row, oldest first; rows come from ``cmrunner.captu
   (the user interrupted it, or the host failed): it ends ``interrupted`` and is not evidence. The
   prompt's text becomes a delivered user message (sources ``claude_user_prompt`` /
   ``gemini_user_prompt``); a command (slash command, shell escape) opens the turn with no user
-  message, so it never counts.
+  message, so it never counts. A prompt whose typed words the hook could not tell apart from
+  hook context carries an ``issue`` (``UNCONFIRMED_PROMPT``): its text is kept quarantined, never
+  evidence (``cm release`` brings it back).
 - ``stop`` keeps the assistant's final text as context of the open turn and settles it; the tenth
   counted turn seals a batch (``cmrunner.capture.sessions``). A Gemini stop first asks Gemini's
   chat record whether the turn's prompt was typed (``cmrunner.capture.gemini_chat.verdict``); a
@@ -88,6 +90,8 @@ class HookInbox:
             if text:
                 source = SOURCES.get(sessions.client_of(conn, session_id), "ambiguous")
                 sessions.capture_user(conn, session_id, turn, message_id, text, scope, source, at, self.limit)
+                if value.get("issue"):  # the hook could not tell the typed words apart: kept aside
+                    sessions.quarantine_turn(conn, session_id, turn, value["issue"])
         elif event == "stop":
             current = sessions.latest_open_turn(conn, session_id)
             if current is not None:

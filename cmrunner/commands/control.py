@@ -1,4 +1,5 @@
-"""Changing your mind: `cm history`, `cm undo`, `cm trash`, `cm restore`, `cm purge`, `cm why`."""
+"""Changing your mind: `cm history`, `cm undo`, `cm trash`, `cm restore`, `cm purge`, `cm why`, and `cm fix`
+for a memory file edited by hand into a shape cm cannot read."""
 
 from __future__ import annotations
 
@@ -122,3 +123,32 @@ def purge_command(ctx: click.Context, name: str, section: str | None, all_histor
     if done.incomplete:
         raise CmError("PURGE_INCOMPLETE", "another process was reading the database, so its write-ahead log still "
                                           "holds old pages; run `cm purge` on the same name again in a moment")
+
+
+@cli.command("fix")
+@click.argument("document")
+@click.option("--yes", is_flag=True, help="Write without asking (for scripts).")
+@click.pass_context
+def fix_command(ctx: click.Context, document: str, yes: bool) -> None:
+    """Show DOCUMENT (profile, preferences or project:<id>) normalised into cm's shape, and write it on confirmation.
+
+    Only what cm cannot read changes; the file as it was is kept in `cm history`, and jobs that
+    waited for the document are retried."""
+    from cmrunner.manage import docfix
+
+    home = _home(ctx)
+    planned = docfix.plan(home, document)
+    if planned.problem is not None:
+        echo(f"{planned.path}: {planned.problem.message}")
+    if not planned.changes:
+        echo(f"{planned.path} is already in a shape cm works with; nothing to write")
+        return
+    echo(planned.diff.rstrip("\n"))
+    if not yes:
+        confirm(f"Write this normalised version to {planned.path}?", f"this rewrites {planned.path}")
+    done = docfix.apply(home, planned)
+    echo(f"wrote {planned.path} (receipt {done.receipt_id}); the file as it was is kept in "
+         f"`cm history {planned.target}`")
+    if done.revived:
+        echo(f"revived {len(done.revived)} job(s) that waited for {planned.target}: "
+             + ", ".join(j[:12] for j in done.revived))

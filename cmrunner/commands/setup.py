@@ -40,6 +40,8 @@ def _print_status(report: dict) -> None:
     model = report["model"]
     if model is None:
         echo("model:       not configured (capture still works; run `cm config init`)")
+    elif model.get("runtime") == "agent-cli":
+        echo(f"model:       {model['label']}")
     else:
         key = "key configured" if model["apiKeyConfigured"] else "KEY MISSING"
         echo(f"model:       {model['model']} at {model['baseUrl']} ({model['api']}, {key}, proxy {model['proxy']})")
@@ -116,19 +118,37 @@ def config(ctx: click.Context, network: bool) -> None:
 @click.option("--allow-scope", multiple=True, help="Scope disclosed to the model and injected (repeatable; default global).")
 @click.option("--allow-provenance", multiple=True, help="Provenance class the model may see (repeatable; default user_explicit).")
 @click.option("--writable-scope", multiple=True, help="Scope the Writer may change (repeatable; default global).")
+@click.option("--agent", type=click.Choice(config_mod.AGENT_CLIS), default=None,
+              help="Run the Memory Agent through this agent CLI and its own login (no API key).")
+@click.option("--agent-path", default=None, help="Absolute path of the agent CLI (default: found on PATH).")
+@click.option("--skip-check", is_flag=True,
+              help="Save without checking the endpoint (its model list and one tool-call test request).")
 @click.option("--force", is_flag=True, help="Replace an existing config.json.")
 @click.pass_context
 def config_init(ctx: click.Context, data_root: str | None, base_url: str | None, model: str | None, api: str | None,
                 preset: str | None, api_key_env: str, api_key_stdin: bool, proxy_mode: str,
                 allow_scope: tuple[str, ...], allow_provenance: tuple[str, ...], writable_scope: tuple[str, ...],
-                force: bool) -> None:
-    """Write a valid config.json (and optionally the private key) non-interactively."""
+                agent: str | None, agent_path: str | None, skip_check: bool, force: bool) -> None:
+    """Write a valid config.json (and optionally the private key) non-interactively.
+
+    With --base-url (or a --preset that has one) and --model, the endpoint is checked first: its
+    model list must hold the model, and the model must answer one small test request with a tool
+    call. Nothing is written when the check fails."""
     home = _home(ctx, may_be_new=True)
     unreadable = configinit.replaceable(home, force)
+    if preset is not None and agent is None:
+        from cmrunner.manage import providers
+
+        chosen = providers.preset(preset)
+        base_url = base_url or chosen.base_url or None
+        api = api or chosen.api
     data = configinit.fresh(home, data_root=data_root, base_url=base_url, model=model, api=api, preset=preset,
                             api_key_env=api_key_env, proxy_mode=proxy_mode, allowed_scopes=allow_scope,
-                            allowed_provenance=allow_provenance, writable_scopes=writable_scope)
+                            allowed_provenance=allow_provenance, writable_scopes=writable_scope, agent=agent,
+                            agent_path=agent_path)
     keys: dict[str, str] = {}
+    if api_key_stdin and agent is not None:
+        raise CmError("CONFIG_INVALID", "--agent needs no API key: the CLI uses its own login; drop --api-key-stdin")
     if api_key_stdin:
         if base_url is None:
             raise CmError("CONFIG_INVALID", "--api-key-stdin needs --base-url and --model")
@@ -136,6 +156,10 @@ def config_init(ctx: click.Context, data_root: str | None, base_url: str | None,
         if not key:
             raise CmError("API_KEY_EMPTY", "no API key arrived on stdin; pipe it in, e.g. `cm config init … --api-key-stdin < keyfile`")
         keys[api_key_env] = key
+    if not skip_check:
+        from cmrunner.manage import endpoint
+
+        endpoint.for_init(home, data, keys)
     configinit.publish(home, data, keys, keep_unreadable=unreadable, on_kept=lambda kept: echo(
         f"kept the unreadable config.json as {kept} (its settings were not carried over)"))
     echo(f"wrote {home}/config.json")

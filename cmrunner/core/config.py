@@ -32,8 +32,9 @@ import os
 
 from cmrunner.core import fsutil, jsonfast
 
-# APIS and PRESETS are re-exported: the CLI's choices name them through this module.
+# AGENT_CLIS, APIS and PRESETS are re-exported: the CLI's choices name them through this module.
 from cmrunner.core.configdefs import (
+    AGENT_CLIS as AGENT_CLIS,
     APIS as APIS,
     DEFAULT_MAX_REQUEST_BYTES,
     DEFAULT_SCHEDULER,
@@ -48,6 +49,19 @@ from cmrunner.core.home import config_path, default_data_root
 from cmrunner.core.sha import sha256
 
 CONFIG_LIMIT = 1 << 20
+
+
+def is_agent_cli(remote: dict | None) -> bool:
+    """Whether ``remote`` runs the Memory Agent through an agent CLI (no URL, no key)."""
+    return bool(remote) and remote.get("provider") == "agent-cli"  # type: ignore[union-attr]
+
+
+def runtime_label(remote: dict) -> str:
+    """One line naming the Memory Agent's runtime: ``<model> at <base URL>``, or the agent CLI."""
+    if is_agent_cli(remote):
+        model = f", model {remote['model']}" if remote.get("model") else ""
+        return f"agent CLI {remote['agent']}{model} (its own login)"
+    return f"{remote['model']} at {remote['baseUrl']}"
 UNREADABLE_CODES = frozenset({"CONFIG_INVALID", "UNSUPPORTED_CONFIG_VERSION"})
 CACHE_NAME = ".config.validated.json"
 CACHE_FORMAT = 1

@@ -9,9 +9,17 @@ from __future__ import annotations
 
 SCHEMA_VERSION = 2
 PROVENANCE = ("user_explicit", "agent_observation", "document_import", "conversation_context")
-PRESETS = ("deepseek", "qwen", "openai", "zhipu", "opencode-go", "kimi", "custom")
+PRESETS = ("deepseek", "qwen", "openai", "zhipu", "opencode-go", "kimi", "custom", "anthropic", "gemini", "openrouter",
+           "ollama", "lmstudio", "llamacpp", "vllm")
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 APIS = ("responses", "chat_completions")
+# remote.provider: a model behind an OpenAI-compatible URL and key, or an agent CLI the user already
+# runs (remote.agent), which uses its own login (issue 33).
+PROVIDERS = ("openai-compatible", "agent-cli")
+AGENT_CLIS = ("claude-code", "codex", "gemini")
+# Set in the environment of an agent CLI that runs the Memory Agent: every cm hook entry checks it
+# first and does nothing, so the Memory Agent's own session is never captured nor given memory.
+MEMORY_AGENT_MARKER = "COMMON_MEMORY_AGENT_SESSION"
 MAX_SAFE_INT = 2**53 - 1
 
 DEFAULT_SCHEDULER = {

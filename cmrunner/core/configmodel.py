@@ -40,7 +40,17 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 from cmrunner.core import scopes
-from cmrunner.core.configdefs import APIS, DEFAULT_SCHEDULER, EFFORTS, MAX_SAFE_INT, PRESETS, PROVENANCE, SCHEMA_VERSION
+from cmrunner.core.configdefs import (
+    AGENT_CLIS,
+    APIS,
+    DEFAULT_SCHEDULER,
+    EFFORTS,
+    MAX_SAFE_INT,
+    PRESETS,
+    PROVENANCE,
+    PROVIDERS,
+    SCHEMA_VERSION,
+)
 from cmrunner.core.errors import ConfigError
 
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -121,10 +131,14 @@ _SCOPES = "scopes (global or project:<id>)"
 _PROVENANCES = "provenance classes (" + ", ".join(PROVENANCE) + ")"
 
 Api = Literal["responses", "chat_completions"]
-Preset = Literal["deepseek", "qwen", "openai", "zhipu", "opencode-go", "kimi", "custom"]
+Preset = Literal["deepseek", "qwen", "openai", "zhipu", "opencode-go", "kimi", "custom", "anthropic", "gemini",
+                 "openrouter", "ollama", "lmstudio", "llamacpp", "vllm"]
 Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 Provenance = Literal["user_explicit", "agent_observation", "document_import", "conversation_context"]
-if (get_args(Api), get_args(Preset), get_args(Effort), get_args(Provenance)) != (APIS, PRESETS, EFFORTS, PROVENANCE):
+Provider = Literal["openai-compatible", "agent-cli"]
+AgentCli = Literal["claude-code", "codex", "gemini"]
+if (get_args(Api), get_args(Preset), get_args(Effort), get_args(Provenance), get_args(Provider),
+        get_args(AgentCli)) != (APIS, PRESETS, EFFORTS, PROVENANCE, PROVIDERS, AGENT_CLIS):
     raise ImportError("configmodel's enums differ from configdefs")  # one list of accepted values, two spellings
 
 Count = Annotated[int, Field(ge=1, le=MAX_SAFE_INT), _range(1)]
@@ -185,14 +199,29 @@ Capability = Annotated[UnknownCapability | CatalogCapability, Field(discriminato
 Proxy = Annotated[PlainProxy | CustomProxy, Field(discriminator="mode")]
 
 
+def _absolute(value: str) -> str:
+    if "\x00" in value or not os.path.isabs(value):
+        raise ValueError("relative")
+    return value
+
+
+# What only one kind of provider may hold (``Remote._by_provider``), in ``ACCEPTED`` order.
+_NETWORK_ONLY = ("baseUrl", "apiKeyEnv", "api", "preset", "capability", "apiKeySource", "maxOutputTokens",
+                 "reasoningEffort", "thinking", "enableThinking", "proxy", "caFileEnv")
+_AGENT_ONLY = ("agent", "agentPath")
+
+
 class Remote(_Section):
     ACCEPTED = ("provider", "baseUrl", "model", "apiKeyEnv", "api", "preset", "capability", "apiKeySource",
                 "maxOutputTokens", "maxAgentTurns", "reasoningEffort", "thinking", "enableThinking", "proxy",
-                "caFileEnv", "deadlineMs", "maxRequestBytes")
-    provider: Annotated[Literal["openai-compatible"], Expect("openai-compatible")]
-    base_url: Annotated[str, _matching(_URL_RE), Expect("an http:// or https:// URL without credentials or spaces")]
-    model: Annotated[str, AfterValidator(_non_blank), Expect("a non-empty model name")]
-    api_key_env: Annotated[str, _matching(ENV_NAME_RE), Expect("an environment-variable name such as OPENAI_API_KEY")]
+                "caFileEnv", "deadlineMs", "maxRequestBytes", "agent", "agentPath")
+    provider: Annotated[Provider, _one_of(PROVIDERS)]
+    # Required with openai-compatible, absent with agent-cli (``_by_provider``); model is optional there.
+    base_url: Annotated[str | None, _NOT_NULL, _matching(_URL_RE),
+                        Expect("an http:// or https:// URL without credentials or spaces")] = None
+    model: Annotated[str | None, _NOT_NULL, AfterValidator(_non_blank), Expect("a non-empty model name")] = None
+    api_key_env: Annotated[str | None, _NOT_NULL, _matching(ENV_NAME_RE),
+                           Expect("an environment-variable name such as OPENAI_API_KEY")] = None
     api: Annotated[Api, _one_of(APIS)] = "responses"
     preset: Annotated[Preset | None, _NOT_NULL, _one_of(PRESETS)] = None
     api_key_source: Annotated[Literal["private-env"] | None, _NOT_NULL, _one_of(("private-env",))] = None
@@ -209,6 +238,27 @@ class Remote(_Section):
                                                         "unknown/custom or official-catalog")] = None
     proxy: Annotated[Proxy | None, _tagged("mode", ("direct", "env", "custom"), "one of direct, env, custom")] = None
     ca_file_env: Annotated[str | None, _NOT_NULL, _matching(ENV_NAME_RE), Expect("an environment-variable name such as COMMON_MEMORY_CA_FILE")] = None
+    agent: Annotated[AgentCli | None, _NOT_NULL, _one_of(AGENT_CLIS)] = None
+    agent_path: Annotated[str | None, _NOT_NULL, AfterValidator(_absolute),
+                          Expect("an absolute path to the agent's executable")] = None
+
+    @model_validator(mode="after")
+    def _by_provider(self) -> Remote:
+        present = {type(self).model_fields[name].alias for name in self.model_fields_set}
+        if self.provider == "agent-cli":
+            if "agent" not in present:
+                raise _refuse("present (it is required)", "agent")
+            extra = next((key for key in _NETWORK_ONLY if key in present), None)
+            if extra is not None:
+                raise _refuse("absent when remote.provider is agent-cli (the agent uses its own login)", extra)
+            return self
+        missing = next((key for key in ("baseUrl", "model", "apiKeyEnv") if key not in present), None)
+        if missing is not None:
+            raise _refuse("present (it is required)", missing)
+        extra = next((key for key in _AGENT_ONLY if key in present), None)
+        if extra is not None:
+            raise _refuse("absent unless remote.provider is agent-cli", extra)
+        return self
 
     @field_validator("reasoning_effort")
     @classmethod
@@ -285,12 +335,6 @@ class Spend(_Section):
 def _schema_version(value: object) -> object:
     if type(value) is not int or value != SCHEMA_VERSION:
         raise PydanticCustomError("cm_version", "unsupported")
-    return value
-
-
-def _absolute(value: str) -> str:
-    if "\x00" in value or not os.path.isabs(value):
-        raise ValueError("relative")
     return value
 
 

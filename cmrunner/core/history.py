@@ -1,7 +1,9 @@
 """Section history and the trash: the store's record of every version of every memory section.
 
 Contract:
-- A section is named by its key ``<target>:<sha256(title)>`` (``sections.section_key``); its
+- A section is named by its key ``<target>:<digest>`` (``sections.unit_key``: sha256 of the title;
+  the untitled text before the first section has the title ``""``; the n-th section of a title a
+  hand edit repeated has ``title + NUL + n``); its
   versions form a chain v1 → v2 → … (``parent_id`` links each to the one it replaced). A version
   holds the section's exact text after it (heading line included) or ``NULL`` when it removed the
   section, and who made it: ``memory_agent`` (with the decision kind, receipt, client, session and
@@ -134,7 +136,7 @@ def summary(conn: sqlite3.Connection) -> Summary:
 
 def section_texts(doc: Document) -> dict[str, tuple[str, str]]:
     """``{key: (title, exact section text)}`` of a parsed document."""
-    return {sections.section_key(doc.target, s.title): (s.title, doc.data[s.start:s.end].decode("utf-8"))
+    return {sections.unit_key(doc.target, s): (s.title, doc.data[s.start:s.end].decode("utf-8"))
             for s in doc.sections}
 
 
@@ -332,6 +334,9 @@ def resolve_section(conn: sqlite3.Connection, target: str, section: str) -> str:
     """The section key ``section`` (a title, current or former, or a ``sec_`` ref) names in ``target``'s history."""
     known = versions(conn, target)
     titles = {v.title: v.key for v in known if v.title}
+    untitled = f"{target}:{sections.unit_digest('')}"
+    if section == sections.UNTITLED_LABEL and any(v.key == untitled for v in known):
+        return untitled
     if section in titles:
         return titles[section]
     if section.startswith("sec_") and len(section) >= 16:

@@ -5,9 +5,11 @@ Contract (``../shared/hosts-more.md`` §4.7; issue 26 "Kinds, not just text"):
   content may become (``profile``, ``preferences``, ``project``):
   * ``personal`` — the user's own instruction or memory file (``~/.claude/CLAUDE.md``, Codex
     memories, ``~/.gemini/GEMINI.md``): profile (facts about the user only) and preferences;
-  * ``user_fact`` — auto memory ``type: user``: profile and preferences;
+  * ``user_fact`` — auto memory ``type: user``: profile, preferences and the project;
   * ``user_feedback`` — auto memory ``type: feedback`` (a rule, then why and how to apply it):
-    preferences only;
+    preferences and the project, never profile. Both come from a project's auto memory folder
+    only, so they are imported in that project's scope (``memsources``): what holds for that
+    project alone stays in its memory, and only the Writer's judgment lifts the rest to global.
   * ``project_fact`` — auto memory ``type: project`` (or no ``type``) and a project's auto memory
     index without topic files, ``CLAUDE.local.md``: the project only;
   * ``reference`` — auto memory ``type: reference`` (pointers): the project only;
@@ -43,8 +45,8 @@ class Kind:
 
 KINDS: dict[str, Kind] = {
     "personal": Kind("personal", (PROFILE, PREFERENCES)),
-    "user_fact": Kind("about the user", (PROFILE, PREFERENCES)),
-    "user_feedback": Kind("feedback", (PREFERENCES,)),
+    "user_fact": Kind("about the user", (PROFILE, PREFERENCES, PROJECT)),
+    "user_feedback": Kind("feedback", (PREFERENCES, PROJECT)),
     "project_fact": Kind("project fact", (PROJECT,)),
     "reference": Kind("reference", (PROJECT,)),
     "team_convention": Kind("team convention", (PROJECT,)),
@@ -63,9 +65,12 @@ def may_become(kind: str | None) -> tuple[str, ...]:
 
 def describe(kind: str | None) -> str:
     """What the plan says an import of ``kind`` may become."""
+    classes = may_become(kind)
+    if classes == (PROJECT,):
+        return "the project's memory only"
     parts = {PROFILE: "profile (facts about you, never instructions to an agent)",
-             PREFERENCES: "preferences", PROJECT: "the project's memory only"}
-    return ", ".join(parts[c] for c in may_become(kind))
+             PREFERENCES: "preferences", PROJECT: "the project's memory"}
+    return ", ".join(parts[c] for c in classes)
 
 
 def label(kind: str) -> str:

@@ -214,11 +214,11 @@ def unfinished(conn: sqlite3.Connection, quarantined_listed: list[str], limit: i
         (json.dumps(quarantined_listed), limit)).fetchall()
 
 
-def dead_or_paused(conn: sqlite3.Connection) -> list[tuple[str, str | None, str | None, str | None]]:
-    """(id, issue, failure, rejection) of dead and paused jobs, oldest first."""
+def dead_or_paused(conn: sqlite3.Connection) -> list[tuple[str, str | None, str | None, str | None, str | None]]:
+    """(id, issue, failure, rejection, diagnostic) of dead and paused jobs, oldest first."""
     return conn.execute(
-        "SELECT id, issue, failure, rejection FROM jobs WHERE state IN ('dead', 'paused') ORDER BY created_at, id"
-    ).fetchall()
+        "SELECT id, issue, failure, rejection, diagnostic FROM jobs WHERE state IN ('dead', 'paused')"
+        " ORDER BY created_at, id").fetchall()
 
 
 def listed(conn: sqlite3.Connection, states: tuple[str, ...], limit: int) -> list[tuple]:

@@ -17,6 +17,11 @@ Contract:
   dead job, ``dead_fix`` says what to change first when cm stopped retrying a code it otherwise
   retries by itself (the model's own mistakes: try another model), and a decision the scanner
   refused names ``cm secrets allow <fingerprint>`` from the job's recorded rejection.
+- ``provider_fix(code, diagnostic)`` is the fix that matches how a provider failed, from the
+  diagnostic's ``httpStatus`` and ``reason`` (a 404: the base URL's API path; 401/403: the key; an
+  unknown model: the model list; nothing answering: the server or the URL), or ``""`` when the
+  table's fix stands; ``remedy`` uses it when given the ``hint`` (``provider_hint``: only those
+  two fields) and `cm network-test` prints it.
 - ``cause`` renders a job's cause in one line (issue code, where the last rejection went wrong,
   the code the attempt ended with), the one form every surface shows.
 Reasons and remedies never contain user text: only codes, ids, setting names and commands.
@@ -124,6 +129,13 @@ TABLE: dict[str, Reason] = {
                             "use a model with a larger context or lower the disclosure byte caps", RETRY),
     "MISSING_SUBMISSION": Reason("the model ended without submitting a decision",
                                  "nothing to do: cm tries again after a backoff", AUTO, _MODEL_FIX),
+    # -- an agent CLI as the Memory Agent's runtime (remote.provider agent-cli) ------------------
+    "AGENT_CLI_NOT_FOUND": Reason("the agent CLI set in remote.agent was not found or would not start",
+                                  "install it or set remote.agentPath (`cm doctor` says whether it is found)", RETRY),
+    "AGENT_CLI_AUTH": Reason("the agent CLI is not logged in, or its login expired",
+                             "run the CLI once yourself and log in", RETRY),
+    "AGENT_CLI_QUOTA": Reason("the agent CLI reported a usage limit", "nothing to do: cm tries again after a backoff",
+                              AUTO, "wait for the CLI's usage limit to reset"),
     "SENSITIVE_CONTENT_REJECTED": Reason("a request or the rendered result looked like it contained a secret, so "
                                          "nothing was sent or written", "", RETRY),
     # -- the decision contract and the agent's tools -----------------------------------------
@@ -168,7 +180,10 @@ TABLE: dict[str, Reason] = {
     "DOCUMENT_TOO_LARGE": Reason("a memory file is larger than its hard size budget", "shorten it by hand", RETRY),
     "DUPLICATE_SECTION_TITLE": Reason("a memory file has two sections with the same title", "rename one by hand",
                                       RETRY),
-    "INVALID_DOCUMENT": Reason("a memory file is not in cm's section format", "fix it by hand", RETRY),
+    "INVALID_DOCUMENT": Reason("a memory file has something cm cannot read as sections (its line is named), so "
+                               "the decisions that would write it wait",
+                               "run `cm fix <document>`: it shows a normalised version and writes it when you "
+                               "confirm (or fix the line by hand)", RETRY),
     "INVALID_BUDGET": Reason("a document size budget in the configuration is invalid", "fix it in config.json", RETRY),
     "REPOSITORY_LOCK_TIMEOUT": Reason("another process held the memory folder's lock too long",
                                       "nothing to do: cm tries again after a backoff", AUTO),
@@ -285,16 +300,53 @@ def _secret_fix(rejection: Mapping[str, object] | None) -> str:
     return f"if the value is not a secret, run `cm secrets allow {fingerprint}`"
 
 
+_MODEL_SETUP = "(the model setup of `cm config` checks it)"
+_PROVIDER_CODES = ("INVALID_RESPONSE", "AUTHENTICATION", "UNAVAILABLE", "TIMEOUT")
+_UNREACHED = ("connection_refused", "dns_error", "connection_timeout")
+
+
+def provider_hint(diagnostic: Mapping[str, object] | None) -> dict | None:
+    """The part of a failure's diagnostic that decides ``provider_fix``: ``httpStatus`` and ``reason``."""
+    if not diagnostic:
+        return None
+    hint = {k: diagnostic[k] for k in ("httpStatus", "reason") if k in diagnostic}
+    return hint or None
+
+
+def provider_fix(code: str | None, diagnostic: Mapping[str, object] | None) -> str:
+    """The fix that matches how the provider failed (see module contract), or ``""``."""
+    if code not in _PROVIDER_CODES or not diagnostic:
+        return ""
+    status, reason = diagnostic.get("httpStatus"), diagnostic.get("reason")
+    if reason == "model_not_found":
+        return f"the provider does not know remote.model: pick a model from its model list {_MODEL_SETUP}"
+    if status == 404:
+        return ("the provider answered HTTP 404: remote.baseUrl is probably missing its API path (for example /v1 "
+                f"at its end); fix the base URL {_MODEL_SETUP}")
+    if status in (401, 403) or code == "AUTHENTICATION":
+        return f"the provider refused the API key (HTTP {status}): put the right key in the private .env {_MODEL_SETUP}"
+    if reason in _UNREACHED:
+        return f"nothing answered at remote.baseUrl: start the model server or fix the base URL {_MODEL_SETUP}"
+    return ""
+
+
 def remedy(code: str | None, state: str, ids: list[str] | None = None,
-           rejection: Mapping[str, object] | None = None) -> str:
+           rejection: Mapping[str, object] | None = None, hint: Mapping[str, object] | None = None) -> str:
     """One line: what to do about a group in ``state`` (``quarantined``, ``dead``, ``retry`` or
     ``isolated``). ``ids`` are the job ids (12 characters) to retry, or the recovery ids;
-    ``rejection`` is the jobs' recorded last rejection, when ``code`` is its code."""
+    ``rejection`` is the jobs' recorded last rejection, when ``code`` is its code; ``hint`` is
+    the provider's answer (``provider_hint``) when the failure came from it."""
     entry = explain(code)
     ids = ids or []
-    fix = entry.fix
+    fix = provider_fix(code, hint) or entry.fix
     if code == "SENSITIVE_CONTENT_REJECTED" and rejection and rejection.get("code") == code:
         fix = _secret_fix(rejection) or fix
+    if code == "INVALID_DOCUMENT" and rejection and rejection.get("code") == code and rejection.get("target"):
+        document = rejection["target"]
+        fix = (f"run `cm fix {document}`: it shows a normalised version, writes it when you confirm and retries "
+               f"the jobs that waited for {document}")
+        if state == "dead":
+            return fix
     if state == "isolated" and len(ids) > 1:
         command = f"`cm session-drain --recover-code {code}` (all {len(ids)})"
     elif state == "isolated":

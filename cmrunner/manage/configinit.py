@@ -6,7 +6,9 @@ Contract:
   replaced only with ``force`` (the advice its error gives), and the answer is ``True`` then, so
   ``publish`` keeps a copy of it. Any other load error is raised as it is.
 - ``fresh(home, …)`` is the validated configuration `cm config init` writes: the defaults, the
-  options given, and a ``remote`` exactly when a base URL and a model are both given.
+  options given, and a ``remote`` exactly when a base URL and a model are both given, or when an
+  agent CLI is (``agent``: ``remote.provider: agent-cli``, optional ``agentPath`` and ``model``;
+  no key: the CLI uses its own login). An agent with a base URL is ``CONFIG_INVALID``.
 - ``publish(home, data, keys, keep_unreadable)`` validates ``data`` first (nothing is written if
   it is invalid), then stores ``keys`` (name → key) in the private ``.env``, then, when asked,
   copies the unreadable ``config.json`` aside (``config.keep_aside``; ``on_kept`` hears where at
@@ -41,7 +43,7 @@ def replaceable(home: str, force: bool) -> bool:
 def fresh(home: str, *, data_root: str | None = None, base_url: str | None = None, model: str | None = None,
           api: str | None = None, preset: str | None = None, api_key_env: str = "COMMON_MEMORY_API_KEY",
           proxy_mode: str = "direct", allowed_scopes: tuple[str, ...] = (), allowed_provenance: tuple[str, ...] = (),
-          writable_scopes: tuple[str, ...] = ()) -> dict:
+          writable_scopes: tuple[str, ...] = (), agent: str | None = None, agent_path: str | None = None) -> dict:
     """The configuration `cm config init` writes for these options, validated."""
     data = config_mod.default_config(home)
     if data_root:
@@ -52,6 +54,19 @@ def fresh(home: str, *, data_root: str | None = None, base_url: str | None = Non
         data["disclosure"]["allowedProvenance"] = list(allowed_provenance)
     if writable_scopes:
         data["writableScopes"] = list(writable_scopes)
+    if agent is not None:
+        if base_url is not None:
+            raise CmError("CONFIG_INVALID", "--agent runs the Memory Agent through that CLI's own login; "
+                                            "drop --base-url (or drop --agent to use an API key)")
+        remote_cli: dict = {"provider": "agent-cli", "agent": agent}
+        if agent_path:
+            remote_cli["agentPath"] = agent_path
+        if model:
+            remote_cli["model"] = model
+        data["remote"] = remote_cli
+        return config_mod.validate(data)
+    if agent_path is not None:
+        raise CmError("CONFIG_INVALID", "--agent-path goes with --agent claude-code|codex|gemini")
     if (base_url is None) != (model is None):
         raise CmError("CONFIG_INVALID", "--base-url and --model go together; pass both or neither")
     if base_url is not None:

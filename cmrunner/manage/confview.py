@@ -67,6 +67,9 @@ def lines(home: str) -> list[str]:
     remote = cfg.remote
     if remote is None:
         out.append("Model                not configured (Change Model / Provider)")
+    elif config_mod.is_agent_cli(remote):
+        out += [f"Memory Agent         {config_mod.runtime_label(remote)}",
+                f"Agent path           {remote.get('agentPath') or '(found on PATH)'}"]
     else:
         key = "set" if private.get(remote["apiKeyEnv"]) else "MISSING - enter it in Change Model / Provider"
         out += [f"Provider             {remote.get('preset', 'custom')} at {remote['baseUrl']}",

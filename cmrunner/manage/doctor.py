@@ -8,9 +8,11 @@ as ``cm network-test``'s is); a ``fail`` detail starts with a stable ``CODE:`` a
 ``integrations/checks.py:host_groups``; this module has the general checks (``run``) and the Codex
 profile's (``codex_profile``). ``run`` checks the configuration; the model (``remote`` with base
 URL and model, and its key present in the private ``.env`` — the key itself is never read into a
-message; without ``probe_model`` the endpoint is not contacted and the detail says so); the data root (a real directory — no symlinked component — of mode 0700 that this user
+message; without ``probe_model`` the endpoint is not contacted and the detail says so; an agent
+CLI is checked found, and with ``probe_model`` run once as ``cm network-test`` runs it); the data root (a real directory — no symlinked component — of mode 0700 that this user
 can write, or one that can be created: its nearest existing ancestor is a writable real
-directory). ``codex_profile`` checks the profile file that ``cm codex-config`` generates
+directory); the memory files (each one cm cannot read is named with its line and rule, and the
+fix: ``cm fix <document>``). ``codex_profile`` checks the profile file that ``cm codex-config`` generates
 (``$CODEX_HOME/<profile>.config.toml``): the six hooks with ``timeout = 3`` pinned to an existing
 interpreter and to this home; their trust; and that the profile's read MCP server starts and lists
 exactly ``memory_read`` and ``memory_status`` (the SDK client, the real command line).
@@ -154,12 +156,43 @@ def _failed(name: str, code: str, message: str) -> Check:
     return Check(name, "fail", f"{code}: {message}")
 
 
+def _check_agent_cli(remote: dict) -> Check:
+    """The agent CLI that runs the Memory Agent: found and executable (its login is its own: cm
+    never reads the CLI's credentials, so a refused login shows as AGENT_CLI_AUTH on a job)."""
+    import shutil
+
+    from cmrunner.writer_proc.agentcli import hosts
+
+    path = remote.get("agentPath") or shutil.which(hosts.spec(remote["agent"]).executable)
+    if not path or not os.path.isfile(path) or not os.access(path, os.X_OK):
+        return _failed("model", "AGENT_CLI_NOT_FOUND", f"the {remote['agent']} CLI was not found "
+                       f"({'remote.agentPath' if remote.get('agentPath') else 'on PATH'}); install it or set "
+                       "remote.agentPath (`cm config init --force --agent … --agent-path PATH`)")
+    return Check("model", "ok", f"{config_mod.runtime_label(remote)}: {path}")
+
+
+def _probe_agent_cli(cfg: config_mod.Config) -> Check:
+    """One confined run of the CLI (``cm network-test``'s), its outcome code only."""
+    from cmrunner.writer_proc import nettest
+
+    report = nettest.run(cfg)
+    outcome = report["outcome"]
+    where = f"{config_mod.runtime_label(cfg.remote or {})}: {report['binary']} {report['version'] or ''}".rstrip()
+    if outcome["ok"]:
+        return Check("model", "ok", f"{where}; it answered one small task in {outcome['elapsedMs']} ms")
+    return _failed("model", outcome["code"], f"{where}; one small task failed at {outcome['stage']} "
+                                             f"({outcome['reason']}); `cm network-test` shows the outcome")
+
+
 def _check_model(cfg: config_mod.Config, probe: bool = False) -> Check:
     remote = cfg.remote
     if remote is None:
         return _failed("model", "UNCONFIGURED", "no model is configured, so captured turns are never written to "
                        "memory; run `cm config` (or `cm config init --force --base-url URL --model NAME "
                        "--api-key-stdin`)")
+    if config_mod.is_agent_cli(remote):
+        found = _check_agent_cli(remote)
+        return _probe_agent_cli(cfg) if probe and found.state == "ok" else found
     try:
         present = envfile.get_secret(cfg.home, remote["apiKeyEnv"]) is not None
     except CmError as exc:
@@ -208,6 +241,41 @@ def _check_secrets(home: str) -> list[Check]:
     return checks
 
 
+def _check_documents(cfg: config_mod.Config) -> Check:
+    """Every memory file cm finds: a problem that keeps cm from reading one names the file, its
+    line and the rule, and says to run ``cm fix`` (nothing is read into the detail but the rule)."""
+    from cmrunner.core import sections
+    from cmrunner.core.home import DataPaths
+
+    paths = DataPaths(cfg.data_root)
+    targets = ["profile", "preferences"]
+    projects_dir = os.path.join(paths.memory, "projects")
+    if os.path.isdir(projects_dir):
+        targets += sorted("project:" + name[:-3] for name in os.listdir(projects_dir) if name.endswith(".md"))
+    problems, present = [], 0
+    for target in targets:
+        try:
+            path = paths.document(target)
+            raw = fsutil.read_regular_file(path, sections.MAX_HARD_BUDGET, f"memory document {target}")
+            if raw is None:
+                continue
+            present += 1
+            found = sections.problem(target, raw)
+        except CmError as exc:
+            problems.append(f"{exc.code}: {exc.message}")
+            continue
+        if found is None:
+            continue
+        line = getattr(found, "lineno", 0)
+        where = f"{path} line {line}" if line else path
+        rule = getattr(found, "rule", None) or found.message
+        todo = f"run `cm fix {target}`" if found.code == "INVALID_DOCUMENT" and line else "shorten or fix it by hand"
+        problems.append(f"{found.code}: {where}: {rule}; {todo}")
+    if problems:
+        return Check("memory files", "fail", "; ".join(problems))
+    return Check("memory files", "ok", f"{present} document(s), each in a shape cm reads")
+
+
 def run(home: str, probe_model: bool = False) -> list[Check]:
     """The checks every installation gets: configuration, model, data root, secrets. With
     ``probe_model`` the model gets one small request, as ``cm network-test`` sends (and records)."""
@@ -218,6 +286,7 @@ def run(home: str, probe_model: bool = False) -> list[Check]:
         checks.append(Check("configuration", "ok", f"{home}/config.json {state}"))
         checks.append(_check_model(cfg, probe_model))
         checks.append(_check_data_root(cfg.data_root))
+        checks.append(_check_documents(cfg))
         checks += _check_secrets(home)
     except CmError as exc:
         checks.append(_failed("configuration", exc.code, exc.message))

@@ -4,27 +4,32 @@ Contract (``../shared/hosts-more.md`` §4; ``cm import --from``):
 - ``discover(source, user_home, project, registered)`` lists the files of one source on this
   machine as ``Found`` (path, source label, kind, target scope, declared author) and the files it
   will not read as ``Skipped`` (path, stable code, reason). It reads nothing but names, links,
-  Gemini's project registry and markers and, for the files it returns, their text (through
+  Gemini's project registry and markers, the project folders Claude Code recorded in
+  ``~/.claude.json`` and, for the files it returns, their text (through
   ``importer.read_markdown``: regular UTF-8 Markdown, no NUL, not empty, at most
   ``MAX_FILE_BYTES``). Nothing here is sent anywhere.
-- Sources: ``claude`` (``~/.claude/CLAUDE.md``; auto memory ``~/.claude/projects/<dir>/memory/``
+- Sources: ``claude`` (``~/.claude``, or ``$CLAUDE_CONFIG_DIR`` as Claude Code reads it, below:
+  ``~/.claude/CLAUDE.md``; auto memory ``~/.claude/projects/<dir>/memory/``
   topic files with ``name``/``description``/``type`` front matter, whose index ``MEMORY.md`` is
   skipped when topic files carry its entries; the project's ``CLAUDE.local.md``), ``codex``
   (``$CODEX_HOME`` or ``~/.codex``: ``memories/memory_summary.md`` and ``memories/MEMORY.md``, never
-  ``raw_memories.md`` or ``rollout_summaries/``), ``gemini`` (``~/.gemini/GEMINI.md``, and each
+  ``raw_memories.md`` or ``rollout_summaries/``), ``gemini`` (``~/.gemini``, ``~`` being
+  ``$GEMINI_CLI_HOME`` when set: ``~/.gemini/GEMINI.md``, and each
   project's private notes ``~/.gemini/tmp/<project-id>/memory/*.md``, index ``MEMORY.md`` included,
   in the scope of the registered project that holds the root Gemini recorded for that id
-  (``gemini_project_root``); never ``memory/.inbox/`` or ``memory/skills/``, auto-memory drafts
-  the user has not approved) and ``project`` (a registered project's ``AGENTS.md``, ``CLAUDE.md``,
-  ``GEMINI.md``, ``.cursor/rules/**/*.mdc`` that always apply or have globs,
-  ``.github/copilot-instructions.md``).
+  (``gemini_project_roots``; a registry giving one id to roots of different projects, or of a
+  project and no project, without a marker: ``PROJECT_AMBIGUOUS``); never ``memory/.inbox/`` or
+  ``memory/skills/``, auto-memory drafts the user has not approved) and ``project`` (a registered
+  project's ``AGENTS.md``, ``CLAUDE.md``, ``GEMINI.md``, ``.cursor/rules/**/*.mdc`` that always
+  apply or have globs, ``.github/copilot-instructions.md``).
 - Scope: a per-project memory folder (Claude's ``projects/<dir>/memory/``, Gemini's
   ``tmp/<id>/memory/``) is its project's, whatever its files say: every file in it targets that
   project's scope, never ``global``, or the folder is skipped. Claude's folder belongs to the
   registered project whose root it names exactly (``claude_project_dir``; a prefix never matches);
-  the name folds every character but letters and digits alike, so when it names several registered
-  roots (``/src/my_app``, ``/src/my-app``) the folder is ``PROJECT_AMBIGUOUS``, naming them, unless
-  ``--workspace`` picks one. With ``project`` (``--workspace``) given, auto memory and Gemini's
+  the name folds every character but letters and digits alike, so when it spells several roots
+  (``/src/my_app``, ``/src/my-app``), registered or among the folders Claude Code recorded in
+  ``~/.claude.json`` (``claude_known_roots``), the folder is ``PROJECT_AMBIGUOUS``, naming them,
+  unless ``--workspace`` picks one. With ``project`` (``--workspace``) given, auto memory and Gemini's
   project notes are that project's only.
 - Kinds are the ids of ``cmrunner.core.importkinds`` (which also says what each may become):
   ``personal`` (the user's ``CLAUDE.md``, Codex memories, ``~/.gemini/GEMINI.md``; global scope),
@@ -60,6 +65,7 @@ from cmrunner.manage import importer
 SOURCES = ("claude", "codex", "gemini", "project")
 MAX_FILE_BYTES = 1 << 20   # memory files are kilobytes; a larger one is not what these agents write
 MAX_IMPORT_DEPTH = 5       # Claude Code's own limit for @imports
+CLAUDE_STATE_BYTES = 256 << 20  # ~/.claude.json keeps every project's history: megabytes after months
 MDC = (".md", ".markdown", ".mdc")
 _IMPORT = re.compile(r"(?:^|\s)@((?:~/|\.{1,2}/|/)?[\w.-][\w./-]*\.(?:md|markdown))\b")
 
@@ -197,7 +203,8 @@ def discover(source: str, user_home: str, project: tuple[str, str] | None,
 
 def _claude(walk: _Walk, user_home: str, project: tuple[str, str] | None,
             registered: Sequence[projects.Project]) -> None:
-    claude = os.path.join(user_home, ".claude")
+    moved = os.environ.get("CLAUDE_CONFIG_DIR")  # Claude Code then keeps everything, .claude.json too, there
+    claude = moved or os.path.join(user_home, ".claude")
     walk.add(os.path.join(claude, "CLAUDE.md"), claude, "claude:CLAUDE.md", "personal", "global", "user")
     if project is not None:
         root, scope = project
@@ -207,9 +214,12 @@ def _claude(walk: _Walk, user_home: str, project: tuple[str, str] | None,
         dirs = sorted(os.listdir(base))
     except OSError:
         return
-    wanted = claude_project_dir(project[0]) if project is not None else None
+    known = claude_known_roots(os.path.join(moved or user_home, ".claude.json"))
+    # --workspace: the folder its root spells, and those of the paths Claude Code ran it under (a link to it)
+    wanted = None if project is None else {claude_project_dir(project[0])} | {
+        claude_project_dir(path) for path in known if os.path.realpath(path) == project[0]}
     for name in dirs:
-        if wanted is not None and name != wanted:
+        if wanted is not None and name not in wanted:
             continue
         memory = os.path.join(base, name, "memory")
         try:
@@ -218,31 +228,48 @@ def _claude(walk: _Walk, user_home: str, project: tuple[str, str] | None,
             continue
         if not files:
             continue
-        owner = project[1] if project is not None else _claude_owner(walk, memory, name, len(files), registered)
+        owner = project[1] if project is not None else _claude_owner(walk, memory, name, len(files), registered,
+                                                                     known)
         if owner is not None:
             _claude_memory(walk, claude, memory, files, owner)
 
 
-def _claude_owner(walk: _Walk, memory: str, name: str, count: int,
-                  registered: Sequence[projects.Project]) -> str | None:
-    """The scope of the one registered project whose root Claude Code's folder ``name`` spells, or
-    ``None`` after skipping the folder: no such project (``NO_PROJECT``), or several
-    (``PROJECT_AMBIGUOUS``: the name folds ``/src/my_app`` and ``/src/my-app`` alike, and which of
-    them was registered last says nothing about whose notes these are)."""
-    candidates = sorted(p.path for p in registered if claude_project_dir(p.path) == name)
+def claude_known_roots(state: str) -> list[str]:
+    """The project folders Claude Code has run in: the keys of ``projects`` in ``~/.claude.json``
+    (several MB on a machine used for months, hence the generous limit). Unreadable or damaged:
+    none, and only registered projects are candidates."""
+    try:
+        raw = fsutil.read_regular_file(state, CLAUDE_STATE_BYTES, "Claude Code state")
+        found = json.loads(raw.decode("utf-8"))["projects"] if raw is not None else {}
+    except (CmError, ValueError, KeyError, TypeError):
+        return []
+    return [p for p in found if isinstance(p, str) and os.path.isabs(p)] if isinstance(found, dict) else []
+
+
+def _claude_owner(walk: _Walk, memory: str, name: str, count: int, registered: Sequence[projects.Project],
+                  known: Sequence[str]) -> str | None:
+    """The scope of the one project whose root Claude Code's folder ``name`` spells, or ``None``
+    after skipping the folder: that root is not registered (``NO_PROJECT``), or several roots spell
+    it, registered or among the folders Claude Code recorded in ``known`` (``PROJECT_AMBIGUOUS``:
+    the name folds ``/src/my_app`` and ``/src/my-app`` alike, and neither which was registered last
+    nor which one cm knows says whose notes these are)."""
+    candidates = sorted({p.path for p in registered if claude_project_dir(p.path) == name}
+                        | {os.path.realpath(path) for path in known if claude_project_dir(path) == name})
     files = f"{count} file{'s' if count != 1 else ''}"
-    if not candidates:
-        walk.skip(memory, "NO_PROJECT",
-                  f"Claude Code's memory ({files}) of a project cm has not registered (the folder name is its path "
-                  "with every character but letters and digits as '-'); `cm project register <that path> <name>`, "
-                  "then import again")
-        return None
+    owners = {p.path: p.scope for p in registered}
     if len(candidates) > 1:
         walk.skip(memory, "PROJECT_AMBIGUOUS",
                   f"Claude Code keeps one memory folder ({files}) for {' and '.join(candidates)}; "
-                  f"`cm import --from claude --workspace <one of them>` imports it into the project you name")
+                  f"`cm import --from claude --workspace <the registered one it belongs to>` imports it there")
         return None
-    return next(p.scope for p in registered if p.path == candidates[0])
+    if not candidates or candidates[0] not in owners:
+        whose = candidates[0] if candidates else "<its path>"
+        walk.skip(memory, "NO_PROJECT",
+                  f"Claude Code's memory ({files}) of {whose}, a project cm has not registered (the folder name is "
+                  f"its path with every character but letters and digits as '-'); `cm project register {whose} "
+                  "<name>`, then import again")
+        return None
+    return owners[candidates[0]]
 
 
 def _claude_memory(walk: _Walk, claude: str, memory: str, files: list[str], scope: str) -> None:
@@ -272,9 +299,10 @@ def _claude_memory(walk: _Walk, claude: str, memory: str, files: list[str], scop
         walk.found.append(Found(path, text, label[:importer.LABEL_LIMIT], kind, scope, "agent"))
 
 
-def gemini_registry(gemini: str) -> dict[str, str]:
-    """Gemini CLI's ``<gemini>/projects.json`` turned around: project id → project root. A damaged
-    registry counts as empty, as it does in Gemini."""
+def gemini_registry(gemini: str) -> dict[str, list[str]]:
+    """Gemini CLI's ``<gemini>/projects.json`` turned around: project id → its project roots (one,
+    unless the file was edited or merged by hand). A damaged registry counts as empty, as it does
+    in Gemini."""
     try:
         raw = fsutil.read_regular_file(os.path.join(gemini, "projects.json"), MAX_FILE_BYTES, "Gemini project registry")
         mapping = json.loads(raw.decode("utf-8"))["projects"] if raw is not None else {}
@@ -282,11 +310,16 @@ def gemini_registry(gemini: str) -> dict[str, str]:
         return {}
     if not isinstance(mapping, dict):
         return {}
-    return {pid: root for root, pid in mapping.items() if isinstance(pid, str)}
+    roots: dict[str, list[str]] = {}
+    for root, pid in sorted(mapping.items()):
+        if isinstance(pid, str):
+            roots.setdefault(pid, []).append(root)
+    return roots
 
 
-def gemini_project_root(gemini: str, project_id: str, registry: dict[str, str]) -> str | None:
-    """The project root whose memory Gemini CLI keeps in ``<gemini>/tmp/<project_id>/``, if known.
+def gemini_project_roots(gemini: str, project_id: str, registry: dict[str, list[str]]) -> list[str]:
+    """The project root whose memory Gemini CLI keeps in ``<gemini>/tmp/<project_id>/``, if known
+    (a registry that gives one id to several roots without a marker: all of them).
 
     Gemini 0.61 (``ProjectRegistry.getShortId``) names a project by a slug of its root's base name
     (lower case, each run of characters outside ``a-z0-9`` one ``-``; ``-1``, ``-2`` … on a
@@ -299,15 +332,14 @@ def gemini_project_root(gemini: str, project_id: str, registry: dict[str, str]) 
         marker = fsutil.read_regular_file(os.path.join(gemini, "tmp", project_id, ".project_root"), 4096,
                                           "Gemini project marker")
     except CmError:
-        return None
+        return []
     root = marker.decode("utf-8", "replace").strip() if marker is not None else ""
-    root = root or registry.get(project_id, "")
-    return root if os.path.isabs(root) else None
+    return [r for r in ([root] if root else registry.get(project_id, [])) if os.path.isabs(r)]
 
 
 def _gemini(walk: _Walk, user_home: str, project: tuple[str, str] | None,
             registered: Sequence[projects.Project]) -> None:
-    gemini = os.path.join(user_home, ".gemini")
+    gemini = os.path.join(os.environ.get("GEMINI_CLI_HOME") or user_home, ".gemini")  # as Gemini CLI reads it
     walk.add(os.path.join(gemini, "GEMINI.md"), gemini, "gemini:GEMINI.md", "personal", "global", "mixed")
     base = os.path.join(gemini, "tmp")
     try:
@@ -321,10 +353,20 @@ def _gemini(walk: _Walk, user_home: str, project: tuple[str, str] | None,
             names = sorted(os.listdir(memory))
         except OSError:
             continue
-        root = gemini_project_root(gemini, pid, registry)
-        owner = projects.match(list(registered), root) if root is not None else None
-        if project is not None and (owner is None or owner.scope != project[1]):
-            continue   # --workspace: that project's notes only
+        roots = gemini_project_roots(gemini, pid, registry)
+        owners = {projects.match(list(registered), r) for r in roots}
+        if project is not None:
+            if project[1] not in {o.scope for o in owners if o is not None}:
+                continue   # --workspace: that project's notes only (it picks one of several roots)
+            owners = {o for o in owners if o is not None and o.scope == project[1]}
+        if len(owners) > 1:  # one folder, several projects' notes: neither is guessed
+            walk.skip(memory, "PROJECT_AMBIGUOUS",
+                      f"Gemini's projects.json gives {pid} to {' and '.join(roots)} and no tmp/{pid}/.project_root "
+                      "says which; `cm import --from gemini --workspace <the registered one it belongs to>` imports "
+                      "it there")
+            continue
+        owner = next(iter(owners), None)
+        root = roots[0] if roots else None
         if owner is None:
             why = (f"Gemini's private notes for {root}, which is not a registered project; "
                    f"`cm project register {root} <name>`, then import again") if root is not None else \

@@ -1,16 +1,18 @@
 """The model form of setup: provider presets, model discovery and the recoverable model commit.
 
 Contract:
-- ``PRESETS`` are prefills only: a label, an editable base URL and the wire protocol the preset
-  uses (OpenAI speaks Responses; DeepSeek, Qwen, Zhipu, Kimi, OpenCode Go and Custom speak Chat
-  Completions). Custom has no URL and no discovery: the user types the model name.
+- ``PRESETS`` are prefills only: a label, an editable base URL, the wire protocol the preset
+  uses (OpenAI speaks Responses; the others and Custom speak Chat Completions) and whether it needs
+  a key. The local presets (Ollama, LM Studio, llama.cpp's server, vLLM) serve on loopback without
+  one: cm stores ``LOCAL_KEY`` as their key, which such a server ignores. Custom has no URL.
 - ``discover_models`` sends one ``GET {baseUrl}/models`` through the model's own outbound client
-  (``netclient``: the configured route, CA and origin check, ``trust_env`` off). It is called only
-  when the user enters model selection, never at start-up or at run time. Failures are
-  ``CmError`` with a stable code (``AUTHENTICATION``, ``PROXY_AUTHENTICATION``,
-  ``MODEL_LIST_UNREACHABLE``, ``MODEL_LIST_UNAVAILABLE``, ``MODEL_LIST_INVALID``,
+  (``netclient``: the configured route, or ``route``'s, CA and origin check, ``trust_env`` off).
+  It is called when the user enters model selection and by ``endpoint.check``, never at start-up or
+  at run time. Failures are ``CmError`` with a stable code (``AUTHENTICATION``,
+  ``PROXY_AUTHENTICATION``, ``MODEL_UNREACHABLE`` naming the URL, ``ENDPOINT_NOT_FOUND`` for a 404:
+  the URL probably lacks its API path, ``MODEL_LIST_UNAVAILABLE``, ``MODEL_LIST_INVALID``,
   ``MODEL_LIST_EMPTY``) whose message carries no key, body or proxy credential.
-- ``commit_model`` is the recoverable commit: a new key goes into the private ``.env`` under a
+- ``commit_model`` is the recoverable commit (an agent-CLI ``remote`` is replaced whole, as if none): a new key goes into the private ``.env`` under a
   freshly generated name first, then ``config.json`` is replaced atomically to point at it, then
   keys no configuration refers to any more are dropped. A crash between steps leaves the old
   configuration with its old key intact (at worst an unreferenced key, removed by the next commit).
@@ -38,16 +40,16 @@ _THINKING_FIELDS = ("reasoningEffort", "thinking", "enableThinking", "capability
 _URL_RE = re.compile(r"^https?://[^\s/@]+(/[^\s]*)?$")
 
 
+LOCAL_KEY = "no-key-needed"
+
+
 @dataclass(frozen=True)
 class Preset:
     id: str
     label: str
     base_url: str
     api: str
-
-    @property
-    def discovers(self) -> bool:
-        return self.id != "custom"
+    needs_key: bool = True
 
 
 PRESETS: tuple[Preset, ...] = (
@@ -58,8 +60,19 @@ PRESETS: tuple[Preset, ...] = (
     Preset("zhipu", "Zhipu GLM", "https://open.bigmodel.cn/api/paas/v4", "chat_completions"),
     Preset("kimi", "Kimi (Moonshot)", "https://api.moonshot.cn/v1", "chat_completions"),
     Preset("opencode-go", "OpenCode Go", "https://opencode.ai/zen/go/v1", "chat_completions"),
+    Preset("anthropic", "Anthropic (OpenAI-compatible)", "https://api.anthropic.com/v1", "chat_completions"),
+    Preset("gemini", "Google Gemini (OpenAI-compatible)", "https://generativelanguage.googleapis.com/v1beta/openai",
+           "chat_completions"),
+    Preset("openrouter", "OpenRouter", "https://openrouter.ai/api/v1", "chat_completions"),
+    Preset("ollama", "Ollama (local)", "http://127.0.0.1:11434/v1", "chat_completions", False),
+    Preset("lmstudio", "LM Studio (local)", "http://127.0.0.1:1234/v1", "chat_completions", False),
+    Preset("llamacpp", "llama.cpp server (local)", "http://127.0.0.1:8080/v1", "chat_completions", False),
+    Preset("vllm", "vLLM (local)", "http://127.0.0.1:8000/v1", "chat_completions", False),
     Preset("custom", "Custom (OpenAI-compatible)", "", "chat_completions"),
 )
+
+
+PRESET_IDS = tuple(p.id for p in PRESETS)
 
 
 def preset(preset_id: str) -> Preset:
@@ -92,21 +105,35 @@ def check_api_key(key: str) -> str:
     return key
 
 
-def _route_remote(home: str, base_url: str) -> dict:
-    """The routing fields discovery uses: the configured route when there is one, else direct."""
-    try:
-        remote = config_mod.load(home).remote or {}
-    except CmError:
-        remote = {}
+def route_remote(home: str, base_url: str, route: dict | None = None) -> dict:
+    """The routing fields discovery uses: ``route``'s, else the configured route, else direct."""
+    remote = route or {}
+    if route is None:
+        try:
+            remote = config_mod.load(home).remote or {}
+        except CmError:
+            remote = {}
     routed: dict = {"baseUrl": base_url, "proxy": remote.get("proxy", {"mode": "direct"})}
     if "caFileEnv" in remote:
         routed["caFileEnv"] = remote["caFileEnv"]
     return routed
 
 
-def _agent_failure(exc: CmError) -> CmError:
+def not_found(url: str) -> CmError:
+    return CmError("ENDPOINT_NOT_FOUND", f"{url} answered HTTP 404: the base URL is probably missing its API path "
+                                         "(for example /v1 at its end); fix the base URL")
+
+
+def unreachable(url: str, reason: str) -> CmError:
+    return CmError("MODEL_UNREACHABLE", f"nothing answered at {url} ({reason}); start the model server or fix the "
+                                        "base URL and network settings")
+
+
+def _agent_failure(exc: CmError, url: str = "the base URL") -> CmError:
     diagnostic = getattr(exc, "diagnostic", {}) or {}
     reason = diagnostic.get("reason", exc.code.lower())
+    if diagnostic.get("httpStatus") == 404:
+        return not_found(url)
     if exc.code == "AUTHENTICATION":
         status = diagnostic.get("httpStatus")
         return CmError("AUTHENTICATION", f"the provider refused the API key (HTTP {status}); check the key and the "
@@ -120,11 +147,10 @@ def _agent_failure(exc: CmError) -> CmError:
     if "httpStatus" in diagnostic:
         return CmError("MODEL_LIST_UNAVAILABLE", f"the model list answered HTTP {diagnostic['httpStatus']} "
                                                  f"({reason}); retry, or type the model name")
-    return CmError("MODEL_LIST_UNREACHABLE", f"the model list could not be reached ({reason}); check the base URL "
-                                             "and network settings, retry, or type the model name")
+    return unreachable(url, reason)
 
 
-def discover_models(home: str, base_url: str, api_key: str) -> list[str]:
+def discover_models(home: str, base_url: str, api_key: str, route: dict | None = None) -> list[str]:
     """Model ids from ``GET {base_url}/models`` over the model's outbound client (see contract)."""
     import httpx2
 
@@ -133,7 +159,7 @@ def discover_models(home: str, base_url: str, api_key: str) -> list[str]:
     from cmrunner.writer_proc.port import AgentError
 
     base_url = check_base_url(base_url)
-    inputs = NetworkInputs.capture(_route_remote(home, base_url), envfile.read(home), os.environ)
+    inputs = NetworkInputs.capture(route_remote(home, base_url, route), envfile.read(home), os.environ)
     client = ModelClient(inputs, api_key)
     try:
         try:
@@ -150,9 +176,9 @@ def discover_models(home: str, base_url: str, api_key: str) -> list[str]:
                     if len(body) > MODEL_LIST_LIMIT:
                         raise CmError("MODEL_LIST_INVALID", "the model list is larger than 4 MiB; type the model name")
         except AgentError as exc:
-            raise _agent_failure(exc) from None
+            raise _agent_failure(exc, base_url + "/models") from None
         except httpx2.HTTPError as exc:
-            raise _agent_failure(errors_map.from_transport(exc, client.route.via_proxy)) from None
+            raise _agent_failure(errors_map.from_transport(exc, client.route.via_proxy), base_url + "/models") from None
     finally:
         client.close()
     return parse_model_list(body)
@@ -188,7 +214,7 @@ class ModelChoice:
 def key_configured(home: str) -> bool:
     """Whether the configured model's key is present in the private ``.env`` (never its value)."""
     remote = config_mod.load(home).remote
-    if not remote:
+    if not remote or config_mod.is_agent_cli(remote):
         return False
     try:
         return envfile.get_secret(home, remote["apiKeyEnv"]) is not None
@@ -209,9 +235,14 @@ def build_remote(old: dict | None, choice: ModelChoice, key_env: str) -> dict:
     return remote
 
 
+def network_remote(remote: dict | None) -> dict | None:
+    """``remote`` when it is an HTTP model; ``None`` for none or an agent CLI (it has no key or URL to keep)."""
+    return None if not remote or config_mod.is_agent_cli(remote) else remote
+
+
 def would_change(home: str, choice: ModelChoice, api_key: str | None) -> bool:
     """Whether ``commit_model`` would change anything: the model settings, or the key (``None`` keeps it)."""
-    old = config_mod.load(home).remote
+    old = network_remote(config_mod.load(home).remote)
     if not old:
         return True
     if api_key is not None and api_key != envfile.get_secret(home, old["apiKeyEnv"]):
@@ -223,7 +254,7 @@ def commit_model(home: str, choice: ModelChoice, api_key: str | None) -> dict:
     """Save the model choice; ``api_key`` ``None`` keeps the configured key. Returns the new config."""
     cfg = config_mod.load(home)
     data = copy.deepcopy(cfg.data)
-    old = data.get("remote")
+    old = network_remote(data.get("remote"))  # an agent CLI's settings are replaced whole
     if api_key is None:
         if not old or envfile.get_secret(home, old["apiKeyEnv"]) is None:
             raise CmError("API_KEY_MISSING", "no API key is configured yet; enter one")

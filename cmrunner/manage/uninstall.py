@@ -200,9 +200,10 @@ def execute(home: str, planned: UninstallPlan, remove_data: bool, remove_program
         if os.path.lexists(path):
             os.unlink(path)
             done.append(f"removed {path}")
-    # Derived from config.json, not a setting of its own: it goes with it, unreported.
-    if os.path.lexists(config_mod.cache_path(home)):
-        os.unlink(config_mod.cache_path(home))
+    # Derived from config.json, and the host-configuration lock: they go with it, unreported.
+    for derived in (config_mod.cache_path(home), os.path.join(home, txn.LOCK_FILE)):
+        if os.path.lexists(derived):
+            os.unlink(derived)
     if remove_data and os.path.isdir(planned.data_root):
         kept = _remove_data(planned.data_root)
         done.append(f"removed Memory Data in {planned.data_root}")

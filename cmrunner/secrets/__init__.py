@@ -10,7 +10,8 @@ keeps the rest inside):
 - ``allowlist`` — the user's list of fingerprints that are not secrets (``cm secrets allow``).
 
 Inside (underscore modules, for this room and its tests only): ``_rules`` (provider formats,
-high-entropy tokens, passwords in prose), ``_textnorm`` (the folded and markup-insensitive views
+high-entropy tokens, passwords in prose), ``_forms`` (secrets that are not one token: command-line
+passwords, login pairs, key settings, connection strings, PEM bodies, spaced tokens), ``_textnorm`` (the folded and markup-insensitive views
 the rules read), ``_deepscan`` (detect-secrets, the maintained detector, deep scans only) and
 ``_cache`` (the findings cache, keyed by a document's sha256).
 

@@ -6,7 +6,14 @@ Contract
   restricted and webhook keys, GitLab personal/deploy/runner tokens, Google OAuth access tokens and
   client secrets, Twilio API key SIDs, SendGrid, npm, PyPI, Hugging Face, Mailgun, Mailchimp,
   Discord bot tokens, Telegram bot tokens, DigitalOcean, Shopify, Square, Databricks, Postman,
-  HashiCorp Vault, Doppler, Grafana, Linear, Notion, age secret keys, Azure storage account keys.
+  HashiCorp Vault, Doppler, Grafana, Linear, Notion, age secret keys, Azure storage account keys;
+  and (issue 32, ``_PROVIDER_MORE``) about sixty more from the format lists gitleaks and TruffleHog
+  publish (GitLab's newer kinds, Groq, Perplexity, xAI, Replicate, LangSmith, Docker Hub, RubyGems,
+  Clojars, Terraform Cloud, Atlassian, Airtable, Alibaba, Dynatrace, Heroku, HubSpot, New Relic,
+  PlanetScale, Pulumi, Sentry, Tailscale, Supabase, Netlify, Figma, Buildkite, CircleCI, Cloudflare
+  origin CA, Azure AD client secrets, Pinecone, 1Password service accounts, ...). Any other token of
+  the modern shape ``<lower-case prefix>_<tail>`` counts when the tail is 30+ characters and
+  random-looking (``random_looking``) and it is no id shape (``_ID_SHAPE``).
   Case-sensitive, never inside a longer token.
 - ``entropy_findings(text)`` (rule ``secret.high_entropy``): keyword-anchored, as maintained
   scanners' generic rules are (gitleaks' generic-api-key): a random-looking token counts only when
@@ -86,6 +93,35 @@ _PROVIDER = re.compile(
     r"|AGE-SECRET-KEY-1[0-9A-Z]{58}"
     r"|AccountKey=[A-Za-z0-9+/]{86}=="
     r")")
+# More published formats (issue 32; prefixes, alphabets and lengths from gitleaks' and TruffleHog's format
+# lists): GitLab's newer token kinds, AI providers, package registries, CI, hosting and SaaS keys.
+_PROVIDER_MORE = re.compile(
+    r"(?<![A-Za-z0-9_-])(?:"
+    r"gl(?:cbt|imt|agent|oas|ffct)-[A-Za-z0-9_-]{20,}|xoxe(?:\.xox[bp])?-1-[A-Za-z0-9-]{100,}"
+    r"|gsk_[A-Za-z0-9]{48,56}|pplx-[A-Za-z0-9]{40,56}|xai-[A-Za-z0-9]{60,90}|r8_[A-Za-z0-9]{37}(?![A-Za-z0-9])"
+    r"|lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}|api_org_[A-Za-z]{34}(?![A-Za-z0-9])"
+    r"|xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}|rubygems_[a-f0-9]{48}|CLOJARS_[a-z0-9]{60}|dckr_pat_[A-Za-z0-9_-]{27}"
+    r"|[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,70}|ATATT3[A-Za-z0-9_=-]{150,}"
+    r"|pat[A-Za-z0-9]{14}\.[a-f0-9]{64}|LTAI[A-Za-z0-9]{20}(?![A-Za-z0-9])|b_[A-Za-z0-9_=-]{44}(?![A-Za-z0-9_=-])"
+    r"|dnkey-[a-z0-9=_-]{26}-[a-z0-9=_-]{52}|duffel_(?:test|live)_[A-Za-z0-9_=-]{43}"
+    r"|dt0c01\.[A-Z0-9]{24}\.[A-Z0-9]{64}|EZ[AT]K[A-Za-z0-9]{54}|FLWSECK(?:_TEST)?-[a-h0-9]{32}-X"
+    r"|fio-u-[A-Za-z0-9_=-]{64}|pat\.[A-Za-z0-9_-]{22}\.[a-f0-9]{24}\.[A-Za-z0-9]{20}"
+    r"|HRKU-AA[A-Za-z0-9_-]{58}|pat-(?:na|eu)1-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+    r"|ico-[A-Za-z0-9]{32}|AKCp[A-Za-z0-9]{69}|NRAK-[A-Z0-9]{27}|NRII-[A-Za-z0-9_-]{32}|NRJS-[a-f0-9]{19}"
+    r"|pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_=.-]{32,64}|pnu_[A-Za-z0-9]{36}|pul-[a-f0-9]{40}|rdme_[a-z0-9]{70}"
+    r"|tk-us-[A-Za-z0-9_-]{48}|sntry[su]_[A-Za-z0-9+/=_]{64,}|shippo_(?:live|test)_[a-f0-9]{40}"
+    r"|tfp_[A-Za-z0-9_.=-]{59}|sgp_(?:[a-f0-9]{16}_)?[a-f0-9]{40}|fo1_[A-Za-z0-9_-]{43}"
+    r"|tskey-(?:api|auth|client|scim|webhook)-[A-Za-z0-9]{6,}-[A-Za-z0-9]{20,}|sbp_[a-f0-9]{40}|nfp_[A-Za-z0-9]{36}"
+    r"|figd_[A-Za-z0-9_-]{40}|bkua_[a-f0-9]{40}|CCIPAT_[A-Za-z0-9]{22}_[a-f0-9]{40}|re_[A-Za-z0-9]{8}_[A-Za-z0-9]{24}"
+    r"|CFPAT-[A-Za-z0-9_-]{43}|sl\.[A-Za-z0-9_=-]{130,152}|v1\.0-[a-f0-9]{24}-[a-f0-9]{146}"
+    r"|[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}|pcsk_[A-Za-z0-9]{5}_[A-Za-z0-9]{60,}"
+    r"|ops_eyJ[A-Za-z0-9+/]{200,}={0,2}|sk\.eyJ[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}|ddp_[A-Za-z0-9]{36}"
+    r")")
+# Any other token of the modern shape ``<lower-case prefix>_<random tail>`` (most providers now publish one):
+# the tail must be random-looking (``random_looking``) and 30+ characters, so ids such as ``req_…`` do not count.
+_PREFIXED_GENERIC = re.compile(
+    r"(?<![A-Za-z0-9_./+=-])(?P<prefix>[a-z][a-z0-9]{1,11}(?:_[a-z0-9]{2,8})?_)(?P<tail>[A-Za-z0-9][A-Za-z0-9_-]{29,255})"
+    r"(?![A-Za-z0-9_./+=-])")
 # A GitHub token typed or read out in groups of four (``ghp_AbC1 dEf2 …``): one line, one separator kind.
 _GROUPED = re.compile(r"(?<![A-Za-z0-9_-])(gh[pousr]_)([A-Za-z0-9]{4}([ -])(?:[A-Za-z0-9]{4}\3){7}[A-Za-z0-9]{4})"
                       r"(?![A-Za-z0-9])")
@@ -169,7 +205,8 @@ def _switch_ratio(token: str) -> float:
     return sum(a != b for a, b in zip(classes, classes[1:])) / (len(classes) - 1)
 
 
-def _wordlike(token: str) -> float:
+def wordlike(token: str) -> float:
+    """The share of ``token`` in runs of four or more lower-case letters (words, not random text)."""
     return sum(len(run) for run in _LOWER_RUN.findall(token)) / len(token)
 
 
@@ -180,6 +217,10 @@ def _is_path(token: str) -> bool:
 
 def provider_findings(text: str) -> list[Finding]:
     found = [(m.start(), "secret.token_prefix", m.group()) for m in _PROVIDER.finditer(text)]
+    found += [(m.start(), "secret.token_prefix", m.group()) for m in _PROVIDER_MORE.finditer(text)]
+    if "_" in text:
+        found += [(m.start(), "secret.token_prefix", m.group()) for m in _PREFIXED_GENERIC.finditer(text)
+                  if random_looking(m.group("tail")) and not _ID_SHAPE.fullmatch(m.group())]
     if "gh" in text:
         found += [(m.start(), "secret.token_prefix", m.group(1) + m.group(2).replace(m.group(3), ""))
                   for m in _GROUPED.finditer(text)]
@@ -207,7 +248,7 @@ def random_looking(token: str) -> bool:
     # str methods first: they reject most tokens (words, paths, numbers) at C speed
     if core.lower() == core or core.upper() == core or _DIGIT.search(core) is None:
         return False
-    if _is_path(core) or _switch_ratio(core) < MIN_SWITCH_RATIO or _wordlike(core) > MAX_WORDLIKE:
+    if _is_path(core) or _switch_ratio(core) < MIN_SWITCH_RATIO or wordlike(core) > MAX_WORDLIKE:
         return False
     return _entropy(core) >= entropy_threshold(len(core))
 
@@ -230,7 +271,7 @@ def entropy_findings(text: str) -> list[Finding]:
         if token.isalpha() or not any(c.isalpha() for c in token):
             continue
         labelled = anchored(text, m.start(), m.end()) and not _UUID.search(text[max(0, m.start() - 1):m.end() + 1])
-        if labelled and not (token.islower() and not _is_hex(token) and _wordlike(token) > MAX_WORDLIKE):
+        if labelled and not (token.islower() and not _is_hex(token) and wordlike(token) > MAX_WORDLIKE):
             found.append((m.start(), "secret.high_entropy", token))
     return found
 

@@ -95,6 +95,14 @@ Rules (ids from the reference) and the decisions taken where the reference is si
   word) and ``secret.credential`` also covers passwords in prose ("my password is X"): both in
   ``_rules``, which states their thresholds. ``secret.known_format`` is a hit of the
   maintained detector (detect-secrets' provider plugins, ``_deepscan``), only in a deep scan.
+- Issue 32's forms (``_forms``, which states their tests): ``secret.credential`` also covers a
+  password given to a command-line client (``curl -u u:pw``, ``mysql -pPW``, ``sshpass -p``,
+  ``docker login -p``, ``PGPASSWORD=`` …), a login/password pair in prose (``admin / Tq8#vRm4Lz``),
+  a key setting whose name says key/secret/signing/salt set to a random value (``APP_KEY=base64:…``)
+  and a connection string's ``AccountKey=`` / ``SharedAccessKey=`` / SAS ``sig=``;
+  ``secret.private_key`` also covers a PEM body without its BEGIN line; ``secret.token_prefix``
+  also reads a known prefix followed by spaced or dashed groups (``ghp_ AbC1 dEf2 …``) compacted.
+- Placeholders ``your-…`` and ``…-here`` (``API_KEY=your-key-here``) are tolerated as values.
 - ``content.private_conversation``: Appendix B names the rule without a definition; an earlier
   public version of the reference's rules.ts defines it as the markers 完整私聊, 完整私人对话 and
   "full private chat/conversation", which is what is implemented.
@@ -120,7 +128,7 @@ from collections import namedtuple
 from collections.abc import Callable
 
 from cmrunner.core.errors import CmError
-from cmrunner.secrets import _rules, _textnorm
+from cmrunner.secrets import _forms, _rules, _textnorm
 
 RULE_IDS: tuple[str, ...] = (
     "secret.private_key", "secret.credential", "secret.authorization_header", "secret.credential_url",
@@ -198,7 +206,7 @@ _DIGIT_GROUP = re.compile(
 # Values that hold no secret wherever they appear, and those that are code when unquoted.
 _NOT_A_VALUE = re.compile(
     rf"(?:{_PLACEHOLDER}|\$[A-Za-z_]\w*|\$\{{[A-Za-z_]\w*\}}|%[A-Za-z_]\w*%|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+"
-    r"|<[A-Za-z][\w.-]{0,63}>"
+    r"|<[A-Za-z][\w.-]{0,63}>|(?i:your[-_][\w-]{1,40}|[\w-]{1,40}[-_]here)"
     r"|\*+|•+|●+|x{3,}|X{3,}|…|(?:%[sdrx]|%\(\w+\)[sdrx]|\{[\w.!:]*\}|\$?\{\{.*|[^\w])++)"
     rf"{_TRAILING}")
 _CODE_VALUE = re.compile(
@@ -382,7 +390,8 @@ def findings(text: str, deep: bool = False) -> list[Finding]:
     text = _textnorm.fold(text)
     found = _rule_findings(text)
     found += _rules.provider_findings(text) + _rules.prose_findings(text)
-    found += _rules.entropy_findings(text)
+    found += _rules.entropy_findings(text) + _forms.form_findings(text)
+    found += _spaced_findings(text)
     if "*" in text or "`" in text or "<!--" in text or "~~" in text:
         # A token found again once markup is dropped is the same token (reported once, by the plain scan).
         plain = [(rule, core) for _, rule, core in found if rule in SECRET_RULES]
@@ -393,6 +402,16 @@ def findings(text: str, deep: bool = False) -> list[Finding]:
 
         found += _deepscan.findings(text)
     return _without_overlaps(found)
+
+
+def _spaced_findings(text: str) -> list[Finding]:
+    """A known prefix and its groups (``ghp_ AbC1 dEf2 …``), compacted and read again by the token rules."""
+    hits: list[Finding] = []
+    for at, compact in _forms.spaced_candidates(text):
+        found = [(m.start(), "secret.token_prefix", m.group()) for m in _TOKEN_PREFIX.finditer(compact)
+                 if _plausible_token(m)] + _rules.provider_findings(compact)
+        hits += [(at, rule, core) for offset, rule, core in found if offset == 0]
+    return hits
 
 
 def _unmarked_findings(text: str) -> list[Finding]:

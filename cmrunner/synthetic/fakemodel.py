@@ -11,7 +11,10 @@ Contract:
 - Answers model calls from a **script** (``--script``, JSON): ``{"replies": [...], "default": {...}}``
   (a bare list means replies only). Replies are consumed in order by ``POST /v1/responses`` and
   ``POST /v1/chat/completions`` alike; once exhausted, ``default`` answers (a fixed text when absent).
-  ``GET /v1/models`` consumes nothing. A reply is an object with these optional keys:
+  ``GET /v1/models`` (and ``GET /models``, as a server that also answers at its root) consumes
+  nothing and lists the script's ``"models"`` (default ``fake-model``; ``null``: no list, a 404). cm's endpoint check, a
+  request offering only its probe tool, consumes nothing either (``fakeprobe``): the fake calls
+  the tool as asked, or never does with ``"tools": false``. A POST to any other path is a 404. A reply is an object with these optional keys:
   ``text`` (assistant text), ``tool_calls`` (list of ``{name, arguments, call_id?, namespace?}``;
   ``arguments`` is an object or a JSON string), ``usage`` (``{input_tokens?, output_tokens?}``),
   ``raw_usage`` (any JSON sent as the answer's usage object verbatim, ``null`` for none),
@@ -24,7 +27,8 @@ Contract:
   (``POST /v1/messages``, SSE or JSON; ``/v1/messages/count_tokens`` consumes nothing) for Claude
   Code, and Gemini (``POST /v1beta/models/<m>:generateContent`` / ``:streamGenerateContent?alt=sse``;
   ``:countTokens`` consumes nothing) for Gemini CLI. Their root is ``FakeModel.root_url``. Policy
-  mode answers only the OpenAI protocols (the Memory Agent's).
+  mode answers on every protocol, so an agent CLI can run the Memory Agent against it (the tools
+  as the host names them: ``fakepolicy.offered_names``).
 - **Policy mode** ("a diligent model", ``fakepolicy``): a script with ``"policy"`` (a built-in name,
   ``file.py:function`` or ``module:function``) answers every request after the scripted replies
   (and any reply with ``"policy": true``) by reading the conversation so far and calling the next
@@ -76,7 +80,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from cmrunner.synthetic import fakehostwire, fakepolicy
+from cmrunner.synthetic import fakehostwire, fakepolicy, fakeprobe
 from cmrunner.synthetic.fakewire import chat_chunks, chat_completion, error_body, reported_usage, responses_events
 
 HOST = "127.0.0.1"
@@ -139,8 +143,14 @@ def load_full_script(raw: object) -> tuple[list[dict], dict, dict | None]:
     """Validate a script document; returns (replies, default reply, policy settings or None)."""
     if isinstance(raw, list):
         raw = {"replies": raw}
-    if not isinstance(raw, dict) or set(raw) - {"replies", "default", "policy", "inject", "batch"}:
-        raise ScriptError("the script must be a list of replies or {replies, default, policy?, inject?, batch?}")
+    if not isinstance(raw, dict) or set(raw) - {"replies", "default", "policy", "inject", "batch", "tools", "models"}:
+        raise ScriptError("the script must be a list of replies or {replies, default, policy?, inject?, batch?, "
+                          "tools?, models?}")
+    if not isinstance(raw.get("tools", True), bool):
+        raise ScriptError("tools must be true or false")
+    listed = raw.get("models", [])
+    if listed is not None and (not isinstance(listed, list) or not all(isinstance(m, str) and m for m in listed)):
+        raise ScriptError("models must be a list of model ids, or null for a server without a model list")
     replies = raw.get("replies", [])
     if not isinstance(replies, list):
         raise ScriptError("replies must be a list")
@@ -217,7 +227,8 @@ class FakeModelHandler(BaseHTTPRequestHandler):
     script: Script
     log: RequestLog
     driver: fakepolicy.Driver
-    models: tuple[str, ...] = ("fake-model",)
+    models: tuple[str, ...] | None = ("fake-model",)
+    calls_tools = True
 
     def log_message(self, format: str, *args: object) -> None:
         pass  # the JSONL request log is the record; stderr stays quiet
@@ -317,7 +328,7 @@ class FakeModelHandler(BaseHTTPRequestHandler):
         headers, authorized = self._headers_for_log()
         path = self.path.split("?", 1)[0]
         self.log.record("GET", self.path, headers, authorized, None, None)
-        if path in ("/v1/models", "/models"):
+        if path in ("/v1/models", "/models") and self.models is not None:
             self._send_json(200, {"object": "list", "data": [
                 {"id": name, "object": "model", "created": 0, "owned_by": "cm-tests"} for name in self.models]})
         else:
@@ -335,9 +346,10 @@ class FakeModelHandler(BaseHTTPRequestHandler):
             else:
                 self._send_json(200, fakehostwire.count(host_api, body))
             return
-        reply, index = self.script.take()
-        cue = None
-        if reply.get("policy") and host_api is None:
+        probe = fakeprobe.answer(body, self.calls_tools)
+        reply, index = (probe, None) if probe is not None else self.script.take()
+        cue = "probe" if probe is not None else None
+        if reply.get("policy"):
             try:
                 reply, cue = self.driver.answer(path, body, reply)
             except Exception:
@@ -408,8 +420,12 @@ def run_server(raw: object, lifetime: float, on_ready: Callable[[int], None], *,
     once it accepts connections; ``GET /v1/models`` lists ``models``. Ends after ``lifetime``
     seconds or at SIGTERM/SIGINT."""
     replies, default, policy = load_full_script(raw)
+    settings = raw if isinstance(raw, dict) else {}
     handler = type("Handler", (FakeModelHandler,), {"script": Script(replies, default), "log": RequestLog(log_path),
-                                                    "driver": fakepolicy.Driver(policy), "models": models})
+                                                    "driver": fakepolicy.Driver(policy),
+                                                    "models": None if "models" in settings and settings["models"]
+                                                    is None else tuple(settings.get("models") or models),
+                                                    "calls_tools": settings.get("tools", True)})
     server = ThreadingHTTPServer((HOST, port), handler)
     server.daemon_threads = True
     if tls is not None:

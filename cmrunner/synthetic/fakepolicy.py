@@ -1,9 +1,11 @@
 """The fake model's "diligent model" mode: drive cm's real Memory Agent tools from the conversation.
 
 Contract:
-- ``view(path, body)`` reads one request of either protocol (Responses ``input`` items or Chat
-  ``messages``) and rebuilds what the model has seen: the task (the first user message that parses
-  as a ``memory_task_v1``), every tool call with its arguments and its result, in order.
+- ``view(path, body)`` reads one request of any protocol (Responses ``input`` items, Chat
+  ``messages``, Anthropic ``messages`` blocks, Gemini ``contents`` parts) and rebuilds what the model has seen: the task (the first user message that parses
+  as a ``memory_task_v1``), every tool call with its arguments and its result, in order. A host's
+  MCP prefix on a tool name is dropped (``base_name``) and an MCP result relayed whole is unwrapped;
+  the answer names the tools as the request offered them (``offered_names``).
 - ``next_calls(view, batch)`` is what a diligent model does next, as ``memory_agent.md`` asks:
   the bulk ``read_ingest`` (``handle`` and ``block`` null) from offset 0 following ``next`` until it
   is null, every block listed by an ``inspect_ingest`` read to its end, the ``inspect_memory``
@@ -40,6 +42,7 @@ from cmrunner.synthetic import careful, faulty
 
 Policy = Callable[[dict], object]
 SUBMIT = "submit_memory_decision"
+TOOLS = ("inspect_ingest", "read_ingest", "inspect_memory", "processing_state", "record_working_notes", SUBMIT)
 
 
 def _parse(text: object) -> object:
@@ -81,24 +84,57 @@ class View:
         return any(r.get("submitted") is True for r in self.submissions)
 
 
+def _unwrap(value: object) -> object:
+    """A tool result as the model saw it: an MCP ``CallToolResult`` relayed whole by a host (Codex,
+    Gemini CLI) is reduced to its structured content, or to the JSON of its first text part."""
+    if isinstance(value, str):
+        text = value
+        value = _parse(text)
+        if value is None and "{" in text:  # Gemini CLI wraps a result in <untrusted_context> lines
+            value = _parse(text[text.index("{"):text.rindex("}") + 1])
+    if isinstance(value, list):  # content parts (Codex prefixes one with the call's wall time)
+        parsed = [_parse(p.get("text")) for p in value if isinstance(p, dict)]
+        return next((p for p in parsed if isinstance(p, dict)), None)
+    if isinstance(value, dict) and isinstance(value.get("content"), list) and "error" not in value:
+        if isinstance(value.get("structuredContent"), dict):
+            return value["structuredContent"]
+        return _parse(_content_text(value["content"]))
+    if isinstance(value, dict) and set(value) == {"output"}:
+        return _unwrap(value["output"])
+    return value
+
+
+def base_name(name: object) -> object:
+    """A tool name without the host's MCP prefix (``mcp__cm__read_ingest``, Gemini's
+    ``mcp_cm_read_ingest`` → ``read_ingest``)."""
+    if isinstance(name, str) and name not in TOOLS:
+        for tool in TOOLS:
+            if name.endswith("_" + tool):
+                return tool
+    return name
+
+
 def view(path: str, body: object) -> View:
     seen = View()
     by_id: dict[str, dict] = {}
 
-    def user(text: str) -> None:
-        parsed = _parse(text)
-        if seen.task is None and isinstance(parsed, dict) and parsed.get("version") == "memory_task_v1":
-            seen.task = parsed
+    def user(text: str, parts: list | None = None) -> None:
+        candidates: list[object] = [text] + [p.get("text") for p in parts or [] if isinstance(p, dict)]
+        for candidate in candidates:
+            parsed = _parse(candidate.strip() if isinstance(candidate, str) else candidate)
+            if seen.task is None and isinstance(parsed, dict) and parsed.get("version") == "memory_task_v1":
+                seen.task = parsed
 
     def call(call_id: object, name: object, arguments: object) -> None:
-        entry = {"id": str(call_id), "name": name, "args": _parse(arguments), "result": None}
+        parsed = arguments if isinstance(arguments, dict) else _parse(arguments)
+        entry = {"id": str(call_id), "name": base_name(name), "args": parsed, "result": None}
         seen.calls.append(entry)
         by_id[str(call_id)] = entry
 
     def result(call_id: object, output: object) -> None:
         entry = by_id.get(str(call_id))
         if entry is not None:
-            entry["result"] = _parse(output)
+            entry["result"] = _unwrap(output)
 
     request = body if isinstance(body, dict) else {}
     if path.endswith("/responses"):
@@ -110,7 +146,37 @@ def view(path: str, body: object) -> View:
             elif item.get("type") == "function_call_output":
                 result(item.get("call_id"), item.get("output"))
             elif item.get("role") == "user":
-                user(_content_text(item.get("content")))
+                user(_content_text(item.get("content")), item.get("content") if isinstance(item.get("content"), list)
+                     else None)
+    elif path.endswith("/messages"):  # Anthropic Messages (Claude Code)
+        for message in request.get("messages") or []:
+            if not isinstance(message, dict):
+                continue
+            content = message.get("content")
+            blocks = content if isinstance(content, list) else []
+            if message.get("role") == "user":
+                user(content if isinstance(content, str) else "", blocks)
+                for block in blocks:
+                    if isinstance(block, dict) and block.get("type") == "tool_result":
+                        result(block.get("tool_use_id"), _content_text(block.get("content")))
+            elif message.get("role") == "assistant":
+                for block in blocks:
+                    if isinstance(block, dict) and block.get("type") == "tool_use":
+                        call(block.get("id"), block.get("name"), block.get("input"))
+    elif ":" in path.rsplit("/", 1)[-1]:  # Gemini generateContent (Gemini CLI): calls and responses pair in order
+        waiting: list[str] = []
+        for content in request.get("contents") or []:
+            for part in (content.get("parts") or []) if isinstance(content, dict) else []:
+                if not isinstance(part, dict):
+                    continue
+                if isinstance(part.get("text"), str) and content.get("role") == "user":
+                    user(part["text"])
+                elif isinstance(part.get("functionCall"), dict):
+                    call_id = f"g{len(seen.calls)}"
+                    call(call_id, part["functionCall"].get("name"), part["functionCall"].get("args"))
+                    waiting.append(call_id)
+                elif isinstance(part.get("functionResponse"), dict) and waiting:
+                    result(waiting.pop(0), part["functionResponse"].get("response"))
     else:
         for message in request.get("messages") or []:
             if not isinstance(message, dict):
@@ -124,6 +190,30 @@ def view(path: str, body: object) -> View:
             elif message.get("role") == "tool":
                 result(message.get("tool_call_id"), _content_text(message.get("content")))
     return seen
+
+
+def offered_names(body: object) -> dict[str, dict]:
+    """How the request names each Memory Agent tool: base name → ``{name, namespace?}``. A host
+    prefixes MCP tools (``mcp__cm__read_ingest``) or groups them in a namespace (Codex); a request
+    that offers none maps every tool to itself."""
+    found: dict[str, dict] = {}
+    request = body if isinstance(body, dict) else {}
+    offered = request.get("tools")
+    tools: list = offered if isinstance(offered, list) else []
+    for tool in tools:
+        if not isinstance(tool, dict):
+            continue
+        if tool.get("type") == "namespace" and isinstance(tool.get("tools"), list):
+            for inner in tool["tools"]:
+                name = inner.get("name") if isinstance(inner, dict) else None
+                if base_name(name) in TOOLS:
+                    found[str(base_name(name))] = {"name": name, "namespace": tool.get("name")}
+            continue
+        for declared in [tool, tool.get("function")] + list(tool.get("functionDeclarations") or []):
+            name = declared.get("name") if isinstance(declared, dict) else None
+            if base_name(name) in TOOLS:
+                found[str(base_name(name))] = {"name": name}
+    return found
 
 
 def _pages(results: list[tuple[dict, dict]], match: Callable[[dict], bool]) -> list[dict]:
@@ -358,7 +448,8 @@ class Driver:
             if "reply" in decision:  # the policy answers with a reply of its own, e.g. an HTTP error
                 return decision["reply"], cue
             calls = [(SUBMIT, decision)]
-        tool_calls = [{"name": name, "arguments": args} for name, args in calls]
+        names = offered_names(body)
+        tool_calls = [{**names.get(name, {"name": name}), "arguments": args} for name, args in calls]
         if reply.get("duplicate"):
             tool_calls = [c for c in tool_calls for _ in range(2)]
         answer = {"tool_calls": tool_calls, **modifiers}

@@ -21,7 +21,7 @@ from textual.widgets import OptionList
 from cmrunner.core import config as config_mod
 from cmrunner.core.errors import CmError
 from cmrunner.manage import setupstate
-from cmrunner.manage.integrations import checks, discovery, manager
+from cmrunner.manage.integrations import checks, discovery, manager, txn
 from cmrunner.tui.widgets import CheckList, CmScreen, Menu, Text, error_text
 
 
@@ -97,8 +97,9 @@ class AgentsScreen(CmScreen):
         try:
             if self.setup:
                 setupstate.record_selection(home, selected, init)
-            planned = manager.plan(home, selected, init, grant, hosts=self.hosts)
-            manager.apply(home, planned)
+            with txn.locked(home):  # one hold for the plan and its apply, as `cm agents` does
+                planned = manager.plan(home, selected, init, grant, hosts=self.hosts)
+                manager.apply(home, planned)
             if self.setup:
                 setupstate.finish(home)
         except CmError as exc:

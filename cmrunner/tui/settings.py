@@ -111,7 +111,9 @@ class NetworkScreen(CmScreen):
             self.notice.show(error_text(exc, "nothing was saved"))
             return
         self.query_one("#proxy", Input).value = ""
-        self.notice.show("Saved. Restart active Pi, Codex and MCP clients to use the new route.", "ok")
+        from cmrunner.tui.home import restart_line
+
+        self.notice.show("Saved. " + restart_line(home, "use the new route"), "ok")
         self.show_current(netsettings.describe(home))
 
 

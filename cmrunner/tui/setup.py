@@ -1,11 +1,18 @@
 """The model form (Provider → Base URL → hidden API key → Model), shared by first run and Change Model.
 
-Contract: nothing is written until a model is chosen; then ``providers.commit_model`` commits the
-key and ``config.json`` recoverably and the flow's ``done`` decides what comes next (first run:
-the integration step; Change Model: back to management; ``cm config``: a closing screen). The
-model list is fetched only when the Model step opens, in a worker thread, over the model's own
-outbound client; a failure is shown in place with Retry and "type the name" choices. The key is
-typed into a password field and never displayed; when one is configured, an empty field keeps it.
+Contract: nothing is written until a model is chosen and its endpoint passed ``endpoint.check``
+(the model is listed, and it answered one test request with a tool call); then
+``providers.commit_model`` commits the key and ``config.json`` recoverably and the flow's ``done``
+decides what comes next (first run: the integration step; Change Model: back to management;
+``cm config``: a closing screen). The model list is fetched when the Model step opens, for every
+preset and Custom, in a worker thread, over the model's own outbound client, and the check runs in
+one too. A wrong URL (``ENDPOINT_NOT_FOUND``: probably missing ``/v1``), a server that is down
+(``MODEL_UNREACHABLE``) or a refused key is shown in place with Retry and Back (the URL); a list
+the server cannot give (a 404 offers Back too) offers Retry and "type the name", and the check
+then decides. A failed
+check or Esc leaves the configuration as it was. The key is typed into a password field and never
+displayed; when one is configured, an empty field keeps it. Local presets (no key) skip the key
+step and store ``providers.LOCAL_KEY``.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from textual.widgets import Input, OptionList
 
 from cmrunner.core import config as config_mod, envfile
 from cmrunner.core.errors import CmError
-from cmrunner.manage import providers
+from cmrunner.manage import endpoint, providers
 from cmrunner.tui.widgets import CmScreen, Menu, Text, error_text, option
 
 
@@ -32,7 +39,7 @@ class ModelFlow:
         self.base_url = ""
         self.api_key: str | None = None
         try:
-            self.current = config_mod.load(home).remote or {}
+            self.current = providers.network_remote(config_mod.load(home).remote) or {}
         except CmError:
             self.current = {}
 
@@ -57,8 +64,8 @@ class ProviderScreen(CmScreen):
 
     def body(self) -> ComposeResult:
         yield Text("Which provider runs your Memory Agent? The base URL is only a prefill you can edit.")
-        yield Menu([(p.id, f"{p.label}  ({'Responses' if p.api == 'responses' else 'Chat Completions'})")
-                    for p in providers.PRESETS], id="providers")
+        yield Menu([(p.id, f"{p.label}  ({'Responses' if p.api == 'responses' else 'Chat Completions'}"
+                           f"{'' if p.needs_key else ', no key'})") for p in providers.PRESETS], id="providers")
 
     def on_mount(self) -> None:
         menu = self.query_one("#providers", Menu)
@@ -86,7 +93,9 @@ class BaseUrlScreen(CmScreen):
         value = chosen.base_url
         if self.flow.current.get("preset") == chosen.id:
             value = self.flow.current.get("baseUrl", value)
-        yield Text(f"{chosen.label}: the OpenAI-compatible base URL (model list at <URL>/models).")
+        yield Text(f"{chosen.label}: the OpenAI-compatible base URL, usually ending in its API path such as /v1. "
+                   "Before saving, cm checks it: the model list at <URL>/models, then one test request in which "
+                   "the model must call a tool." + ("" if chosen.needs_key else " A local server needs no key."))
         yield Input(value=value, placeholder="https://host/v1", id="url")
 
     def on_mount(self) -> None:
@@ -98,7 +107,11 @@ class BaseUrlScreen(CmScreen):
         except CmError as exc:
             self.notice.show(exc.message)
             return
-        self.app.push_screen(KeyScreen(self.flow))
+        if providers.preset(self.flow.preset).needs_key:
+            self.app.push_screen(KeyScreen(self.flow))
+        else:
+            self.flow.api_key = providers.LOCAL_KEY
+            self.app.push_screen(ModelScreen(self.flow))
 
 
 class KeyScreen(CmScreen):
@@ -146,10 +159,7 @@ class ModelScreen(CmScreen):
         yield Input(placeholder="model name, e.g. gpt-5-mini", id="name")
 
     def on_mount(self) -> None:
-        if providers.preset(self.flow.preset).discovers:
-            self.load()
-        else:
-            self.manual("Custom provider: type the model name exactly as the provider expects it.")
+        self.load()
 
     def load(self) -> None:
         self.query_one("#status", Text).set(f"Loading the model list from {self.flow.base_url}/models …")
@@ -172,7 +182,13 @@ class ModelScreen(CmScreen):
         if isinstance(found, CmError):
             self.query_one("#status", Text).set("The model list could not be loaded.")
             self.notice.show(error_text(found))
-            menu.add_options([option("retry", "Retry"), option("manual", "Type the model name")])
+            choices = [option("retry", "Retry")]
+            if not found.code.startswith("MODEL_LIST_"):
+                choices.append(option("back", "Back: change the base URL"))
+            if found.code.startswith("MODEL_LIST_") or found.code == "ENDPOINT_NOT_FOUND":
+                # some servers keep no list: the check's test request then says whether the URL is right
+                choices.append(option("manual", "Type the model name"))
+            menu.add_options(choices)
         else:
             self.models = found
             self.query_one("#status", Text).set(f"{len(found)} models at {self.flow.base_url}:")
@@ -196,6 +212,9 @@ class ModelScreen(CmScreen):
         key = str(event.option_id)
         if key == "retry":
             self.load()
+        elif key == "back":
+            while not isinstance(self.app.screen, BaseUrlScreen):  # past the key step, if there was one
+                self.app.pop_screen()
         elif key == "manual":
             self.manual("Type the model name exactly as the provider expects it.")
         else:
@@ -208,9 +227,34 @@ class ModelScreen(CmScreen):
         try:
             choice = providers.ModelChoice(self.flow.preset, self.flow.base_url, providers.check_model_name(model))
             changed = providers.would_change(self.flow.home, choice, self.flow.api_key)
-            if changed:
-                providers.commit_model(self.flow.home, choice, self.flow.api_key)
         except CmError as exc:
             self.notice.show(error_text(exc))
             return
-        self.flow.done(changed)
+        if not changed:
+            self.flow.done(False)
+            return
+        self.notice.clear()
+        self.query_one("#status", Text).set(f"Checking {choice.model} at {self.flow.base_url}: one test request "
+                                            "with a tool call …")
+        self.run_worker(lambda: self._check(choice), thread=True, exclusive=True)
+
+    def _check(self, choice: providers.ModelChoice) -> None:
+        remote = dict(providers.route_remote(self.flow.home, choice.base_url), model=choice.model, api=choice.api)
+        try:
+            endpoint.check(self.flow.home, remote, self.flow.key_for_discovery(), self.models or None)
+            failed: CmError | None = None
+        except CmError as exc:
+            failed = exc
+        self.app.call_from_thread(self._checked, choice, failed)
+
+    def _checked(self, choice: providers.ModelChoice, failed: CmError | None) -> None:
+        if failed is None:
+            try:
+                providers.commit_model(self.flow.home, choice, self.flow.api_key)
+            except CmError as exc:
+                failed = exc
+        if failed is not None:
+            self.query_one("#status", Text).set(f"{choice.model} was not saved; nothing changed.")
+            self.notice.show(error_text(failed))
+            return
+        self.flow.done(True)

@@ -68,7 +68,8 @@ def problems(conn: sqlite3.Connection) -> dict:
         dead.append({"code": group.issue, "cause": reasons.cause(group.issue, group.failure, group.rejection),
                      "failure": group.failure, "rejection": group.rejection, "count": len(group.ids),
                      "observations": group.held, "reason": entry.reason,
-                     "remedy": reasons.remedy(group.issue, "dead", short, group.rejection), "jobIds": short})
+                     "remedy": reasons.remedy(group.issue, "dead", short, group.rejection, group.hint),
+                     "jobIds": short})
     return {"quarantined": quarantined, "dead": dead, "isolated": isolated_groups(failures.listed(conn))}
 
 
@@ -101,7 +102,11 @@ def gather(home: str) -> dict:
     remote = cfg.remote
     report["config"]["schemaVersion"] = cfg.schema_version
     report["model"] = None
-    if remote is not None:
+    if config_mod.is_agent_cli(remote):
+        assert remote is not None
+        report["model"] = {"runtime": "agent-cli", "agent": remote["agent"], "agentPath": remote.get("agentPath"),
+                           "model": remote.get("model"), "label": config_mod.runtime_label(remote)}
+    elif remote is not None:
         try:
             key_present = envfile.get_secret(home, remote["apiKeyEnv"]) is not None
         except CmError:

@@ -11,7 +11,9 @@ Contract:
 - ``install`` and ``remove`` change the selection by one host and hand it to ``manager.plan`` and
   ``manager.apply``: the same checks, transaction, rollback and ownership manifest as the UI.
   Installing an installed host refreshes its pins; removing one cm did not install changes nothing.
-  ChatGPT Work's import server is kept as it was unless ``init`` says otherwise.
+  ChatGPT Work's import server is kept as it was unless ``init`` says otherwise. The manifest is
+  read, planned on and replaced under one hold of the host-configuration lock (``txn.locked``), so
+  two ``cm agents`` (or one and the UI) never lose each other's change.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 
 from cmrunner.core import fsutil
 from cmrunner.core.errors import CmError
-from cmrunner.manage.integrations import discovery, manager
+from cmrunner.manage.integrations import discovery, manager, txn
 
 VERSION_TIMEOUT_S = 15
 _VERSION_RE = re.compile(r"\d+\.\d+(?:\.\d+)?(?:[-+.][0-9A-Za-z.]+)?")
@@ -125,18 +127,22 @@ def listing(home: str, hosts: dict[str, discovery.Host] | None = None) -> list[R
 
 def install(home: str, host: str, init: bool | None = None, grant: bool = False,
             hosts: dict[str, discovery.Host] | None = None) -> manager.Plan:
-    installed = manager.installed(home)
-    keep_init = bool(installed.get("chatgpt", {}).get("init"))
-    planned = manager.plan(home, [*installed, host], keep_init if init is None else init, grant, hosts)
-    manager.apply(home, planned)
+    with txn.locked(home):  # the manifest read here is the one planned on
+        installed = manager.installed(home)
+        keep_init = bool(installed.get("chatgpt", {}).get("init"))
+        planned = manager.plan(home, [*installed, host], keep_init if init is None else init, grant, hosts)
+        manager.apply(home, planned)
     return planned
 
 
 def remove(home: str, host: str, hosts: dict[str, discovery.Host] | None = None) -> manager.Plan | None:
-    installed = manager.installed(home)
-    if host not in installed:
+    if host not in manager.installed(home):
         return None
-    keep_init = bool(installed.get("chatgpt", {}).get("init"))
-    planned = manager.plan(home, [h for h in installed if h != host], keep_init, False, hosts)
-    manager.apply(home, planned)
+    with txn.locked(home):
+        installed = manager.installed(home)
+        if host not in installed:
+            return None
+        keep_init = bool(installed.get("chatgpt", {}).get("init"))
+        planned = manager.plan(home, [h for h in installed if h != host], keep_init, False, hosts)
+        manager.apply(home, planned)
     return planned

@@ -122,6 +122,17 @@ def _codex_root(home: str, root: str, owners: list[str]) -> list[Check]:
     return [pinned, trust, mcp]
 
 
+def _entries_line(host: str, recorded: list[dict]) -> str:
+    """What the settings check proved: cm's own entries; those the user had before are not cm's."""
+    keys = {tuple(e["key"]) for e in recorded}
+    hooks = sum(("hooks", event) in keys for event in jsonhosts.events(host))
+    has_server = ("mcpServers", jsonhosts.SERVER) in keys
+    line = f"{hooks} hooks{' and the read MCP server' if has_server else ''} exactly as cm wrote them"
+    theirs = [f"hooks.{e}" for e in jsonhosts.events(host) if ("hooks", e) not in keys]
+    theirs += [] if has_server else [f"mcpServers.{jsonhosts.SERVER}"]
+    return line + (f"; not cm's (you had them before), not checked: {', '.join(theirs)}" if theirs else "")
+
+
 def _json_host(home: str, host: str, manifest: dict, start_servers: bool) -> list[Check]:
     """Claude Code / Gemini CLI: entries in place, hooks pinned, the read server answering."""
     recorded = [e for e in manifest["entries"] if host in e["owners"]]
@@ -141,8 +152,7 @@ def _json_host(home: str, host: str, manifest: dict, start_servers: bool) -> lis
             problems.append(exc.message if isinstance(exc, CmError) else f"{path} is not UTF-8 text")
     settings = (Check("settings", "fail", "HOST_FILE_MODIFIED: " + "; ".join(problems)
                       + f"; reinstall with `cm agents remove {host}` then `cm agents install {host}`")
-                if problems else Check("settings", "ok", f"{len(jsonhosts.events(host))} hooks and the read MCP "
-                                                         "server exactly as cm wrote them"))
+                if problems else Check("settings", "ok", _entries_line(host, recorded)))
     unpinned = []
     for event, handler in handlers:
         try:

@@ -17,12 +17,15 @@ Contract:
   (``PI_BRIDGE_DUPLICATE``); ChatGPT's import server without ``agent_observation`` disclosure and
   without the user's confirmation (``DISCLOSURE_CONFIRMATION_REQUIRED``).
 - ``apply`` hands the plan to ``txn.apply``: the host files, the disclosure change in
-  ``config.json`` (when confirmed) and the new manifest commit together or not at all.
+  ``config.json`` (when confirmed) and the new manifest commit together or not at all. Planning
+  and applying run under ``txn.locked``; callers that plan and apply at once (``cm agents``, the
+  UI) hold it across both, and every change is guarded by the digest its plan saw anyway.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import time
@@ -46,6 +49,9 @@ from cmrunner.manage.integrations import (
 from cmrunner.manage.integrations.tomledit import Entry
 
 CODEX_HOSTS = ("codex", "chatgpt")
+# cm adds entries to a host settings file up to this size (parsing takes a few times the file in
+# memory); removing them has no limit, so a grown file never keeps cm's entries in.
+ADD_LIMIT = 256 << 20
 Keys = set[tuple[str, ...]]
 
 
@@ -70,12 +76,13 @@ def installed(home: str) -> dict[str, dict]:
     return manifest_mod.load(home)["hosts"]
 
 
-def _text(path: str) -> str:
+def _text(path: str) -> tuple[str, bool]:
+    """The file's text (``""`` when absent) and whether it exists; read whatever its size."""
     data = txn.read_bytes(path)
     if data is None:
-        return ""
+        return "", False
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8"), True
     except UnicodeDecodeError:
         raise CmError("HOST_CONFIG_INVALID", f"{path} is not UTF-8 text; fix it first, nothing was changed") from None
 
@@ -176,56 +183,117 @@ def without(text: str, entries: list[Entry], path: str) -> str:
     return jsonedit.remove(text, entries, path, entries[0].fmt == "jsonc")
 
 
-def _edit(fmt: str, text: str, gone: list[Entry], added: list[Entry], path: str, created: Keys
-          ) -> tuple[str | None, Keys]:
-    """The file's new text (``None``: delete it) and the containers cm created in it."""
+def _edit(fmt: str, text: str, exists: bool, gone: list[Entry], added: list[Entry], path: str, created: Keys,
+          blank: str | None) -> tuple[str | None, Keys, list[str | None]]:
+    """The file's new text (``None``: delete it), the containers cm created in it and the exact
+    text of each added entry."""
     if fmt == "toml":
         result = tomledit.add(tomledit.remove(text, gone, path), added, path)
-        return (result if result.strip() or text.strip() else None), set()
+        return (result if result.strip() or text.strip() else None), set(), [None] * len(added)
     comments = fmt == "jsonc"
     result, made = jsonedit.add(jsonedit.remove(text, gone, path, comments, created), added, path, comments)
+    if exists:
+        made.discard(())  # a file that was there, even empty, is the user's: never cm's to delete
     created = jsonedit.existing(result, created | made, path, comments)
-    if () in created and jsonedit.is_empty(result):
-        return None, set()  # cm made this file and nothing else is left in it
-    return result, created
+    texts: list[str | None] = list(jsonedit.inserted(result, added, path, comments))
+    if jsonedit.is_empty(result):
+        if () in created:
+            return None, set(), texts  # cm made this file and nothing else is left in it
+        if blank is not None:
+            return blank, set(), texts  # the user's blank file, given back as it was
+    return result, created, texts
 
 
-def _entry_changes(recorded: list[dict], entries: dict, created_before: dict[str, list]
-                   ) -> tuple[list[txn.Change], dict[str, list]]:
+def _too_large(path: str, size: int) -> CmError:
+    return CmError("HOST_FILE_TOO_LARGE", f"{path} is {size >> 20} MiB, over the {ADD_LIMIT >> 20} MiB cm edits to "
+                                          "add entries; add them by hand (`cm mcp-config` prints them), nothing was "
+                                          "changed")
+
+
+def _entry_changes(recorded: list[dict], entries: dict, before: dict
+                   ) -> tuple[list[txn.Change], dict[str, list], dict[str, dict], list[str]]:
+    """The edits of files with entries, and what the manifest records after them: the entries cm
+    owns (with owners), the containers cm created, the blank files cm filled; plus notes.
+
+    Only an entry cm adds is cm's; one the user already had, identical to cm's, stays theirs."""
     changes = []
-    created_after: dict[str, list] = {}
+    owned: dict[str, list] = {}
+    after: dict[str, dict] = {"created": {}, "blank": {}}
+    notes = []
+    key = lambda e: (e.key, e.item, e.fingerprint())  # noqa: E731
     for path in sorted({e["file"] for e in recorded} | set(entries)):
         old = [Entry.from_json(e) for e in recorded if e["file"] == path]
-        new = [e for e, _owners in entries.get(path, [])]
+        wanted = entries.get(path, [])
+        new = [e for e, _owners in wanted]
         fmt = (new or old)[0].fmt
-        key = lambda e: (e.key, e.item, e.fingerprint())  # noqa: E731
+        mine = {key(o): o for o in old}
         gone = [e for e in old if key(e) not in {key(n) for n in new}]
-        text = _text(path)
-        added = [e for e in new if _find(text, e, path) is None]
+        created = {tuple(k) for k in before.get("created", {}).get(path, [])}
+        blank = before.get("blank", {}).get(path)
+        size = os.lstat(path).st_size if os.path.lexists(path) else 0
+        if size > ADD_LIMIT and not gone:
+            # Over the limit cm only takes out: a file it may have to add to is refused unread,
+            # and one where it only keeps what it has is left as it is, unread (no parse of a huge
+            # file for a change elsewhere).
+            if any(key(e) not in mine for e in new):
+                raise _too_large(path, size)
+            owned[path] = [(dataclasses.replace(e, text=mine[key(e)].text), o) for e, o in wanted]
+            after["created"].update({path: sorted(list(k) for k in created)} if created else {})
+            after["blank"].update({path: blank} if blank is not None else {})
+            continue
+        text, exists = _text(path)
+        present = {key(e) for e in new if _find(text, e, path) is not None}
+        added = [e for e in new if key(e) not in present]
         for entry in added:
-            if key(entry) in {key(o) for o in old} and not entry.item and _present_key(text, entry, path):
+            if key(entry) in mine and not entry.item and _present_key(text, entry, path):
                 raise CmError("HOST_FILE_MODIFIED", f"{'.'.join(entry.key)} in {path} was changed since cm wrote it; "
                                                     "restore or remove it by hand, nothing was changed")
-        created = {tuple(k) for k in created_before.get(path, [])}
-        if not gone and not added:
-            if created:
-                created_after[path] = sorted(list(k) for k in created)
-            continue
-        result, created = _edit(fmt, text, gone, added, path, created)
+        if added and size > ADD_LIMIT:
+            raise _too_large(path, size)
+        for entry in new:
+            if key(entry) in present and key(entry) not in mine:
+                notes.append(f"{'.'.join(entry.key)} in {path} was already there: it stays yours, cm will not "
+                             "remove it")
+        if blank is None and exists and added and jsonedit.is_blank(text):
+            blank = text
+        result: str | None = text
+        texts: list[str | None] = [None] * len(added)  # TOML: no text recorded
+        if gone or added:
+            result, created, texts = _edit(fmt, text, exists, gone, added, path, created, blank)
+        text_of = {key(e): t for e, t in zip(added, texts)}
+        owned[path] = []
+        for entry, owners in wanted:
+            if key(entry) in text_of:
+                exact = text_of[key(entry)]
+            elif key(entry) in mine and key(entry) in present:
+                exact = mine[key(entry)].text
+            else:
+                continue  # the user's own copy
+            owned[path].append((dataclasses.replace(entry, text=exact), owners))
         if created:
-            created_after[path] = sorted(list(k) for k in created)
-        after = None if result is None else result.encode("utf-8")
-        if after is None and not os.path.lexists(path):
+            after["created"][path] = sorted(list(k) for k in created)
+        if blank is not None and result is not None and not jsonedit.is_blank(result):
+            after["blank"][path] = blank
+        if not gone and not added:
             continue
-        exists = os.path.lexists(path)
-        changes.append(txn.Change(path, txn.digest(text.encode("utf-8")) if exists else None, after,
+        after_bytes = None if result is None else result.encode("utf-8")
+        if after_bytes is None and not exists:
+            continue
+        changes.append(txn.Change(path, txn.digest(text.encode("utf-8")) if exists else None, after_bytes,
                                   backup=exists))
-    return changes, created_after
+    return changes, owned, after, notes
 
 
 def plan(home: str, selected: list[str], init: bool = False, grant: bool = False,
          hosts: dict[str, discovery.Host] | None = None) -> Plan:
-    """The changes that make ``selected`` the installed set (see module contract)."""
+    """The changes that make ``selected`` the installed set (see module contract); under the
+    host-configuration lock, so no other transaction is half-done while it reads."""
+    with txn.locked(home):
+        return _plan(home, selected, init, grant, hosts)
+
+
+def _plan(home: str, selected: list[str], init: bool, grant: bool, hosts: dict[str, discovery.Host] | None
+          ) -> Plan:
     txn.recover(home)
     hosts = hosts or discovery.discover()
     manifest = manifest_mod.load(home)
@@ -234,7 +302,7 @@ def plan(home: str, selected: list[str], init: bool = False, grant: bool = False
     init = init and "chatgpt" in selected
     for host in selected:
         if host not in recorded and not hosts[host].available:
-            raise CmError("HOST_UNAVAILABLE", f"{hosts[host].title} is not available here: {hosts[host].limits}")
+            raise CmError("HOST_UNAVAILABLE", f"{hosts[host].title} {hosts[host].unavailable}")
     if "pi" in selected and "pi" not in recorded:
         pi_mod.check_no_duplicates(hosts["pi"].root)
     cfg = config_mod.load(home)
@@ -257,8 +325,9 @@ def plan(home: str, selected: list[str], init: bool = False, grant: bool = False
                     prune_of.setdefault(path, [skill_root, os.path.join(skill_root, "agents")])
     for path, info in manifest["files"].items():
         prune_of[path] = prune_of.get(path, []) + info.get("createdDirs", [])
-    entry_changes, created = _entry_changes(manifest["entries"], entries, manifest.get("created", {}))
+    entry_changes, owned, made, notes = _entry_changes(manifest["entries"], entries, manifest)
     result.changes = _file_changes(manifest["files"], files, prune_of) + entry_changes
+    result.notes += notes
     if init and _needs_grant(cfg):
         if not grant:
             raise CmError("DISCLOSURE_CONFIRMATION_REQUIRED", "AI Understanding Import needs agent_observation in "
@@ -275,7 +344,7 @@ def plan(home: str, selected: list[str], init: bool = False, grant: bool = False
             if other:
                 result.notes.append(f"the shared hooks, read server and memory-refresh skill stay: "
                                     f"{discovery.TITLES[other[0]]} still uses them")
-    new_manifest = _manifest(manifest, selected, roots, init, files, entries, mcp_files, created)
+    new_manifest = _manifest(manifest, selected, roots, init, files, owned, mcp_files, made)
     if result.changes or new_manifest != manifest:
         path = manifest_mod.path_of(home)
         current = txn.read_bytes(path)
@@ -286,7 +355,7 @@ def plan(home: str, selected: list[str], init: bool = False, grant: bool = False
 
 
 def _manifest(old: dict, selected: list[str], roots: dict[str, str], init: bool, files: dict, entries: dict,
-              mcp_files: dict[str, str], created: dict[str, list]) -> dict:
+              mcp_files: dict[str, str], json_made: dict[str, dict]) -> dict:
     now = int(time.time() * 1000)
     hosts = {}
     for host in selected:
@@ -300,12 +369,13 @@ def _manifest(old: dict, selected: list[str], roots: dict[str, str], init: bool,
     recorded = old["files"]
     # Folders cm had to create for a file are cm's too: they go when the file goes, if empty.
     made = {p: recorded[p].get("createdDirs", []) if p in recorded else txn.missing_dirs(p) for p in files}
-    result = {"version": 1, "hosts": hosts,
+    result = {"version": manifest_mod.VERSION, "hosts": hosts,
               "files": {p: {"sha256": txn.digest(d), "owners": o, "createdDirs": made[p]}
                         for p, (d, o, _prune) in sorted(files.items())},
               "entries": [{"file": p, **e.as_json(), "owners": o} for p in sorted(entries) for e, o in entries[p]]}
-    if created:
-        result["created"] = created  # containers (and files: []) cm made for its JSON entries
+    for name in ("created", "blank"):  # containers (and files: []) cm made; blank files it filled
+        if json_made[name]:
+            result[name] = json_made[name]
     return result
 
 

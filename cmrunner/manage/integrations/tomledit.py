@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import tomlkit
 from tomlkit.items import AoT, Table
@@ -30,6 +30,8 @@ class Entry:
     value: dict
     item: bool = False  # one item of an array of tables at ``key``
     fmt: str = "toml"   # the file's grammar: toml here, json or jsonc (``jsonedit``)
+    # JSON: the entry's exact text as cm wrote it (``jsonedit.inserted``); not part of its identity
+    text: str | None = field(default=None, compare=False)
 
     def fingerprint(self) -> str:
         return fingerprint(self.value)
@@ -38,11 +40,13 @@ class Entry:
         raw = {"key": list(self.key), "value": self.value, "item": self.item}
         if self.fmt != "toml":
             raw["format"] = self.fmt
+        if self.text is not None:
+            raw["text"] = self.text
         return raw
 
     @classmethod
     def from_json(cls, raw: dict) -> Entry:
-        return cls(tuple(raw["key"]), raw["value"], bool(raw["item"]), raw.get("format", "toml"))
+        return cls(tuple(raw["key"]), raw["value"], bool(raw["item"]), raw.get("format", "toml"), raw.get("text"))
 
 
 def fingerprint(value: object) -> str:

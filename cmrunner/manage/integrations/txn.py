@@ -11,6 +11,14 @@ Contract:
   leaves the journal, and ``recover`` (called before every transaction and at start-up of the
   management UI) restores every file to its state before the transaction and
   removes the folders it created. A committed journal is only cleaned up.
+- One lock for every host-configuration transaction of a home, whoever runs it (the management
+  UI, ``cm agents``, uninstall): ``locked`` takes an ``flock`` on ``<home>/integrations.lock``
+  (re-entrant within a process, so a plan and its apply can hold it together), waiting at most
+  ``LOCK_WAIT_S``, then ``INTEGRATIONS_BUSY``. ``apply`` and ``recover`` run under it. The journal
+  names its owner (``core.identity``: boot id, pid, start time); ``recover`` rolls back only a
+  transaction whose owner is gone (a process without the lock, such as an older cm, that is still
+  running makes it ``INTEGRATIONS_BUSY``), so no process ever undoes another's live transaction.
+  A journal without an owner (written by an older cm) is rolled back under the lock, as before.
 - Symbolic links are never written through: a link in a changed file's place is ``UNSAFE_PATH``.
 - A change marked ``backup`` (an edit of the user's own settings file) first leaves a copy of the
   file as it was in ``<home>/backups/integrations/<UTC time>/`` with an ``index.json`` naming
@@ -20,19 +28,30 @@ Contract:
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import shutil
+import sys
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from cmrunner.core import fsutil
+from cmrunner.core import fsutil, identity
 from cmrunner.core.errors import CmError
 
 JOURNAL_DIR = "integrations.txn"
+LOCK_FILE = "integrations.lock"
+LOCK_WAIT_S = 30.0
+_BUSY = ("another cm process is changing your agents' settings (the management UI or `cm agents`); wait for it "
+         "to finish and try again, nothing was changed")
 BACKUP_DIR = os.path.join("backups", "integrations")
 KEEP_BACKUPS = 20
-FILE_LIMIT = 4 << 20
+# No size limit here: whatever the planner decided to change is read, copied and restored, so a
+# grown host file never blocks a removal or a rollback (the planner limits only additions).
+FILE_LIMIT = sys.maxsize
 NEW_FILE_MODE = 0o644
 
 
@@ -61,6 +80,41 @@ class Change:
 
 def _journal(home: str) -> str:
     return os.path.join(home, JOURNAL_DIR)
+
+
+_held: dict[str, int] = {}  # homes whose lock this process holds, and how deeply
+
+
+@contextlib.contextmanager
+def locked(home: str, wait: float | None = None) -> Iterator[None]:
+    """Hold the host-configuration lock of ``home`` (see module contract)."""
+    key = os.path.realpath(home)
+    if key in _held:
+        _held[key] += 1
+        try:
+            yield
+        finally:
+            _held[key] -= 1
+        return
+    fsutil.ensure_private_dir(home, "configuration home")
+    fd = os.open(os.path.join(home, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        deadline = time.monotonic() + (LOCK_WAIT_S if wait is None else wait)
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise CmError("INTEGRATIONS_BUSY", _BUSY) from None
+                time.sleep(0.05)
+        _held[key] = 1
+        try:
+            yield
+        finally:
+            del _held[key]
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def _check(changes: list[Change]) -> None:
@@ -141,19 +195,32 @@ def _keep_backups(home: str, changes: list[Change]) -> str | None:
 
 
 def recover(home: str) -> bool:
-    """Finish or roll back a transaction a crash interrupted; ``True`` if one was found."""
+    """Finish or roll back a transaction whose owner is gone; ``True`` if one was found."""
     journal = _journal(home)
     if not os.path.isdir(journal):
         return False
-    if not os.path.exists(os.path.join(journal, "COMMITTED")) and os.path.exists(os.path.join(journal, "journal.json")):
-        _restore(home)
-    shutil.rmtree(journal)
-    fsutil.fsync_dir(home)
-    return True
+    with locked(home):
+        if not os.path.isdir(journal):
+            return False  # another process recovered it while this one waited
+        listing = os.path.join(journal, "journal.json")
+        if not os.path.exists(os.path.join(journal, "COMMITTED")) and os.path.exists(listing):
+            with open(listing, encoding="utf-8") as handle:
+                owner = identity.parse_key(str(json.load(handle).get("owner", "")))
+            if owner is not None and owner != identity.current() and identity.is_alive(owner):
+                raise CmError("INTEGRATIONS_BUSY", _BUSY)
+            _restore(home)
+        shutil.rmtree(journal)
+        fsutil.fsync_dir(home)
+        return True
 
 
 def apply(home: str, changes: list[Change]) -> None:
-    """Apply every change or none (see module contract)."""
+    """Apply every change or none (see module contract), under the lock."""
+    with locked(home):
+        _apply(home, changes)
+
+
+def _apply(home: str, changes: list[Change]) -> None:
     recover(home)
     _check(changes)
     if not changes:
@@ -174,7 +241,9 @@ def apply(home: str, changes: list[Change]) -> None:
         change.created_dirs = missing_dirs(change.path) if change.after is not None else []
         entries.append({"path": change.path, "backup": backup, "mode": mode or NEW_FILE_MODE,
                         "createdDirs": change.created_dirs})
-    fsutil.write_atomic(os.path.join(journal, "journal.json"), json.dumps({"files": entries}).encode("utf-8"))
+    owner = identity.current().key()
+    fsutil.write_atomic(os.path.join(journal, "journal.json"),
+                        json.dumps({"owner": owner, "files": entries}).encode("utf-8"))
     fsutil.fsync_dir(journal)
     current_path = ""
     try:
