@@ -104,7 +104,7 @@ def test_a_failed_request_is_shown_as_failed_and_retried_from_processing_status(
             assert "AUTHENTICATION" in text
             # The same grouped reason and remedy as `cm status`.
             assert "Failed 1 job(s) × AUTHENTICATION: the provider rejected the API key." in text
-            assert "Remedy: put the right key in the private .env" in text and "then `cm retry" in text
+            assert "Remedy: " in text and "put the right key in the private .env" in text and "then `cm retry" in text
             await pilot.press("enter")
             await wait_for(pilot, "queued for another attempt")
             text = await wait_for(pilot, "No unfinished job.", timeout=60)
