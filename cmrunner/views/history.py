@@ -103,6 +103,22 @@ def versions(home: str, target: str | None = None, section: str | None = None) -
         conn.close()
 
 
+CHANGE_WORDS = {"put": "added", "replace": "changed", "remove": "removed"}
+
+
+def changes_of(home: str, receipts: list[str]) -> list[str]:
+    """What the commits with these receipt (job) ids did, one ``target / section added|changed|removed``
+    per section version, in commit order; empty when they changed no section."""
+    conn = open_read(home)
+    if conn is None:
+        return []
+    try:
+        return [f"{v.target} / {_label(v)} {CHANGE_WORDS.get(v.kind, v.kind)}"
+                for receipt in receipts for v in history.by_receipt(conn, receipt)]
+    finally:
+        conn.close()
+
+
 def trash(home: str) -> list[dict]:
     conn = open_read(home)
     if conn is None:
