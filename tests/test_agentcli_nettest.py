@@ -17,6 +17,7 @@ from conftest import CM, db_rows, hook_env
 from support import agenthosts
 
 from cmrunner.synthetic import fakemodel
+from cmrunner.tui.settings import describe_test
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -83,8 +84,12 @@ def test_a_missing_cli_is_agent_cli_not_found(home, tmp_path):
     _configure(home, env, str(tmp_path / "no-such-claude"))
     probed = _cm(home, env, "network-test", "--json")
     assert probed.returncode == 1
-    outcome = json.loads(probed.stdout)["outcome"]
+    report = json.loads(probed.stdout)
+    outcome = report["outcome"]
     assert outcome["ok"] is False and outcome["code"] == "AGENT_CLI_NOT_FOUND" and outcome["remedy"], outcome
+    # The settings screen's connection test shows the same report.
+    shown = describe_test(report)
+    assert "claude-code CLI" in shown and "Outcome: AGENT_CLI_NOT_FOUND" in shown, shown
     doctor = _cm(home, env, "doctor", "--probe-model")
     assert doctor.returncode == 1 and "AGENT_CLI_NOT_FOUND" in doctor.stdout, doctor.stdout
     assert "Traceback" not in probed.stderr + doctor.stderr
