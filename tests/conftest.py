@@ -44,6 +44,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def reap_drains(home: str, timeout: float = 5.0) -> None:
+    """SIGKILL every drain of ``home`` by PID until none is left. A SIGKILL takes effect whatever
+    the load; ``timeout`` only bounds chasing drains that hooks keep respawning."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         pids = drain_pids(home)

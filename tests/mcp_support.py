@@ -96,6 +96,7 @@ def rows(paths: DataPaths, sql: str, params: tuple = ()) -> list[tuple]:
 
 
 def wait_for(predicate, timeout: float = 15.0) -> None:
+    """Poll ``predicate``; the deadline only bounds a hang (it is no window the work must fit)."""
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "condition not reached in time"

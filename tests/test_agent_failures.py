@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import socket
@@ -9,6 +10,7 @@ import time
 
 import pytest
 from agent_support import configure_remote, job_row, make_agent, policy, read_doc, run_once
+from support import killwindow
 from writer_support import admit
 
 from cmrunner.core import store
@@ -225,15 +227,19 @@ def test_turn_limit(home, tmp_path, api):
 
 
 def test_whole_attempt_deadline_cuts_a_slow_stream(home, tmp_path):
+    # The stream stalls for 30 s and the deadline is 1 s: an attempt that waited for the stream
+    # would take 30 s, so the bound below tells the two apart at any load without a tight window.
     started = time.monotonic()
-    paths, outcome, _ = _run(home, tmp_path, policy(inject={"read_ingest": {"policy": True, "delay_seconds": 5}}),
+    paths, outcome, _ = _run(home, tmp_path, policy(inject={"read_ingest": {"policy": True, "delay_seconds": 30}}),
                              deadlineMs=1000)
     elapsed = time.monotonic() - started
     assert (outcome.state, outcome.code) == ("retry", "TIMEOUT")
     assert job_row(paths)[2] == {"stage": "model_output", "reason": "timeout", "retryable": True}
-    assert elapsed < 4, "the watchdog ends the attempt at its deadline, not when the stream resumes"
+    assert elapsed < 20, "the watchdog ends the attempt at its deadline, not when the stream resumes"
 
 
+# A header delay (3 s) far beyond the timeout under test only makes the timeout likelier under
+# load, never less likely, so these two windows are load-independent.
 def test_header_timeout(home, tmp_path):
     script = policy(inject={"first": {"policy": True, "header_delay_seconds": 3}})
     paths, outcome, _ = _run(home, tmp_path, script, agent_kwargs={"header_timeout": 0.4})
@@ -241,16 +247,40 @@ def test_header_timeout(home, tmp_path):
     assert job_row(paths)[2] == {"stage": "network", "reason": "connection_timeout", "retryable": True}
 
 
+def _header_seconds(tmp_path) -> float:
+    """The median time the loopback fake model takes to answer a request's headers, measured now
+    over three whole requests (support.killwindow)."""
+    with fakemodel.running(str(tmp_path / "probe"), [{"text": "probe"}] * 3) as fm:
+        def request() -> None:
+            conn = http.client.HTTPConnection("127.0.0.1", fm.port, timeout=30)
+            conn.request("POST", "/v1/responses", json.dumps({"stream": True}), {"Content-Type": "application/json"})
+            conn.getresponse().read()
+            conn.close()
+
+        return killwindow.measure(request)
+
+
 def test_stream_idle_timeout_is_separate_from_the_header_timeout(home, tmp_path):
+    # The headers must arrive within the header timeout: twenty times their measured time, never
+    # under the 5 s it was fixed at.
+    header_timeout = max(5.0, 20 * _header_seconds(tmp_path))
+    killwindow.record("agent.idle_timeout", bound_s=round(header_timeout, 3))
     script = policy(inject={"first": {"policy": True, "delay_seconds": 3}})
-    paths, outcome, _ = _run(home, tmp_path, script, agent_kwargs={"header_timeout": 5, "idle_timeout": 0.4})
+    paths, outcome, _ = _run(home, tmp_path, script, agent_kwargs={"header_timeout": header_timeout,
+                                                                   "idle_timeout": 0.4})
     assert outcome.code == "TIMEOUT"
     assert job_row(paths)[2] == {"stage": "response_body", "reason": "stream_idle_timeout", "retryable": True}
 
 
 def test_a_stall_shorter_than_the_idle_timeout_is_fine(home, tmp_path):
-    script = policy(inject={"first": {"policy": True, "delay_seconds": 0.6}})
-    _, outcome, _ = _run(home, tmp_path, script, agent_kwargs={"header_timeout": 0.3, "idle_timeout": 5})
+    # The header timeout must pass the headers (twenty times their measured time, at least 0.3 s)
+    # and be shorter than the stall that follows them, which the idle timeout outlasts.
+    header_timeout = max(0.3, 20 * _header_seconds(tmp_path))
+    stall = 2 * header_timeout
+    killwindow.record("agent.stall", bound_s=round(header_timeout, 3))
+    script = policy(inject={"first": {"policy": True, "delay_seconds": stall}})
+    _, outcome, _ = _run(home, tmp_path, script, agent_kwargs={"header_timeout": header_timeout,
+                                                               "idle_timeout": stall + 5})
     assert outcome.state == "committed", "the header timeout does not apply once the body streams"
 
 

@@ -188,7 +188,7 @@ def test_stop_before_the_final_record_settles_through_the_watch(home, tmp_path, 
         assert run_hook(home, event("Stop", transcript, workdir, turn_id="t1")).returncode == 0
         import time
 
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 10  # polled: only bounds a hang
         while not db_rows(home, "SELECT 1 FROM codex_watches"):
             assert time.monotonic() < deadline, "the Stop row should leave a watch"
             time.sleep(0.02)

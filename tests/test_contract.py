@@ -428,6 +428,28 @@ def test_duplicate_section_operation(payload: dict[str, Any], path: str) -> None
     assert (err.code, err.details["path"]) == ("DUPLICATE_SECTION_OPERATION", path)
 
 
+def test_a_title_a_hand_edit_repeated_may_be_kept_by_the_section_replaced() -> None:
+    """Issue 32: two sections of one title (a hand edit) are two refs; replacing one under its own
+    title is fine, giving another section (or a new one) that title is not."""
+    ctx = make_ctx(snapshot={"profile": {"s1": "Background"}, "preferences": {"s1": "Notes", "s2": "Notes", "s3": "X"}})
+    assert validate_decision(submission(decision(operations=[put(section="s2", title="Notes")])), ctx).writes
+    for op in (put(section="s3", title="Notes"), put(title="Notes")):
+        assert rejected(submission(decision(operations=[op])), ctx).code == "DUPLICATE_SECTION_OPERATION"
+
+
+def test_a_blocked_document_takes_only_appends_and_needs_no_read() -> None:
+    """Issue 32: a document cm cannot parse is not in the snapshot; a decision may append to it (it
+    waits for the user's fix), never name a section of it."""
+    ctx = make_ctx(snapshot={"preferences": {"s1": "Editors"}}, fully_read_targets=frozenset({"preferences"}),
+                   blocked_targets=frozenset({"profile"}))
+    assert validate_decision(submission(decision(operations=[put("profile")])), ctx).touched_targets == {"profile"}
+    assert rejected(submission(decision(operations=[put("profile", section="s1")])), ctx).code == \
+        "INVALID_TARGET_REFERENCE"
+    assert rejected(submission(decision(operations=[put("profile")])), make_ctx(
+        snapshot={"preferences": {"s1": "Editors"}}, fully_read_targets=frozenset({"preferences"}))).code == \
+        "INVALID_TARGET_REFERENCE"
+
+
 @pytest.mark.parametrize("kind,edit_result", [("retain", "already_satisfied"), ("ignore", "modified"),
                                               ("maintain", "refused")])
 def test_invalid_edit_result(kind: str, edit_result: str) -> None:

@@ -4,6 +4,8 @@ After the kill and one drain, the end-state invariants hold (documents at the la
 after-hash, history equal to the documents, integrity_check ok), and the document holds either
 the action's result (killed after the commit marker: recovery publishes it forward and replays its
 receipt) or exactly what it held before (killed earlier: the action can simply be run again).
+The kills come from the ``CM_TEST_FAULT`` seam at a named step, not after a delay: no time window,
+so they land at the same point at any load.
 """
 
 from __future__ import annotations

@@ -117,6 +117,8 @@ def test_the_next_session_is_told_of_turns_no_drain_has_read_yet(setup, home, qu
 
 
 def test_an_interrupted_turn_is_not_evidence(codex, home, tmp_path):
+    # The SIGINT follows an event (the model request arrived), not a delay, and the reply stalls
+    # 20 s, so the interrupt lands mid-turn at any load.
     script = {"replies": [{"text": "thinking slowly", "delay_seconds": 20}], "default": {"text": "ok"}}
     with fakemodel.running(str(tmp_path / "fake"), script) as fake:
         setup = CodexSetup(codex, home, tmp_path, fake)

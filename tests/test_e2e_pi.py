@@ -154,7 +154,7 @@ def test_full_loop_what_one_pi_session_says_the_next_system_prompt_carries(pi, h
             rpc.prompt("My favourite tea is genmaicha-8812.")
         finally:
             rpc.quit()
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 60  # polled: only bounds a hang
         profile = Path(home) / "data" / "memory" / "profile.md"
         while not (profile.exists() and "genmaicha-8812" in profile.read_text()):
             assert time.monotonic() < deadline, "the drain did not commit the Pi session's memory"

@@ -75,9 +75,10 @@ def test_a_url_without_its_api_path_is_endpoint_not_found(tmp_path):
         # the fake lists its models at its root too, as some servers do: the test request then 404s
         err = _refused(_init(home, "--base-url", fake.root_url, "--model", "fake-model"), "ENDPOINT_NOT_FOUND")
         assert f"{fake.root_url}/responses answered HTTP 404" in err and "/v1" in err
-        err = _refused(_init(home, "--base-url", fake.root_url + "/api", "--model", "fake-model"),
-                       "ENDPOINT_NOT_FOUND")
-        assert f"{fake.root_url}/api/models answered HTTP 404" in err and "missing its API path" in err
+        err = _refused(_init(home, "--base-url", fake.root_url + "/api", "--model", "fake-model", "--api",
+                             "chat_completions"), "ENDPOINT_NOT_FOUND")
+        # no list there either: the test request decides, and names where it went
+        assert f"{fake.root_url}/api/chat/completions answered HTTP 404" in err and "missing its API path" in err
     assert not os.path.exists(home)
 
 
@@ -139,3 +140,13 @@ def test_hosted_presets_bring_their_openai_compatible_urls(tmp_path):
         assert proc.returncode == 0, proc.stderr
         remote = json.load(open(os.path.join(home, "config.json")))["remote"]
         assert (remote["baseUrl"], remote["api"], remote["preset"]) == (url, "chat_completions", preset)
+
+
+def test_a_server_without_a_model_list_is_checked_by_the_test_request(tmp_path):
+    home = str(tmp_path / "home")
+    with fakemodel.running(str(tmp_path / "fake"), {"models": None}) as fake:
+        proc = _init(home, "--base-url", fake.base_url, "--model", "any-model", "--api", "chat_completions")
+        assert proc.returncode == 0, proc.stderr  # the list 404s, the round trip proves the URL and the model
+        assert [(r["method"], r.get("cue")) for r in fake.requests()] == [("GET", None), ("POST", "probe"),
+                                                                           ("POST", "probe")]
+    assert json.load(open(os.path.join(home, "config.json")))["remote"]["model"] == "any-model"

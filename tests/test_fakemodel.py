@@ -215,7 +215,7 @@ def test_delay_pauses_after_the_first_event(tmp_path):
         rest = resp.read()
         conn.close()
     assert first.startswith(b"event: response.created")
-    assert time.monotonic() - started >= 0.5
+    assert time.monotonic() - started >= 0.5  # a lower bound: load can only lengthen the pause
     assert b"response.completed" in rest
 
 

@@ -39,7 +39,7 @@ def test_a_flush_that_followed_a_drain_runs_its_own_pass_over_what_it_left(home,
         flush = subprocess.Popen([CM, "flush"], env=hook_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             # The flush records its request in the transaction that finds the live holder.
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 60  # polled: only bounds a hang
             while not _flush_requested(home):
                 assert time.monotonic() < deadline and flush.poll() is None, "the flush never asked"
                 time.sleep(0.02)

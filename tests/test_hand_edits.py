@@ -160,6 +160,11 @@ def test_a_broken_document_blocks_only_the_decisions_that_write_it(home: str, tm
         assert "cm fix profile" in status.stdout
         doctor = _cm(home, "doctor")
         assert "profile.md line 5" in doctor.stdout + doctor.stderr
+        manifests = [json.loads(item["output"]) for r in fm.model_requests() for item in r["body"].get("input", [])
+                     if item.get("type") == "function_call_output" and '"documents"' in item["output"]]
+        listed = {d["target"]: d for d in manifests[0]["documents"]}
+        assert listed["profile"]["blocked"] == "INVALID_DOCUMENT" and listed["profile"]["text"] == ""
+        assert "unclosed" not in json.dumps(manifests), "a file cm cannot read is never sent"
 
         fixed = _cm(home, "fix", "profile", "--yes")
         assert fixed.returncode == 0, fixed.stdout + fixed.stderr

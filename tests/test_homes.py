@@ -23,7 +23,7 @@ READERS = {
     "work-config": ["--mode", "posix", "--output", "/tmp/nc-x"], "undo": ["v1"], "purge": ["profile", "X", "--yes"],
     "restore": ["t"], "retry": ["abcdefgh"], "cancel": ["abcdefgh"], "release": ["1"], "import": ["/tmp/x.md"],
     "eval": ["--synthetic", "careful", "--world", "remember-profile"],
-    "agents": [], "agents install": ["claude-code"], "agents remove": ["claude-code"],
+    "agents": [], "agents install": ["claude-code"], "agents remove": ["claude-code"], "fix": ["profile"],
 }
 # Commands that create the home they are given; `cm uninstall` needs a terminal before it reads one
 # (tests/test_uninstall.py); host entries have their own parsers and never fail a host.

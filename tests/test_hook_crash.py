@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import pytest
 from conftest import CM, Transcript, db_rows, event, hook_env, run_hook
+from support import killwindow
 
 pytestmark = pytest.mark.usefixtures("quiet_drain")  # inspect exactly what was admitted
 
@@ -32,29 +33,33 @@ def _start(argv: list[str], payload: bytes, env: dict[str, str]) -> subprocess.P
     return proc
 
 
-def _kill_at_random_points(rng: random.Random, launch: Callable[[str, str], subprocess.Popen]) -> dict[str, int]:
+def _kill_at_random_points(rng: random.Random, launch: Callable[[str, str], subprocess.Popen],
+                           test: str) -> dict[str, int]:
     """Run ``launch(turn, text)`` for TRIALS prompts (turns ``p0``…) and SIGKILL each after a random delay.
 
     The delays are drawn from twice the time a whole hook takes on this machine now (the median of
-    three unkilled runs, turns ``c0``…``c2``, which are admitted normally), so about half the runs die
-    mid-way whether the machine is quiet or loaded; a fixed window is all kills under load and all
-    completions on a quiet machine. Returns how many runs were killed and how many completed."""
-    took = []
-    for n in range(3):
-        began = time.monotonic()
+    three unkilled runs, turns ``c0``…``c2``, which are admitted normally; ``support.killwindow``),
+    so about half the runs die mid-way whether the machine is quiet or loaded; a fixed window is
+    all kills under load and all completions on a quiet machine. Returns how many runs were killed
+    and how many completed."""
+    calibration = iter(range(3))
+
+    def whole_run() -> None:
+        n = next(calibration)
         assert launch(f"c{n}", f"calibration {n}").wait(timeout=30) == 0
-        took.append(time.monotonic() - began)
-    window = 2 * sorted(took)[1]
+
+    window = killwindow.Window(span=killwindow.measure(whole_run))
     outcomes = {"killed": 0, "completed": 0}
     for n in range(TRIALS):
         proc = launch(f"p{n}", f"prompt number {n} " + "x" * rng.randrange(0, 4000))
-        time.sleep(rng.uniform(0.0, window))
+        time.sleep(window.delay(rng))
         try:
             os.kill(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         code = proc.wait(timeout=30)
         outcomes["killed" if code == -signal.SIGKILL else "completed"] += 1
+    killwindow.record(test, trials=TRIALS, window_s=round(2 * window.span, 3), **outcomes)
     return outcomes
 
 
@@ -69,7 +74,7 @@ def test_sigkill_at_random_points_leaves_each_event_whole_or_absent(home, tmp_pa
         payload = json.dumps(event("UserPromptSubmit", transcript, workdir, turn_id=turn, prompt=turn)).encode()
         return _start([CM, "hook", "codex", "--home", home], payload, env)
 
-    outcomes = _kill_at_random_points(rng, launch)
+    outcomes = _kill_at_random_points(rng, launch, "hook_crash.codex")
 
     # Each killed event is all-or-nothing: an inbox row exists exactly when its candidate does.
     inbox_turns = {r[0] for r in db_rows(home, "SELECT turn_id FROM codex_inbox WHERE event = 'UserPromptSubmit'")}
@@ -139,7 +144,7 @@ def test_sigkill_of_cm_hook_claude_leaves_each_prompt_whole_or_absent(home, tmp_
         payload = json.dumps(dict(base, hook_event_name="UserPromptSubmit", prompt_id=turn, prompt=text))
         return _start([CM, "hook", "claude", "--home", home], payload.encode(), env)
 
-    outcomes = _kill_at_random_points(rng, launch)
+    outcomes = _kill_at_random_points(rng, launch, "hook_crash.claude")
 
     rows = [json.loads(r[0]) for r in db_rows(home, "SELECT body FROM hook_inbox WHERE event = 'prompt' ORDER BY id")]
     for row in rows:

@@ -81,6 +81,7 @@ def test_a_drain_without_a_model_drops_processed_and_quarantined_bodies_after_se
 def test_an_interrupted_restore_is_replayed_before_its_expired_trash_entry_could_be_purged(home, tmp_path):
     paths, after = run_commits(home, tmp_path)
     [entry] = _trash(home)
+    # The seam SIGKILLs the restore at the named step itself (no delay): load-independent.
     killed = run_cm(["restore", entry["id"], "--home", home], env=hook_env(CM_TEST_FAULT="after_marker"), cm=CM)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     _age(paths.db, "UPDATE trash SET removed_at = removed_at - ?", 31 * DAY)

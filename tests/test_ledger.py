@@ -51,6 +51,7 @@ def _attempt(home, tmp_path, script, api="responses", agent_kwargs=None, text="I
     ({"error": {"status": 429, "headers": {"Retry-After": "1"}}}, "RATE_LIMITED", "retry", False),
     ({"policy": True, "truncate": True}, "UNAVAILABLE", "retry", True),
     ({"policy": True, "truncate": "clean"}, "INVALID_RESPONSE", "retry", True),
+    # 3 s of header delay against a 0.5 s timeout: load only makes the timeout likelier.
     ({"policy": True, "header_delay_seconds": 3}, "TIMEOUT", "retry", False),
 ], ids=["success", "401", "429", "cut-stream", "ended-early", "timeout"])
 def test_every_request_of_an_attempt_leaves_exactly_one_row_with_its_outcome(home, tmp_path, api, reply, outcome,

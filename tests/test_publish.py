@@ -766,6 +766,7 @@ def test_the_crash_matrix_covers_every_fault_point() -> None:
     assert {spec.split(":")[0] for spec in CRASH_POINTS} == set(publish.FAULT_POINTS)
 
 
+# The child SIGKILLs itself at the named fault point (no delay), so the kill is load-independent.
 @pytest.mark.parametrize("spec", list(CRASH_POINTS))
 def test_sigkill_at_each_fault_point_recovers_to_all_before_or_all_after(
         tmp_path: Path, paths: DataPaths, spec: str) -> None:

@@ -93,6 +93,9 @@ LOOKALIKES = [
     "cert body MIIDdzCCAl" + "+gAwIBAgIJ" + rand(40, B64), "commit " + rand(40, HEX), "sha256:" + rand(64, HEX),
     "SSH_KEY_PATH=~/.ssh/id_ed25519", "PUBLIC_KEY=" + rand(44, B64), "cache_key: user-" + rand(32, HEX),
     "runs as root with sudo", "fingerprint SHA256:" + rand(43, B64),
+    # lines of real code the first version of these rules flagged (Python's email/feedparser.py, platformdirs)
+    "# RFC 2822 $3.6.8 Optional fields.  ftext is %d33-57 / %d59-126, Any character",
+    "key = winreg.OpenKey(winreg.HKEY_CURRENT_USER, r\"Software\\Microsoft\\Windows\\CurrentVersion\")",
 ]
 
 

@@ -51,6 +51,7 @@ def test_status_counts_inbox_and_shows_key_presence_not_value(home, tmp_path, wo
 
 
 def test_status_reports_a_live_drain(home):
+    # The drain lingers 20 s, twice the polling deadline, so it is alive whenever status is asked.
     drain = subprocess.Popen([CM, "session-drain", "--home", home], env=hook_env(CM_TEST_DRAIN_LINGER_MS="20000"))
     try:
         import time

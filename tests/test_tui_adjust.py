@@ -45,9 +45,12 @@ def test_adjust_memory_reaches_the_writer_and_the_result_is_in_view_memory(home,
             text = await wait_for(pilot, "Notice:")
             assert f"fake-model at {fake.base_url}" in text and "Personal memory (Profile and Preferences)" in text
             await pilot.press(*REQUEST, "enter")
-            await wait_for(pilot, "submitted for global")
+            text = await wait_for(pilot, "Your request was submitted for global.")
+            assert "Request 3" not in text  # the store's task number is not this user's request count
             text = await wait_for(pilot, "Status: processed", timeout=60)
-            assert "may also have decided to change nothing" in text
+            # The outcome in the user's terms: the section the request added, not a hedge.
+            assert "Status: processed. Changed: profile / Requested change added." in text
+            assert "may also have decided to change nothing" not in text
             await pilot.press("escape")
             menu = pilot.app.screen.query_one("#column-1")
             menu.highlighted = 0
@@ -101,7 +104,7 @@ def test_a_failed_request_is_shown_as_failed_and_retried_from_processing_status(
             assert "AUTHENTICATION" in text
             # The same grouped reason and remedy as `cm status`.
             assert "Failed 1 job(s) × AUTHENTICATION: the provider rejected the API key." in text
-            assert "Remedy: put the right key in the private .env" in text and "then `cm retry" in text
+            assert "Remedy: " in text and "put the right key in the private .env" in text and "then `cm retry" in text
             await pilot.press("enter")
             await wait_for(pilot, "queued for another attempt")
             text = await wait_for(pilot, "No unfinished job.", timeout=60)
@@ -113,3 +116,14 @@ def test_a_failed_request_is_shown_as_failed_and_retried_from_processing_status(
         drive(CmApp(home, discover=temp_hosts(str(tmp_path))), steps)
     wait_no_drain(home)
     assert db_rows(home, "SELECT state, attempts FROM jobs") == [("done", 2)]
+
+
+def test_a_removal_is_reported_as_removed_and_nothing_kept_says_so():
+    from cmrunner.tui.memory import describe_request
+
+    removed = describe_request({"state": "processed", "changes": [
+        {"target": "preferences", "section": "Indentation", "kind": "remove"},
+        {"target": "profile", "section": "Editor", "kind": "replace"}]})
+    assert removed == "Status: processed. Changed: preferences / Indentation removed; profile / Editor changed."
+    assert describe_request({"state": "processed", "changes": []}) == \
+        "Status: processed. Nothing was changed: the Writer kept nothing from this request."

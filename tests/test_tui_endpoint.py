@@ -88,3 +88,20 @@ def test_a_local_preset_with_a_tool_calling_model_is_saved_without_a_key(home, t
     remote = json.load(open(os.path.join(home, "config.json")))["remote"]
     assert remote["preset"] == "lmstudio" and remote["model"] == "qwen3:8b" and remote["api"] == "chat_completions"
     assert f"{remote['apiKeyEnv']}={providers.LOCAL_KEY}" in open(os.path.join(home, ".env")).read()
+
+
+def test_the_model_form_replaces_an_agent_cli_runtime(home, tmp_path):
+    from conftest import run_cm
+
+    assert run_cm(["config", "init", "--home", home, "--agent", "claude-code"]).returncode == 0
+    with fakemodel.running(str(tmp_path / "fake"), {"models": ["qwen3:8b"]}) as fake:
+        async def steps(pilot):
+            await _pick_preset(pilot, "ollama", fake.base_url)  # was a KeyError: the CLI runtime has no key
+            await wait_for(pilot, "qwen3:8b")
+            await pilot.press("enter")
+            await wait_for(pilot, "Model saved")
+            await pilot.press("enter")
+
+        drive(CmApp(home, start="config", discover=temp_hosts(str(tmp_path))), steps, size=SMALL)
+    remote = json.load(open(os.path.join(home, "config.json")))["remote"]
+    assert remote["provider"] == "openai-compatible" and remote["preset"] == "ollama" and "agent" not in remote

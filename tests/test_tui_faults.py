@@ -127,7 +127,8 @@ def test_saving_the_model_unchanged_says_so_and_a_change_says_saved(home, tmp_pa
               open_action("model", _save_model("", "nothing was saved, and no client needs a restart")), size=SIZE)
         assert open(os.path.join(home, "config.json"), "rb").read() == before
         drive(CmApp(home, discover=temp_hosts(str(tmp_path))),
-              open_action("model", _save_model("sk-another-key-0000", "Model saved. Restart active")), size=SIZE)
+              open_action("model", _save_model("sk-another-key-0000",
+                                             "Model saved. No agent is connected to cm yet, so nothing needs a restart.")), size=SIZE)
         assert open(os.path.join(home, "config.json"), "rb").read() != before
 
 

@@ -40,7 +40,7 @@ def test_history_shows_the_diff_and_undoes_a_correction(home, tmp_path):
         assert "-Tabs in Go." in text
         await pilot.press("w")  # why: the commits and the user's own words
         text = await wait_for(pilot, "“Actually, spaces in Go.”")
-        assert "evidence #" in text and "user_explicit" in text
+        assert "evidence #" in text and "you said, Codex CLI session" in text
         await pilot.press("u")
         await wait_for(pilot, "(preferences / Indentation)? y yes · n no")
         await pilot.press("n")
@@ -111,3 +111,18 @@ def test_trash_purges_for_good(home, tmp_path):
     assert json.loads(run_cm(["trash", "--json", "--home", home]).stdout) == []
     data = open(paths.db, "rb").read()
     assert b"Spaces in Go." not in data and b"Tabs in Go." not in data
+
+
+def test_why_on_a_removed_version_at_80x24_shows_its_words_not_unknown_section(home, tmp_path):
+    _ready(home, tmp_path, 3)  # put, correct, then forget: the newest version removed the section
+
+    async def steps(pilot):
+        text = await wait_for(pilot, "remove by memory_agent (forget)")
+        await pilot.press("w")  # why, on the removed version at the top
+        text = await wait_for(pilot, "not in the document now: removed by v3")
+        assert "UNKNOWN_SECTION" not in text
+        # The words come first, on screen at 80×24 (forgotten here: the third drain was a forget).
+        assert "evidence #1, you said, Codex CLI session, 2026-11-30 00:00 UTC: (words forgotten" in text
+        await pilot.press("escape", "escape")
+
+    drive(CmApp(home), open_action("history", _after_title("Memory Control · History", steps)), size=(80, 24))

@@ -88,12 +88,12 @@ def test_view_memory_pages_and_searches_authorized_documents_without_sqlite(home
         await wait_for(pilot, "Authorized documents")
         await pilot.press("tab")
         await pilot.press(*"vim KEYBINDINGS", "enter")
-        text = await wait_for(pilot, "1 matching lines")
+        text = await wait_for(pilot, "1 matching line:")
         assert "Preferences, line 4: I prefer Vim keybindings." in text
         await pilot.press("enter")
         await wait_for(pilot, "Memory · Preferences")
         await pilot.press("escape")
-        await wait_for(pilot, "matching lines")
+        await wait_for(pilot, "1 matching line:")
         pilot.app.screen.query_one("#query").value = "hidden"
         pilot.app.screen.query_one("#query").focus()
         await pilot.press("enter")
@@ -120,7 +120,7 @@ def test_view_memory_shows_hostile_characters_escaped(home, tmp_path):
         await wait_for(pilot, "Authorized documents")
         await pilot.press("tab")
         await pilot.press(*"ALERT", "enter")
-        text = await wait_for(pilot, "1 matching lines")
+        text = await wait_for(pilot, "1 matching line:")
         assert "^[[31mALERT^G" in text and "\x1b" not in screen_text(pilot.app)
         await pilot.press("escape")
 
@@ -181,7 +181,7 @@ def test_network_settings_validate_in_place_and_save_privately(home, tmp_path):
         screen.query_one("#noproxy").value = ".internal.example, 10.0.0.0/8"
         screen.query_one("#cafile").value = ""
         await pilot.press("enter")
-        text = await wait_for(pilot, "Saved. Restart active")
+        text = await wait_for(pilot, "Saved. No agent is connected to cm yet, so nothing needs a restart.")
         assert "route: proxy http://proxy.local:8080 (custom proxy)" in text and "pw-secret" not in text
         await pilot.press("escape", "escape")
 
@@ -206,7 +206,7 @@ def test_network_shortcut_env_mode_refuses_a_bad_no_proxy(home, tmp_path, monkey
         assert "NO_PROXY entry 2" in text
         monkeypatch.setenv("NO_PROXY", "example.com")
         await pilot.press("enter")
-        await wait_for(pilot, "Saved. Restart active")
+        await wait_for(pilot, "Saved. No agent is connected to cm yet")
         await pilot.press("escape")
 
     app = CmApp(home, start="network", discover=temp_hosts(str(tmp_path)))
@@ -333,3 +333,28 @@ def test_agent_integration_lists_claude_code_and_gemini_and_installs_them(home, 
     assert sorted(manager.installed(home)) == ["claude-code", "gemini"]
     assert "// mine" in settings.read_text() and "hook gemini --home" in settings.read_text()
     assert "hook claude --home" in (tmp_path / "userhome" / ".claude" / "settings.json").read_text()
+
+
+def test_home_names_every_managed_agent_and_restarts_only_the_installed_ones(home, tmp_path):
+    ready(home)
+    # The ownership manifest as `cm agents install` leaves it for Claude Code and Codex.
+    with open(os.path.join(home, "integrations.json"), "w") as handle:
+        json.dump({"version": 2, "hosts": {"codex": {"root": str(tmp_path)}, "claude-code": {"root": str(tmp_path)}},
+                   "files": {}, "entries": []}, handle)
+
+    async def steps(pilot):
+        await wait_for(pilot, "Enter save · Esc back")
+        pilot.app.screen.query_one("#cafile").focus()
+        await pilot.press("enter")
+        text = await wait_for(pilot, "Saved. Restart Codex CLI and Claude Code if running, so they use the new route.")
+        assert "Pi" not in text.split("Saved.")[1].split(".")[0]
+        await pilot.press("escape")
+
+    async def home_screen(pilot):
+        await wait_for(pilot, "cm · Common Memory")
+        label = pilot.app.screen.query_one("#column-0").get_option_at_index(0).prompt
+        assert str(label) == "Choose agents (Codex, Claude Code, Gemini, Pi, ChatGPT)"
+        await pilot.press("escape")
+
+    drive(CmApp(home, start="network", discover=temp_hosts(str(tmp_path))), steps)
+    drive(CmApp(home, discover=temp_hosts(str(tmp_path))), home_screen, size=(80, 24))

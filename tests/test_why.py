@@ -6,9 +6,10 @@ import json
 import re
 import sqlite3
 
-from conftest import run_cm
+from conftest import hook_env, run_cm
 from drain_support import drain_env, start_drain, write_script
 from history_support import SAID, SCRIPT, ref, run_commits
+from mcp_support import configure, retain_template, script_file
 from writer_support import admit
 
 
@@ -30,7 +31,8 @@ def test_why_shows_the_users_exact_words_and_the_commits(home, tmp_path):
     assert found["known"] and found["editedByYou"] is None and found["ref"] == ref("Indentation")
     text = run_cm(["why", "preferences", "--home", home]).stdout.decode()
     assert f"preferences / Indentation  ({ref('Indentation')})" in text
-    assert f"user_explicit via codex_user_delivery ({agent}), session test" in text and f"“{SAID[1]}”" in text
+    assert f"“{SAID[1]}”" in text and ", you said, Codex CLI session, 2026-11-30 00:00 UTC: " in text
+    assert agent not in text and "session test" not in text  # cm's ids stay in --json
 
 
 def test_a_hand_edit_is_yours_and_pruned_words_say_so(home, tmp_path):
@@ -84,3 +86,37 @@ def test_a_section_edited_by_hand_then_seen_by_a_commit_says_edited_by_you(home,
     [written] = _why(home, "preferences", "Shell")
     assert written["editedByYou"] is None and "edited by you" not in run_cm(
         ["why", "preferences", "Shell", "--home", home]).stdout.decode()
+
+
+def test_an_imports_evidence_is_the_imported_text_and_its_file_not_the_envelope(home, tmp_path):
+    configure(home)
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Notes\n\nI write   Rust every day\nand prefer neovim.\n")
+    env = hook_env(CM_TEST_AGENT_SCRIPT=script_file(str(tmp_path), [retain_template("Imported note {first}")]))
+    assert run_cm(["import", str(notes)], env=env).returncode == 0
+    shown = run_cm(["why", "profile", "--home", home]).stdout.decode()
+    assert "you imported, imported from notes.md: “# Notes I write Rust every day and prefer neovim.”" in shown
+    for internal in ("importId", "contentDigest", "blocks", "document_import", 'import:["markdown"'):
+        assert internal not in shown
+    [found] = _why(home, "profile")
+    [evidence] = found["evidence"]
+    assert (evidence["file"], evidence["from"]) == ("notes.md", "imported from notes.md")
+    history = run_cm(["history", "--home", home]).stdout.decode()
+    assert "(imported from notes.md)" in history and 'import:["markdown"' not in history and "cm-import:" not in history
+    [version] = json.loads(run_cm(["history", "--json", "--home", home]).stdout)
+    assert version["source"] == "imported from notes.md"
+
+
+def test_why_explains_a_removed_section_and_keeps_its_evidence_after_a_restore(home, tmp_path):
+    run_commits(home, tmp_path, count=3)  # the third drain forgets the section
+    [removed] = _why(home, "preferences", ref("Indentation"))
+    assert removed["removed"] and removed["section"] == "Indentation"
+    assert [v["kind"] for v in removed["versions"]] == ["remove", "replace", "put"]
+    assert [e["id"] for e in removed["evidence"]] == [1, 2] and removed["fromCommits"]
+    text = run_cm(["why", "preferences", "Indentation", "--home", home]).stdout.decode()
+    assert "not in the document now: removed by v3" in text
+    [entry] = json.loads(run_cm(["trash", "--json", "--home", home]).stdout)
+    assert run_cm(["restore", entry["id"], "--home", home]).returncode == 0
+    [restored] = _why(home, "preferences", "Indentation")
+    assert not restored["removed"] and [e["id"] for e in restored["evidence"]] == [1, 2]
+    assert "no evidence linked" not in run_cm(["why", "preferences", "--home", home]).stdout.decode()

@@ -32,7 +32,10 @@ def test_flush_processes_in_the_foreground_and_exits_by_the_rules(home, tmp_path
     proc = run_cm(["flush"], env=env, timeout=120)
     out = proc.stdout.decode()
     assert "job " in out and "committed" in out
+    assert "memory changed: preferences / Pref 1 added; profile / Fact 1 added" in out  # in the user's terms
     assert proc.returncode == 0, (out, proc.stderr)
+    again = run_cm(["flush"], env=env, timeout=120).stdout.decode()
+    assert "nothing was kept, because nothing was waiting to be processed" in again
     good = rows(paths, "SELECT COUNT(*) FROM observations WHERE state = 'processed'")[0][0]
     assert good == 4  # one batch of four relay expressions, first template applies
 
@@ -46,6 +49,7 @@ def test_flush_exits_1_while_work_waits_and_retry_revives(home, tmp_path):
     assert proc.returncode == 1
     assert "INVALID_EVIDENCE_REFERENCE" in proc.stdout.decode()
     assert "incomplete" in proc.stderr.decode()
+    assert "nothing was kept, because no job finished" in proc.stdout.decode()
     conn = __import__("sqlite3").connect(paths.db)
     conn.execute("UPDATE jobs SET state = 'dead', issue = 'RECOVERY_BUDGET_EXHAUSTED'")
     conn.execute("UPDATE observations SET state = 'dead'")
@@ -100,3 +104,14 @@ def test_status_counts_jobs_after_work(home, tmp_path):
     report = json.loads(subprocess.run([__import__("conftest").CM, "status", "--json"], capture_output=True,
                                        env=drain_env("", "")).stdout)
     assert report["jobs"] == {"done": 1} and report["observations"] == {"processed": 1}
+
+
+def test_flush_says_nothing_was_kept_when_the_memory_agent_ignores_it(home, tmp_path):
+    paths, _cfg = configure(home)
+    admit(paths, "just chatting", "e1", batch="b1")
+    ignore = {"decisions": [MIXED["decisions"][1]]}
+    proc = run_cm(["flush"], env=drain_env(write_script(str(tmp_path), ignore), str(tmp_path / "calls")), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.decode()
+    assert "nothing was kept, because the Memory Agent found nothing in it to remember or change" in out
+    assert "memory changed" not in out

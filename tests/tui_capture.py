@@ -120,7 +120,7 @@ async def management(pilot: object, shots: Shots, home: str) -> None:
     await wait_for(pilot, "page 1/")
     await shots.save(pilot, "view-document")
     await pilot.press("escape", "tab", *"tabs", "enter")  # type: ignore[attr-defined]
-    await wait_for(pilot, "matching lines")
+    await wait_for(pilot, "matching line")
     await shots.save(pilot, "search")
     await pilot.press("escape")  # type: ignore[attr-defined]
 

@@ -156,6 +156,7 @@ class Tmux:
         return proc.stdout
 
     def wait(self, needle: str, timeout: float = 20.0) -> str:
+        # Polls: the timeout only bounds a hang; a loaded machine just takes more polls.
         deadline = time.monotonic() + timeout
         while True:
             screen = self.capture()

@@ -12,6 +12,8 @@ Contract:
   reason, retryable, httpStatus?, proxyStatus?, remedy}``: ``remedy`` is the fix that matches the
   failure (``reasons.provider_fix``: the URL's API path on a 404, the key on 401/403, the model
   list for an unknown model), else the code's fix. No provider body or secret appears in it.
+- On an agent-CLI runtime (``remote.provider: "agent-cli"``) it is ``agentcli.probe.run``: one
+  confined run of the CLI, reported as ``{runtime, agent, model, binary, version, outcome}``.
 - Without a model or its key it raises ``CmError`` (``UNCONFIGURED`` / ``API_KEY_MISSING``).
 Decision: the probe caps output at 16 tokens; a reply cut by that cap still proves the route, the
 key and the protocol, so it counts as success.
@@ -49,8 +51,9 @@ def run(cfg: config_mod.Config, **timeouts: float) -> dict:
     if not remote:
         raise CmError("UNCONFIGURED", "no model is configured; run `cm config init` with --base-url and --model")
     if config_mod.is_agent_cli(remote):
-        raise CmError("AGENT_CLI_RUNTIME", f"the Memory Agent runs through the {remote['agent']} CLI, which reaches "
-                                           "its own model; `cm doctor` checks that the CLI is found")
+        from cmrunner.writer_proc.agentcli import probe as agent_probe
+
+        return agent_probe.run(cfg)
     private = envfile.read(cfg.home)
     key = private.get(remote["apiKeyEnv"]) or None
     if key is None:

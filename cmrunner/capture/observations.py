@@ -377,6 +377,14 @@ def evidence(conn: sqlite3.Connection, ids: list[int]) -> list[Evidence]:
         "FROM observations o WHERE o.id IN (SELECT value FROM json_each(?)) ORDER BY o.id", (json.dumps(ids),))]
 
 
+def first_texts(conn: sqlite3.Connection, namespaces: list[str]) -> dict[str, str]:
+    """The first still-kept text of each of ``namespaces`` (an import's part names its file)."""
+    return dict(conn.execute(
+        "SELECT namespace, text FROM observations WHERE id IN (SELECT MIN(id) FROM observations"
+        " WHERE text IS NOT NULL AND namespace IN (SELECT value FROM json_each(?)) GROUP BY namespace)",
+        (json.dumps(namespaces),)).fetchall())
+
+
 def classes(conn: sqlite3.Connection, ids: list[int]) -> tuple[tuple[str, str | None], ...]:
     """The distinct ``(scope, provenance class)`` pairs that ``ids`` span, sorted."""
     return tuple(conn.execute("SELECT DISTINCT scope, provenance FROM observations"

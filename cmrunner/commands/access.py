@@ -18,26 +18,33 @@ PARTS_LISTED = 10  # a larger import lists its dead or quarantined parts and cou
 @click.option("--json", "as_json", is_flag=True, help="One JSON object for scripts.")
 @click.pass_context
 def network_test(ctx: click.Context, as_json: bool) -> None:
-    """Send one small synthetic model request; report the route and the outcome (recorded in `cm usage`)."""
+    """Send one small synthetic model request (through the agent CLI when that is the runtime); report the route and
+    the outcome (recorded in `cm usage`)."""
     from cmrunner.writer_proc import nettest
 
     report = nettest.run(config_mod.load(_home(ctx)))
     outcome = report["outcome"]
     if as_json:
         echo(json.dumps(report, indent=2))
+        if not outcome["ok"]:
+            ctx.exit(1)
+        return
+    if report.get("runtime") == "agent-cli":
+        echo(f"model:   {report['model']} through the {report['agent']} CLI (its own login)")
+        echo(f"route:   {report['binary']}, version {report['version'] or 'unknown'}")
     else:
         route = report["route"] or {}
         via = f"proxy {route['proxy']}" if route.get("via") == "proxy" else "direct"
         echo(f"model:   {report['model']} at {report['baseUrl']} ({report['api']})")
         if route:
             echo(f"route:   {via} (mode {route['mode']}: {route['reason']})")
-        if outcome["ok"]:
-            echo(f"outcome: ok in {outcome['elapsedMs']} ms")
-        else:
-            status = "".join(f", {k} {outcome[k]}" for k in ("httpStatus", "proxyStatus") if k in outcome)
-            echo(f"outcome: {outcome['code']} at {outcome['stage']} ({outcome['reason']}{status})")
-            if outcome.get("remedy"):
-                echo(f"fix:     {outcome['remedy']}")
+    if outcome["ok"]:
+        echo(f"outcome: ok in {outcome['elapsedMs']} ms")
+    else:
+        status = "".join(f", {k} {outcome[k]}" for k in ("httpStatus", "proxyStatus") if k in outcome)
+        echo(f"outcome: {outcome['code']} at {outcome['stage']} ({outcome['reason']}{status})")
+        if outcome.get("remedy"):
+            echo(f"fix:     {outcome['remedy']}")
     if not outcome["ok"]:
         ctx.exit(1)
 

@@ -23,6 +23,7 @@ def flush(ctx: click.Context) -> None:
     withhold.refresh(DataPaths(cfg.data_root))  # the read path's findings for what was just committed
     if report.followed:
         echo("a running drain held the queue; followed it to the end")
+    _outcome_summary(_home(ctx), report.outcomes)
     left = ", ".join(f"{k} {v}" for k, v in report.remaining.items() if v)
     echo(f"remaining: {left or 'nothing'}{'; a job is waiting for its backoff or lease' if report.waiting else ''}")
     if report.open_turns:
@@ -33,6 +34,23 @@ def flush(ctx: click.Context) -> None:
     if not report.complete:
         echo("flush incomplete: see `cm status`", err=True)
         ctx.exit(1)
+
+
+def _outcome_summary(home: str, outcomes: list) -> None:
+    """What the flush did to the memory, in the user's terms: the sections added, changed or
+    removed, or why nothing was kept."""
+    from cmrunner.views import history as history_view
+
+    finished = [o.job_id for o in outcomes if o.state in ("committed", "ignored")]
+    changed = history_view.changes_of(home, finished)
+    if changed:
+        echo("memory changed: " + "; ".join(changed))
+    elif not outcomes:
+        echo("nothing was kept, because nothing was waiting to be processed")
+    elif finished:
+        echo("nothing was kept, because the Memory Agent found nothing in it to remember or change")
+    else:
+        echo("nothing was kept, because no job finished (see the lines above and `cm status`)")
 
 
 @cli.command()

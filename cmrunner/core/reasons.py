@@ -129,6 +129,13 @@ TABLE: dict[str, Reason] = {
                             "use a model with a larger context or lower the disclosure byte caps", RETRY),
     "MISSING_SUBMISSION": Reason("the model ended without submitting a decision",
                                  "nothing to do: cm tries again after a backoff", AUTO, _MODEL_FIX),
+    # -- an agent CLI as the Memory Agent's runtime (remote.provider agent-cli) ------------------
+    "AGENT_CLI_NOT_FOUND": Reason("the agent CLI set in remote.agent was not found or would not start",
+                                  "install it or set remote.agentPath (`cm doctor` says whether it is found)", RETRY),
+    "AGENT_CLI_AUTH": Reason("the agent CLI is not logged in, or its login expired",
+                             "run the CLI once yourself and log in", RETRY),
+    "AGENT_CLI_QUOTA": Reason("the agent CLI reported a usage limit", "nothing to do: cm tries again after a backoff",
+                              AUTO, "wait for the CLI's usage limit to reset"),
     "SENSITIVE_CONTENT_REJECTED": Reason("a request or the rendered result looked like it contained a secret, so "
                                          "nothing was sent or written", "", RETRY),
     # -- the decision contract and the agent's tools -----------------------------------------

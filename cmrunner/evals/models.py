@@ -4,7 +4,9 @@ Contract:
 - ``resolve(home, choice)`` returns the ``ModelUnderTest``:
   ``--synthetic POLICY``: the project's fake model on 127.0.0.1 with that policy (a built-in name
   or any ``file.py:function`` the fake model can load), no key, labelled synthetic; otherwise a candidate (``--model``/``--base-url``/``--api``/``--api-key-env``, each
-  defaulting to the user's configured ``remote``) or, with none of them, the user's ``remote`` itself.
+  defaulting to the user's configured ``remote``) or, with none of them, the user's ``remote`` itself
+  — an agent-CLI runtime included: each world's home gets the same ``remote`` (the CLI with its own
+  login, the user's environment) and no private value.
 - A real model's key is read from the user's private ``.env`` only (never the shell); with it the
   values the network route reads from that file (proxy variables, cm's reserved proxy URL and CA
   file) are carried over. They are written only into each temporary home's 0600 ``.env``, which is
@@ -52,6 +54,9 @@ class ModelUnderTest(NamedTuple):
         if self.remote is None:
             return {"label": self.label, "synthetic": True, "policy": self.policy, "model": None, "baseUrl": None,
                     "api": "responses"}
+        if config_mod.is_agent_cli(self.remote):
+            return {"label": self.label, "synthetic": False, "policy": None, "model": self.remote.get("model"),
+                    "baseUrl": None, "api": "agent-cli"}
         return {"label": self.label, "synthetic": False, "policy": None, "model": self.remote["model"],
                 "baseUrl": self.remote["baseUrl"], "api": self.remote.get("api", "responses")}
 
@@ -102,8 +107,9 @@ def resolve(home: str, choice: Choice) -> ModelUnderTest:
         raise CmError("UNCONFIGURED", "no model is configured; run `cm config init`, or name a candidate with "
                                       "--base-url and --model, or use --synthetic careful")
     if config_mod.is_agent_cli(configured) and all(v is None for v in candidate):
-        raise CmError("AGENT_CLI_RUNTIME", "cm eval does not run the Memory Agent through an agent CLI yet; name a "
-                                           "candidate with --base-url and --model, or use --synthetic careful")
+        assert configured is not None
+        # Each world's home runs the same CLI, with its own login and the user's environment: no key.
+        return ModelUnderTest(config_mod.runtime_label(configured), None, dict(configured), {})
     remote = _candidate(None if config_mod.is_agent_cli(configured) else configured, *candidate,
                         what="model under test")
     private = _private(home, remote)

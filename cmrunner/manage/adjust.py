@@ -12,8 +12,9 @@ Contract:
   ``BEGIN IMMEDIATE`` transaction, so an accepted request is durable and a consumer is on its way.
   Leaving the screen afterwards does not withdraw it.
 - Status comes from the observation and its job (``mcp_items.outcome``), so idle leases, backoff,
-  failures and cancellation show as what they are: only ``processed`` is a finished request, and
-  even then the Writer may have ignored it (the caller says so and points at the memory itself).
+  failures and cancellation show as what they are: only ``processed`` is a finished request.
+  A processed request carries ``changes``: the sections its commit added, changed or removed
+  (``core.history``, by the job's receipt), empty when the Writer kept nothing from it.
 - ``overview`` reads the store read-only and never creates it; it carries the same grouped reasons
   and remedies and the last drain failure as ``cm status``; ``continue_processing`` and
   ``retry`` use the same queue rules as ``cm flush`` / ``cm retry`` (quarantine and live leases
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from cmrunner.capture import observations
-from cmrunner.core import config as config_mod, drainfailures, drainlease, jobstore, projects, reasons, store
+from cmrunner.core import config as config_mod, drainfailures, drainlease, history, jobstore, projects, reasons, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.mcpserver import items as mcp_items
@@ -123,9 +124,15 @@ def request_status(home: str, entry_id: str) -> dict | None:
         return None
     try:
         found = mcp_items.outcome(conn, NAMESPACE, entry_id)
+        if found is None:
+            return None
+        result = found[0]
+        if result["state"] == "processed" and result["jobId"]:
+            result["changes"] = [{"target": v.target, "section": v.title, "kind": v.kind}
+                                 for v in history.by_receipt(conn, result["jobId"])]
     finally:
         conn.close()
-    return found[0] if found else None
+    return result
 
 
 @dataclass(frozen=True)

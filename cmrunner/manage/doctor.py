@@ -8,7 +8,8 @@ as ``cm network-test``'s is); a ``fail`` detail starts with a stable ``CODE:`` a
 ``integrations/checks.py:host_groups``; this module has the general checks (``run``) and the Codex
 profile's (``codex_profile``). ``run`` checks the configuration; the model (``remote`` with base
 URL and model, and its key present in the private ``.env`` — the key itself is never read into a
-message; without ``probe_model`` the endpoint is not contacted and the detail says so); the data root (a real directory — no symlinked component — of mode 0700 that this user
+message; without ``probe_model`` the endpoint is not contacted and the detail says so; an agent
+CLI is checked found, and with ``probe_model`` run once as ``cm network-test`` runs it); the data root (a real directory — no symlinked component — of mode 0700 that this user
 can write, or one that can be created: its nearest existing ancestor is a writable real
 directory); the memory files (each one cm cannot read is named with its line and rule, and the
 fix: ``cm fix <document>``). ``codex_profile`` checks the profile file that ``cm codex-config`` generates
@@ -170,6 +171,19 @@ def _check_agent_cli(remote: dict) -> Check:
     return Check("model", "ok", f"{config_mod.runtime_label(remote)}: {path}")
 
 
+def _probe_agent_cli(cfg: config_mod.Config) -> Check:
+    """One confined run of the CLI (``cm network-test``'s), its outcome code only."""
+    from cmrunner.writer_proc import nettest
+
+    report = nettest.run(cfg)
+    outcome = report["outcome"]
+    where = f"{config_mod.runtime_label(cfg.remote or {})}: {report['binary']} {report['version'] or ''}".rstrip()
+    if outcome["ok"]:
+        return Check("model", "ok", f"{where}; it answered one small task in {outcome['elapsedMs']} ms")
+    return _failed("model", outcome["code"], f"{where}; one small task failed at {outcome['stage']} "
+                                             f"({outcome['reason']}); `cm network-test` shows the outcome")
+
+
 def _check_model(cfg: config_mod.Config, probe: bool = False) -> Check:
     remote = cfg.remote
     if remote is None:
@@ -177,7 +191,8 @@ def _check_model(cfg: config_mod.Config, probe: bool = False) -> Check:
                        "memory; run `cm config` (or `cm config init --force --base-url URL --model NAME "
                        "--api-key-stdin`)")
     if config_mod.is_agent_cli(remote):
-        return _check_agent_cli(remote)
+        found = _check_agent_cli(remote)
+        return _probe_agent_cli(cfg) if probe and found.state == "ok" else found
     try:
         present = envfile.get_secret(cfg.home, remote["apiKeyEnv"]) is not None
     except CmError as exc:

@@ -19,7 +19,8 @@ Contract:
   ``ENDPOINT_REJECTED`` (any other refusal, with its HTTP status and reason code).
 Decisions: the probe carries no memory and no user text and runs before any configuration exists,
 so it is not entered in the disclosure ledger (`cm network-test` is, once configured). A model list
-that is unavailable for another reason (not a 404) does not block: the probe then decides, and a
+the server does not give (even a 404: not every provider serves ``/models``) does not block: the
+probe then decides, so a wrong URL is still ``ENDPOINT_NOT_FOUND`` (from the test request), and a
 provider's ``model_not_found`` answer is ``MODEL_NOT_LISTED``. The probe's output cap leaves room
 for a reasoning model's thinking before its call.
 """
@@ -41,7 +42,8 @@ _PROBE_SYSTEM = "This is a capability test from cm. Follow the user's instructio
 _TOOL = {"name": PROBE_TOOL, "description": "Echo the nonce cm asked for; proves the model can call tools.",
          "parameters": {"type": "object", "properties": {"nonce": {"type": "string"}}, "required": ["nonce"],
                         "additionalProperties": False}}
-_SOFT_LIST_CODES = ("MODEL_LIST_UNAVAILABLE", "MODEL_LIST_INVALID", "MODEL_LIST_EMPTY")
+# A server may keep no model list (a 404 there too): the test request then decides whether the URL is right.
+_SOFT_LIST_CODES = ("MODEL_LIST_UNAVAILABLE", "MODEL_LIST_INVALID", "MODEL_LIST_EMPTY", "ENDPOINT_NOT_FOUND")
 
 
 def not_listed(base_url: str, model: str, listed: list[str]) -> CmError:

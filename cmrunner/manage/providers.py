@@ -12,7 +12,7 @@ Contract:
   ``PROXY_AUTHENTICATION``, ``MODEL_UNREACHABLE`` naming the URL, ``ENDPOINT_NOT_FOUND`` for a 404:
   the URL probably lacks its API path, ``MODEL_LIST_UNAVAILABLE``, ``MODEL_LIST_INVALID``,
   ``MODEL_LIST_EMPTY``) whose message carries no key, body or proxy credential.
-- ``commit_model`` is the recoverable commit: a new key goes into the private ``.env`` under a
+- ``commit_model`` is the recoverable commit (an agent-CLI ``remote`` is replaced whole, as if none): a new key goes into the private ``.env`` under a
   freshly generated name first, then ``config.json`` is replaced atomically to point at it, then
   keys no configuration refers to any more are dropped. A crash between steps leaves the old
   configuration with its old key intact (at worst an unreferenced key, removed by the next commit).
@@ -235,9 +235,14 @@ def build_remote(old: dict | None, choice: ModelChoice, key_env: str) -> dict:
     return remote
 
 
+def network_remote(remote: dict | None) -> dict | None:
+    """``remote`` when it is an HTTP model; ``None`` for none or an agent CLI (it has no key or URL to keep)."""
+    return None if not remote or config_mod.is_agent_cli(remote) else remote
+
+
 def would_change(home: str, choice: ModelChoice, api_key: str | None) -> bool:
     """Whether ``commit_model`` would change anything: the model settings, or the key (``None`` keeps it)."""
-    old = config_mod.load(home).remote
+    old = network_remote(config_mod.load(home).remote)
     if not old:
         return True
     if api_key is not None and api_key != envfile.get_secret(home, old["apiKeyEnv"]):
@@ -249,7 +254,7 @@ def commit_model(home: str, choice: ModelChoice, api_key: str | None) -> dict:
     """Save the model choice; ``api_key`` ``None`` keeps the configured key. Returns the new config."""
     cfg = config_mod.load(home)
     data = copy.deepcopy(cfg.data)
-    old = data.get("remote")
+    old = network_remote(data.get("remote"))  # an agent CLI's settings are replaced whole
     if api_key is None:
         if not old or envfile.get_secret(home, old["apiKeyEnv"]) is None:
             raise CmError("API_KEY_MISSING", "no API key is configured yet; enter one")

@@ -39,20 +39,21 @@ Finding = tuple[int, str, str]
 
 _Q = r"['\"`]?"
 _VAL = r"(?P<value>[^\s'\"`]{1,256})"
-_CLI = tuple(re.compile(pattern) for pattern in (
-    rf"\bcurl\b[^\n]{{0,200}}?\s(?:-u|--user)(?:[ \t]+|=){_Q}[^\s:'\"`]{{0,64}}:{_VAL}",
-    rf"\b(?:mysql|mysqldump|mysqladmin|mysqlsh|mariadb(?:-dump)?)\b[^\n]{{0,200}}?\s-p{_Q}(?P<value>[^\s'\"`]{{1,256}})",
-    rf"\bsshpass(?:[ \t]+-[vVe])*[ \t]+-p[ \t]*{_Q}{_VAL}",
-    rf"\b(?:docker|podman|buildah|nerdctl|skopeo|helm[ \t]+registry|oras)[ \t]+login\b[^\n]{{0,200}}?\s(?:-p|--password)(?:[ \t]+|=){_Q}{_VAL}",
-    rf"\bredis-cli\b[^\n]{{0,200}}?\s(?:-a|--pass)[ \t]+{_Q}{_VAL}",
-    rf"\bmongo(?:sh|dump|restore|import|export)?\b[^\n]{{0,200}}?\s(?:-p|--password)(?:[ \t]+|=){_Q}{_VAL}",
-    rf"\b(?:smbclient|rpcclient|smbmap|smbget)\b[^\n]{{0,200}}?\s-U[ \t]+{_Q}[^\s%'\"`]{{1,64}}%{_VAL}",
-    rf"\s-pass(?:in|out)?[ \t]+{_Q}pass:{_VAL}",
-    rf"\s-(?:src|dest|new)?(?:store|key)pass[ \t]+{_Q}{_VAL}",
-    rf"\bhtpasswd(?:[ \t]+-[a-zA-Z]+)*?[ \t]+-[a-zA-Z]*b[a-zA-Z]*(?:[ \t]+-[a-zA-Z]+)*[ \t]+\S+[ \t]+\S+[ \t]+{_Q}{_VAL}",
-    rf"\bldap(?:search|modify|add|delete|whoami|passwd|compare)\b[^\n]{{0,200}}?\s-w[ \t]+{_Q}{_VAL}",
-    rf"\b(?:sqlcmd|bcp|mssql-cli)\b[^\n]{{0,200}}?\s-P[ \t]+{_Q}{_VAL}",
-    rf"\b(?:PGPASSWORD|MYSQL_PWD|SSHPASS|RSYNC_PASSWORD|REDISCLI_AUTH|PGPASS)={_Q}{_VAL}",
+# Each pattern with the words one of which a line must hold for it to apply (a cheap test first).
+_CLI = tuple((needles, re.compile(pattern)) for needles, pattern in (
+    (("curl",), rf"\bcurl\b[^\n]{{0,200}}?\s(?:-u|--user)(?:[ \t]+|=){_Q}[^\s:'\"`]{{0,64}}:{_VAL}"),
+    (("mysql", "mariadb"), rf"\b(?:mysql|mysqldump|mysqladmin|mysqlsh|mariadb(?:-dump)?)\b[^\n]{{0,200}}?\s-p{_Q}(?P<value>[^\s'\"`]{{1,256}})"),
+    (("sshpass",), rf"\bsshpass(?:[ \t]+-[vVe])*[ \t]+-p[ \t]*{_Q}{_VAL}"),
+    (("login",), rf"\b(?:docker|podman|buildah|nerdctl|skopeo|helm[ \t]+registry|oras)[ \t]+login\b[^\n]{{0,200}}?\s(?:-p|--password)(?:[ \t]+|=){_Q}{_VAL}"),
+    (("redis-cli",), rf"\bredis-cli\b[^\n]{{0,200}}?\s(?:-a|--pass)[ \t]+{_Q}{_VAL}"),
+    (("mongo",), rf"\bmongo(?:sh|dump|restore|import|export)?\b[^\n]{{0,200}}?\s(?:-p|--password)(?:[ \t]+|=){_Q}{_VAL}"),
+    (("smb", "rpcclient"), rf"\b(?:smbclient|rpcclient|smbmap|smbget)\b[^\n]{{0,200}}?\s-U[ \t]+{_Q}[^\s%'\"`]{{1,64}}%{_VAL}"),
+    (("pass:",), rf"\s-pass(?:in|out)?[ \t]+{_Q}pass:{_VAL}"),
+    (("storepass", "keypass"), rf"\s-(?:src|dest|new)?(?:store|key)pass[ \t]+{_Q}{_VAL}"),
+    (("htpasswd",), rf"\bhtpasswd(?:[ \t]+-[a-zA-Z]+)*?[ \t]+-[a-zA-Z]*b[a-zA-Z]*(?:[ \t]+-[a-zA-Z]+)*[ \t]+\S+[ \t]+\S+[ \t]+{_Q}{_VAL}"),
+    (("ldap",), rf"\bldap(?:search|modify|add|delete|whoami|passwd|compare)\b[^\n]{{0,200}}?\s-w[ \t]+{_Q}{_VAL}"),
+    (("sqlcmd", "bcp", "mssql-cli"), rf"\b(?:sqlcmd|bcp|mssql-cli)\b[^\n]{{0,200}}?\s-P[ \t]+{_Q}{_VAL}"),
+    (("PGPASS", "MYSQL_PWD", "SSHPASS", "RSYNC_PASSWORD", "REDISCLI_AUTH"), rf"\b(?:PGPASSWORD|MYSQL_PWD|SSHPASS|RSYNC_PASSWORD|REDISCLI_AUTH|PGPASS)={_Q}{_VAL}"),
 ))
 # Not a password: a variable or command reference, a template, a mask, a word that names the thing.
 _PLACEHOLDER = re.compile(
@@ -61,11 +62,12 @@ _PLACEHOLDER = re.compile(
 
 _USER = r"(?P<user>[A-Za-z][\w.@+-]{0,39})"
 _PW = r"(?P<value>[^\s'\"`,;]{6,64})"
-_PAIR = tuple(re.compile(pattern) for pattern in (
-    rf"(?<![\w/.-]){_USER}[ \t]+/[ \t]+{_PW}(?![^\s,;.)'\"`])",
-    rf"(?i:\b(?:user(?:name)?|login|account|acct)\b)[ \t]*[:=]?[ \t]*{_Q}{_USER}{_Q}[,;]?[ \t]+(?:(?i:and|&)[ \t]+)?" rf"(?i:pass(?:word)?|pw|pwd)\b[ \t]*[:=]?[ \t]*{_Q}{_PW}",
-    rf"(?i:\bas)[ \t]+{_USER}[ \t]+(?i:with|using)[ \t]+(?:(?i:password|pw|pass)[ \t]+)?{_Q}{_PW}",
-    rf"(?i:\b(?:creds|credentials|login|account)\b)[^\n:]{{0,40}}:[ \t]*{_Q}[A-Za-z][\w.@+-]{{0,39}}:{_PW}",
+# As _CLI: the words (lower-cased) one of which the text must hold.
+_PAIR = tuple((needles, re.compile(pattern)) for needles, pattern in (
+    ((" / ", "\t/"), rf"(?<![^\s(:>'\"`]){_USER}[ \t]+/[ \t]+{_PW}(?![^\s,;.)'\"`])"),
+    (("pass", "pw"), rf"(?i:\b(?:user(?:name)?|login|account|acct)\b)[ \t]*[:=]?[ \t]*{_Q}{_USER}{_Q}[,;]?[ \t]+(?:(?i:and|&)[ \t]+)?" rf"(?i:pass(?:word)?|pw|pwd)\b[ \t]*[:=]?[ \t]*{_Q}{_PW}"),
+    ((" as ",), rf"(?i:\bas)[ \t]+{_USER}[ \t]+(?i:with|using)[ \t]+(?:(?i:password|pw|pass)[ \t]+)?{_Q}{_PW}"),
+    (("cred", "login", "account"), rf"(?i:\b(?:creds|credentials|login|account)\b)[^\n:]{{0,40}}:[ \t]*{_Q}[A-Za-z][\w.@+-]{{0,39}}:{_PW}"),
 ))
 _PASSWORD_SYMBOLS = frozenset("!#$%&*+=?@^~_")
 
@@ -115,7 +117,7 @@ def _password_like(value: str) -> bool:
 
 def _cli(text: str) -> list[Finding]:
     found: list[Finding] = []
-    for m in (m for pattern in _CLI for m in pattern.finditer(text)):
+    for m in (m for needles, pattern in _CLI if any(n in text for n in needles) for m in pattern.finditer(text)):
         value = m.group("value").rstrip(".,;)")
         if len(value) >= 4 and not _benign_value(value):
             found.append((m.start(), "secret.credential", value))
@@ -124,7 +126,8 @@ def _cli(text: str) -> list[Finding]:
 
 def _pairs(text: str) -> list[Finding]:
     found: list[Finding] = []
-    for m in (m for pattern in _PAIR for m in pattern.finditer(text)):
+    lowered = text.lower()
+    for m in (m for needles, pattern in _PAIR if any(n in lowered for n in needles) for m in pattern.finditer(text)):
         value = m.group("value").rstrip(".,;:)")
         if _password_like(value) and not _benign_value(value) and not value.startswith(("http", "www.")):
             found.append((m.start(), "secret.credential", value))
@@ -146,8 +149,9 @@ def _key_settings(text: str) -> list[Finding]:
 
 
 def _random_symbols(value: str) -> bool:
-    """A generated secret with symbols (Django's default key): 32+ characters, 3 classes, high entropy."""
-    if len(value) < 32:
+    """A generated secret with symbols (Django's default key): 32+ characters with a digit, 3 classes, many
+    distinct characters, not made of words (code such as ``winreg.OpenKey(winreg.HKEY_CURRENT_USER,``)."""
+    if len(value) < 32 or not any(c.isdigit() for c in value) or _rules.wordlike(value) > _rules.MAX_WORDLIKE:
         return False
     classes = sum((any(c.islower() for c in value), any(c.isupper() for c in value), any(c.isdigit() for c in value),
                    any(not c.isalnum() for c in value)))

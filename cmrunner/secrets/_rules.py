@@ -205,7 +205,8 @@ def _switch_ratio(token: str) -> float:
     return sum(a != b for a, b in zip(classes, classes[1:])) / (len(classes) - 1)
 
 
-def _wordlike(token: str) -> float:
+def wordlike(token: str) -> float:
+    """The share of ``token`` in runs of four or more lower-case letters (words, not random text)."""
     return sum(len(run) for run in _LOWER_RUN.findall(token)) / len(token)
 
 
@@ -247,7 +248,7 @@ def random_looking(token: str) -> bool:
     # str methods first: they reject most tokens (words, paths, numbers) at C speed
     if core.lower() == core or core.upper() == core or _DIGIT.search(core) is None:
         return False
-    if _is_path(core) or _switch_ratio(core) < MIN_SWITCH_RATIO or _wordlike(core) > MAX_WORDLIKE:
+    if _is_path(core) or _switch_ratio(core) < MIN_SWITCH_RATIO or wordlike(core) > MAX_WORDLIKE:
         return False
     return _entropy(core) >= entropy_threshold(len(core))
 
@@ -270,7 +271,7 @@ def entropy_findings(text: str) -> list[Finding]:
         if token.isalpha() or not any(c.isalpha() for c in token):
             continue
         labelled = anchored(text, m.start(), m.end()) and not _UUID.search(text[max(0, m.start() - 1):m.end() + 1])
-        if labelled and not (token.islower() and not _is_hex(token) and _wordlike(token) > MAX_WORDLIKE):
+        if labelled and not (token.islower() and not _is_hex(token) and wordlike(token) > MAX_WORDLIKE):
             found.append((m.start(), "secret.high_entropy", token))
     return found
 

@@ -12,7 +12,7 @@ Contract:
   (a bare list means replies only). Replies are consumed in order by ``POST /v1/responses`` and
   ``POST /v1/chat/completions`` alike; once exhausted, ``default`` answers (a fixed text when absent).
   ``GET /v1/models`` (and ``GET /models``, as a server that also answers at its root) consumes
-  nothing and lists the script's ``"models"`` (default ``fake-model``). cm's endpoint check, a
+  nothing and lists the script's ``"models"`` (default ``fake-model``; ``null``: no list, a 404). cm's endpoint check, a
   request offering only its probe tool, consumes nothing either (``fakeprobe``): the fake calls
   the tool as asked, or never does with ``"tools": false``. A POST to any other path is a 404. A reply is an object with these optional keys:
   ``text`` (assistant text), ``tool_calls`` (list of ``{name, arguments, call_id?, namespace?}``;
@@ -149,8 +149,8 @@ def load_full_script(raw: object) -> tuple[list[dict], dict, dict | None]:
     if not isinstance(raw.get("tools", True), bool):
         raise ScriptError("tools must be true or false")
     listed = raw.get("models", [])
-    if not isinstance(listed, list) or not all(isinstance(m, str) and m for m in listed):
-        raise ScriptError("models must be a list of model ids")
+    if listed is not None and (not isinstance(listed, list) or not all(isinstance(m, str) and m for m in listed)):
+        raise ScriptError("models must be a list of model ids, or null for a server without a model list")
     replies = raw.get("replies", [])
     if not isinstance(replies, list):
         raise ScriptError("replies must be a list")
@@ -227,7 +227,7 @@ class FakeModelHandler(BaseHTTPRequestHandler):
     script: Script
     log: RequestLog
     driver: fakepolicy.Driver
-    models: tuple[str, ...] = ("fake-model",)
+    models: tuple[str, ...] | None = ("fake-model",)
     calls_tools = True
 
     def log_message(self, format: str, *args: object) -> None:
@@ -328,7 +328,7 @@ class FakeModelHandler(BaseHTTPRequestHandler):
         headers, authorized = self._headers_for_log()
         path = self.path.split("?", 1)[0]
         self.log.record("GET", self.path, headers, authorized, None, None)
-        if path in ("/v1/models", "/models"):
+        if path in ("/v1/models", "/models") and self.models is not None:
             self._send_json(200, {"object": "list", "data": [
                 {"id": name, "object": "model", "created": 0, "owned_by": "cm-tests"} for name in self.models]})
         else:
@@ -423,7 +423,8 @@ def run_server(raw: object, lifetime: float, on_ready: Callable[[int], None], *,
     settings = raw if isinstance(raw, dict) else {}
     handler = type("Handler", (FakeModelHandler,), {"script": Script(replies, default), "log": RequestLog(log_path),
                                                     "driver": fakepolicy.Driver(policy),
-                                                    "models": tuple(settings.get("models") or models),
+                                                    "models": None if "models" in settings and settings["models"]
+                                                    is None else tuple(settings.get("models") or models),
                                                     "calls_tools": settings.get("tools", True)})
     server = ThreadingHTTPServer((HOST, port), handler)
     server.daemon_threads = True

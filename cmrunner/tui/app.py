@@ -136,18 +136,18 @@ class CmApp(App):
 
     def config_shortcut_done(self, changed: bool) -> None:
         if changed:
-            self._reset(DoneScreen("Model saved", "The model configuration was saved. Restart active Pi, Codex and "
-                                                  "MCP clients so they use it."))
+            from cmrunner.tui.home import restart_line
+
+            self._reset(DoneScreen("Model saved", "The model configuration was saved. " + restart_line(self.home, "use it")))
         else:
             self._reset(DoneScreen("Model unchanged", UNCHANGED))
 
     def change_model_done(self, changed: bool) -> None:
-        from cmrunner.tui.home import HomeScreen
+        from cmrunner.tui.home import HomeScreen, restart_line
 
         while not isinstance(self.screen, HomeScreen):
             self.pop_screen()
-        self.screen.notice.show("Model saved. Restart active Pi, Codex and MCP clients so they use it." if changed
-                                else UNCHANGED, "ok")
+        self.screen.notice.show("Model saved. " + restart_line(self.home, "use it") if changed else UNCHANGED, "ok")
 
     def setup_complete(self, notice: str | None = None) -> None:
         """The first run's last screen leads on to Home (it used to quit while saying to run cm again),

@@ -8,7 +8,8 @@ Contract:
   with the diff shown, as ``cm undo`` does, and the screen then asks whether to undo anyway (its
   own ``y``, the CLI's ``--force``).
   ``w`` shows, in place of the diff, why that section says what it says (``views.why``, as
-  ``cm why``: its commits and the words that were its evidence).
+  ``cm why``: its commits and the words that were its evidence), for a removed version too, and
+  scrolls it into view.
 - Trash lists what the Memory Agent removed (``views.history.trash``); Enter asks to restore the
   highlighted entry (``writer_proc.restore``), ``x`` to purge it for good (``writer_proc.purge``).
 - The work runs off the UI thread (an action may wait for a running drain); a ``CmError`` is shown
@@ -157,7 +158,13 @@ class HistoryScreen(_ActionScreen):
         except CmError as exc:
             self.app.call_from_thread(self.notice.show, error_text(exc))
             return
-        self.app.call_from_thread(self.query_one("#detail", Text).set, "\n".join(why.lines(found)).rstrip("\n"))
+        self.app.call_from_thread(self._show_why, "\n".join(why.lines(found)).rstrip("\n"))
+
+    def _show_why(self, text: str) -> None:
+        """The answer in place of the diff, scrolled into view (at 80×24 it starts below the list)."""
+        detail = self.query_one("#detail", Text)
+        detail.set(text)
+        detail.scroll_visible(animate=False)
 
     def action_ask_undo(self) -> None:
         item = self.highlighted()

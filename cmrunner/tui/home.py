@@ -19,8 +19,12 @@ from cmrunner.manage import providers, setupstate
 from cmrunner.manage.integrations import discovery, manager
 from cmrunner.tui.widgets import CmScreen, Menu, Text
 
+# Every host the agents screen manages, in its order, by the name people use for it.
+SHORT_NAMES = {"codex": "Codex", "claude-code": "Claude Code", "gemini": "Gemini", "pi": "Pi", "chatgpt": "ChatGPT"}
+AGENTS_LABEL = "Choose agents (" + ", ".join(SHORT_NAMES.get(h, discovery.TITLES[h]) for h in discovery.LISTED) + ")"
+
 COLUMNS = (
-    ("Agent Integration", (("agents", "Choose agents (Pi, Codex, ChatGPT)"), ("check", "Check installation"),
+    ("Agent Integration", (("agents", AGENTS_LABEL), ("check", "Check installation"),
                            ("import", "Bring in what agents know"))),
     ("Memory Control", (("view", "Search / View Memory"), ("adjust", "Adjust Memory"),
                         ("status", "Processing Status"), ("secrets", "Secrets"), ("history", "History & Undo"),
@@ -45,6 +49,19 @@ def status_line(home: str) -> str:
     except CmError:
         agents = "unknown (manifest damaged)"
     return f"{model} · agents: {agents}"
+
+
+def restart_line(home: str, what: str) -> str:
+    """Who must restart to ``what`` (``"use it"``): only the agents cm installed, or nobody."""
+    try:
+        installed = manager.installed(home)
+    except CmError:
+        return f"Restart the agents you connected to cm so they {what}."
+    names = [discovery.TITLES[h] for h in discovery.LISTED if h in installed]
+    if not names:
+        return "No agent is connected to cm yet, so nothing needs a restart."
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return f"Restart {listed} if running, so they {what}."
 
 
 class HomeScreen(CmScreen):

@@ -78,7 +78,7 @@ class ViewMemoryScreen(CmScreen):
             results.display = False
             return
         names = {d.target: d.title for d in self.docs}
-        title.set(f"{len(self.hits)} matching lines:")
+        title.set(f"{len(self.hits)} matching line{'' if len(self.hits) == 1 else 's'}:")
         results.add_options([option(f"hit:{i}", f"{names[h.target]}, line {h.line + 1}: {h.text[:80]}")
                              for i, h in enumerate(self.hits)])
         results.display = True
@@ -205,7 +205,8 @@ class AdjustScreen(CmScreen):
             return
         self.entry_id = submitted.entry_id
         event.input.value = ""
-        self.notice.show(f"Request {submitted.task_id} submitted for {self.scope}.", "ok")
+        # task_id counts every task in the store, not this user's requests: "Request 3" for a first one.
+        self.notice.show(f"Your request was submitted for {self.scope}.", "ok")
         self.poll()
         self.set_interval(0.5, self.poll)
 
@@ -223,13 +224,25 @@ class AdjustScreen(CmScreen):
         self.app.push_screen(StatusScreen())
 
 
+CHANGE_WORDS = {"put": "added", "replace": "changed", "remove": "removed"}
+
+
+def outcome_text(changes: list[dict] | None) -> str:
+    """What a processed request did to the memory, section by section, in the user's terms."""
+    if changes is None:
+        return "Open Search / View Memory to see the memory as it is now."
+    if not changes:
+        return "Nothing was changed: the Writer kept nothing from this request."
+    done = [f"{c['target']} / {c['section'] or '(untitled)'} {CHANGE_WORDS.get(c['kind'], c['kind'])}" for c in changes]
+    return "Changed: " + "; ".join(done) + "."
+
+
 def describe_request(found: dict | None) -> str:
     if found is None:
         return "Status: unknown (the request is not in the store)."
     state = found["state"]
     if state == "processed":
-        return ("Status: processed. The Writer may also have decided to change nothing: open Search / View Memory "
-                "to see the actual memory.")
+        return "Status: processed. " + outcome_text(found.get("changes"))
     parts = [f"Status: {state}"]
     if found.get("jobState") == "retry" and found.get("retryAt"):
         parts.append("waiting to retry after a failure")

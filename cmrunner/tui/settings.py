@@ -111,7 +111,9 @@ class NetworkScreen(CmScreen):
             self.notice.show(error_text(exc, "nothing was saved"))
             return
         self.query_one("#proxy", Input).value = ""
-        self.notice.show("Saved. Restart active Pi, Codex and MCP clients to use the new route.", "ok")
+        from cmrunner.tui.home import restart_line
+
+        self.notice.show("Saved. " + restart_line(home, "use the new route"), "ok")
         self.show_current(netsettings.describe(home))
 
 
@@ -145,15 +147,20 @@ class TestScreen(CmScreen):
 
 
 def describe_test(report: dict) -> str:
-    lines = [f"Model:   {report['model']} at {report['baseUrl']} ({report['api']})"]
+    if report.get("runtime") == "agent-cli":
+        lines = [f"Model:   {report['model']} through the {report['agent']} CLI (its own login)",
+                 f"CLI:     {report['binary']}, version {report['version'] or 'unknown'}"]
+    else:
+        lines = [f"Model:   {report['model']} at {report['baseUrl']} ({report['api']})"]
     route = report.get("route")
     if route:
         via = f"proxy {route['proxy']}" if route["via"] == "proxy" else "direct"
         lines.append(f"Route:   {via} (mode {route['mode']}: {route['reason']})")
     outcome = report["outcome"]
     if outcome["ok"]:
-        lines.append(f"Outcome: OK in {outcome['elapsedMs']} ms. This proves the route, key and protocol, not that "
-                     "the Writer can commit.")
+        proves = "the CLI starts confined and answers" if report.get("runtime") == "agent-cli" else \
+            "the route, key and protocol"
+        lines.append(f"Outcome: OK in {outcome['elapsedMs']} ms. This proves {proves}, not that the Writer can commit.")
     else:
         status = "".join(f", {k} {outcome[k]}" for k in ("httpStatus", "proxyStatus") if k in outcome)
         lines.append(f"Outcome: {outcome['code']} at {outcome['stage']} ({outcome['reason']}{status})")

@@ -8,7 +8,8 @@ decides what comes next (first run: the integration step; Change Model: back to 
 preset and Custom, in a worker thread, over the model's own outbound client, and the check runs in
 one too. A wrong URL (``ENDPOINT_NOT_FOUND``: probably missing ``/v1``), a server that is down
 (``MODEL_UNREACHABLE``) or a refused key is shown in place with Retry and Back (the URL); a list
-the server cannot give offers Retry and "type the name", and the check then decides. A failed
+the server cannot give (a 404 offers Back too) offers Retry and "type the name", and the check
+then decides. A failed
 check or Esc leaves the configuration as it was. The key is typed into a password field and never
 displayed; when one is configured, an empty field keeps it. Local presets (no key) skip the key
 step and store ``providers.LOCAL_KEY``.
@@ -38,7 +39,7 @@ class ModelFlow:
         self.base_url = ""
         self.api_key: str | None = None
         try:
-            self.current = config_mod.load(home).remote or {}
+            self.current = providers.network_remote(config_mod.load(home).remote) or {}
         except CmError:
             self.current = {}
 
@@ -181,9 +182,13 @@ class ModelScreen(CmScreen):
         if isinstance(found, CmError):
             self.query_one("#status", Text).set("The model list could not be loaded.")
             self.notice.show(error_text(found))
-            last = option("manual", "Type the model name") if found.code.startswith("MODEL_LIST_") \
-                else option("back", "Back: change the base URL")
-            menu.add_options([option("retry", "Retry"), last])
+            choices = [option("retry", "Retry")]
+            if not found.code.startswith("MODEL_LIST_"):
+                choices.append(option("back", "Back: change the base URL"))
+            if found.code.startswith("MODEL_LIST_") or found.code == "ENDPOINT_NOT_FOUND":
+                # some servers keep no list: the check's test request then says whether the URL is right
+                choices.append(option("manual", "Type the model name"))
+            menu.add_options(choices)
         else:
             self.models = found
             self.query_one("#status", Text).set(f"{len(found)} models at {self.flow.base_url}:")

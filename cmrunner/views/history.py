@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import sqlite3
 
+from cmrunner.capture import observations
 from cmrunner.core import config as config_mod, history, sections
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.secrets import allowlist, safety
+from cmrunner.views import sources
 
 
 def data_paths(home: str) -> DataPaths:
@@ -48,7 +50,19 @@ def _label(version: history.Version) -> str:
     return version.title
 
 
-def _view(version: history.Version, parent: history.Version | None, allowed: frozenset[str]) -> dict:
+def import_files(conn: sqlite3.Connection, sessions: set[str | None]) -> dict[str, str]:
+    """The file name behind each import namespace among ``sessions`` (while its words are kept)."""
+    wanted = sorted(s for s in sessions if s and s.startswith(sources.IMPORT_PREFIX))
+    found = {}
+    for namespace, text in observations.first_texts(conn, wanted).items():
+        part = sources.imported(text)
+        if part is not None and part[0]:
+            found[namespace] = part[0]
+    return found
+
+
+def _view(version: history.Version, parent: history.Version | None, allowed: frozenset[str],
+          files: dict[str, str]) -> dict:
     withheld = secret_rules(version.text, allowed) + secret_rules(parent.text if parent else None, allowed)
     return {
         "id": f"v{version.id}", "target": version.target, "section": _label(version),
@@ -56,6 +70,7 @@ def _view(version: history.Version, parent: history.Version | None, allowed: fro
         "parent": f"v{parent.id}" if parent else None, "kind": version.kind, "author": version.author,
         "decision": version.decision, "receipt": version.receipt_id, "client": version.client,
         "session": version.session_id, "model": version.model, "at": history.iso(version.at),
+        "source": sources.place(version.client, version.session_id, None, files.get(version.session_id or "")),
         "removed": version.text is None, "purgedAt": history.iso(version.purged_at) if version.purged_at else None,
         "withheld": sorted(set(withheld)),
         "diff": history.unified(parent.text if parent else None, version.text, f"v{parent.id}" if parent else "(none)",
@@ -79,10 +94,27 @@ def versions(home: str, target: str | None = None, section: str | None = None) -
         for name in targets:
             every = history.versions(conn, name)
             by_id = {v.id: v for v in every}
-            out += [_view(v, by_id.get(v.parent_id) if v.parent_id else None, allowed)
+            files = import_files(conn, {v.session_id for v in every})
+            out += [_view(v, by_id.get(v.parent_id) if v.parent_id else None, allowed, files)
                     for v in every if key is None or v.key == key]
         # Newest first across every document: version ids are given in commit order.
         return sorted(out, key=lambda v: int(v["id"][1:]), reverse=True)
+    finally:
+        conn.close()
+
+
+CHANGE_WORDS = {"put": "added", "replace": "changed", "remove": "removed"}
+
+
+def changes_of(home: str, receipts: list[str]) -> list[str]:
+    """What the commits with these receipt (job) ids did, one ``target / section added|changed|removed``
+    per section version, in commit order; empty when they changed no section."""
+    conn = open_read(home)
+    if conn is None:
+        return []
+    try:
+        return [f"{v.target} / {_label(v)} {CHANGE_WORDS.get(v.kind, v.kind)}"
+                for receipt in receipts for v in history.by_receipt(conn, receipt)]
     finally:
         conn.close()
 
@@ -113,9 +145,12 @@ def author(v: dict) -> str:
 
 
 def version_line(v: dict, where: bool = True) -> str:
-    """One version's headline; ``where`` adds its receipt, client, session and model."""
+    """One version's headline with where it came from in plain words (``sources.place``);
+    ``where`` adds its receipt and model."""
     line = f"{v['id']}  {v['target']} / {v['section']}  {v['kind']} by {author(v)}  {v['at']}"
-    extra = " ".join(f"{name} {v[name]}" for name in ("receipt", "client", "session", "model") if v[name])
+    if v.get("source"):
+        line += f"  ({v['source']})"
+    extra = " ".join(f"{name} {v[name]}" for name in ("receipt", "model") if v[name])
     return f"{line}  {extra}" if where and extra else line
 
 

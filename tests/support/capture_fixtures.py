@@ -124,7 +124,11 @@ class Run:
         return proc.returncode
 
     def exec_interrupted(self, args: list[str], after: float) -> int:
-        """Start exec, wait for the model request to be in flight, then SIGINT it like Ctrl-C."""
+        """Start exec, wait for the model request to be in flight, then SIGINT it like Ctrl-C.
+
+        The SIGINT follows an event (the request reached the model), and ``after`` must stay well
+        inside the reply's stall (1 s of the "interrupted" fixture's 8 s), so it lands mid-turn at
+        any load."""
         process = hosts.start_codex_exec(self.codex, args, str(self.work), self.env, bypass_hook_trust=True)
         try:
             deadline = time.monotonic() + 30

@@ -245,7 +245,8 @@ class AgentCliRuntime:
 
     # -- the process and its tool service ------------------------------------------------------------
     def _run(self, binary: str, private: str, prompt: str, service: _Service, reads: ReadPort,
-             stdout: _Output, stderr: _Output) -> None:
+             stdout: _Output, stderr: _Output) -> int | None:
+        """Run the confined CLI to its end (or a ``_Fatal``); its exit status, ``None`` if killed."""
         workdir = os.path.join(private, "work")
         os.mkdir(workdir, 0o700)
         sock_path = os.path.join(private, "s")
@@ -274,9 +275,11 @@ class AgentCliRuntime:
                 raise _Fatal(_failure("AGENT_CLI_NOT_FOUND", "agent_cli_not_found", False)) from None
         try:
             self._serve(process, listener, token, service, reads, stdout, stderr)
+            status = process.returncode
         finally:
             _kill_group(process)
             listener.close()
+        return status
 
     def _serve(self, process: subprocess.Popen, listener: socket.socket, token: str, service: _Service,
                reads: ReadPort, stdout: _Output, stderr: _Output) -> None:
