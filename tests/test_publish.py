@@ -384,7 +384,9 @@ def _existing_receipt(paths: DataPaths) -> tuple[str, list[FileChange], dict]:
     (lambda p: (JOB, [FileChange("profile", MISSING_HASH, "# Profile\n")], receipt_for()), "INVALID_TRANSACTION"),
     (lambda p: (JOB, [FileChange("project:../x", MISSING_HASH, b"# Project\n")], receipt_for()),
      "INVALID_TARGET_REFERENCE"),
-    (lambda p: (JOB, [FileChange("profile", MISSING_HASH, b"no heading\n")], receipt_for()), "INVALID_DOCUMENT"),
+    # Text without a heading is a hand-written untitled part now; an unclosed fence is still unreadable.
+        (lambda p: (JOB, [FileChange("profile", MISSING_HASH, b"# Profile\n\n```\nno closing fence\n")], receipt_for()),
+         "INVALID_DOCUMENT"),
     (lambda p: (JOB, changes(), {**receipt_for(), "title": "Role"}), "UNSAFE_RECEIPT"),
     (_existing_receipt, "RECEIPT_EXISTS"),
 ], ids=["empty-id", "slash-id", "long-id", "non-ascii-id", "receipt-id-mismatch", "duplicate-target",
