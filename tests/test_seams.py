@@ -26,15 +26,22 @@ USER_VARIABLES = {
     "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME", "HOME", "WSL_DISTRO_NAME", "PATH", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy",
     "NO_PROXY", "no_proxy",
 }
+# What cm itself sets for an agent CLI it runs as the Memory Agent (README "No API key?",
+# docs/architecture.md): the marker every hook entry checks first, and the relay's socket and
+# per-attempt token. Production sets and reads them; no user or test sets them.
+AGENT_CLI_VARIABLES = {"COMMON_MEMORY_AGENT_SESSION", "COMMON_MEMORY_AGENT_SOCKET", "COMMON_MEMORY_AGENT_TOKEN"}
 # COMMON_MEMORY_* names production may mention: the user variables above, the default names a user
-# gives the key, proxy and CA in config.json (read from the private .env), and the Pi bridge's pin.
+# gives the key, proxy and CA in config.json (read from the private .env), the Pi bridge's pin, and
+# the agent CLI's variables.
 COMMON_MEMORY_NAMES = {"COMMON_MEMORY_HOME", "COMMON_MEMORY_HOST_INSTANCE", "COMMON_MEMORY_API_KEY",
-                       "COMMON_MEMORY_PROXY_URL", "COMMON_MEMORY_CA_FILE", "COMMON_MEMORY_CM"}
+                       "COMMON_MEMORY_PROXY_URL", "COMMON_MEMORY_CA_FILE", "COMMON_MEMORY_CM", *AGENT_CLI_VARIABLES}
 TEST_ONLY = {*seams.VARIABLES, "COMMON_MEMORY_FAULT", "COMMON_MEMORY_AGENT_SCRIPT", "COMMON_MEMORY_AGENT_CALLS",
              "COMMON_MEMORY_DRAIN_LINGER_MS"}
 # Reads whose name is not a constant: the model route reads the proxy family and the variable names
 # config.json's remote.proxy.urlEnv / remote.caFileEnv give (netclient.NetworkInputs.capture).
-DYNAMIC_READERS = {"writer_proc/netclient.py"}
+# Host discovery's "not found" message names the host's own folder variable (CODEX_HOME,
+# PI_CODING_AGENT_DIR, CLAUDE_CONFIG_DIR or GEMINI_CLI_HOME, all user variables above) by a name it holds.
+DYNAMIC_READERS = {"writer_proc/netclient.py", "manage/integrations/discovery.py"}
 HOLDERS = {"environ", "env", "process_env", "environment"}  # names production gives an environment mapping
 
 
@@ -96,7 +103,7 @@ def test_production_reads_only_documented_environment_variables():
             for name in names:
                 read.setdefault(name, set()).add(f"{path}:{line}")
     assert {"COMMON_MEMORY_HOME", "COMMON_MEMORY_HOST_INSTANCE", "CODEX_HOME"} <= set(read), "the scan finds reads"
-    assert {n: w for n, w in read.items() if n not in USER_VARIABLES} == {}
+    assert {n: w for n, w in read.items() if n not in USER_VARIABLES | AGENT_CLI_VARIABLES} == {}
     assert dynamic <= DYNAMIC_READERS, dynamic
 
 

@@ -441,6 +441,8 @@ def run_mcp_cases(cm: str, env: dict[str, str], cases: list[Case], tally: Tally)
     data = b"\n".join(lines) + b"\n"
     answers: dict[int, dict] = {}
     unmatched: list[dict] = []  # answers with id null
+    # Answers under a number id with a fraction (1.0, 2.5): the case's own id, echoed as sent (issue 32).
+    numbered: list[dict] = []
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     errors: list[bytes] = []
@@ -452,7 +454,7 @@ def run_mcp_cases(cm: str, env: dict[str, str], cases: list[Case], tally: Tally)
     # line (or for the server to fall silent), then close stdin.
     stdout_lines: queue.Queue[bytes] = queue.Queue()
     threading.Thread(target=lambda: [stdout_lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
-    while len(answers) + len(unmatched) < len(cases) + 1:
+    while len(answers) + len(unmatched) + len(numbered) < len(cases) + 1:
         try:
             line = stdout_lines.get(timeout=15)
         except queue.Empty:
@@ -466,6 +468,8 @@ def run_mcp_cases(cm: str, env: dict[str, str], cases: list[Case], tally: Tally)
             tally.bad_exit.append("mcp: a line on stdout that is no JSON-RPC message")
         elif message.get("id") is None and "error" in message:
             unmatched.append(message)
+        elif isinstance(message.get("id"), float):
+            numbered.append(message)
         elif isinstance(message.get("id"), int):
             if message["id"] in answers:
                 tally.bad_exit.append(f"mcp: two answers for id {message['id']}")
@@ -480,11 +484,12 @@ def run_mcp_cases(cm: str, env: dict[str, str], cases: list[Case], tally: Tally)
         tally.tracebacks.append("mcp: traceback on stderr")
     if proc.returncode != 0:
         tally.bad_exit.append(f"mcp: exit {proc.returncode}")
-    for answer in unmatched:
+    for answer in unmatched + numbered:
         tally.codes[_rpc_code(answer)] += 1
     missing = [case for n, case in enumerate(cases) if n + 10 not in answers]
-    # An answer with id null is one line's (which cannot be known); the rest had none.
-    tally.unanswered += [f"mcp {case.what}: no answer" for case in missing[len(unmatched):]]
+    # An answer with id null, or under a fractional id, is one line's (which is not tracked by
+    # number); the rest had none.
+    tally.unanswered += [f"mcp {case.what}: no answer" for case in missing[len(unmatched) + len(numbered):]]
     for n, case in enumerate(cases):
         tally.cases["mcp"] += 1
         answer = answers.get(n + 10)
