@@ -395,6 +395,31 @@ def test_hand_edit_of_a_read_document_the_decision_leaves_alone_is_stale_revisio
     w.close()
 
 
+def test_a_hand_edit_past_the_cas_read_bound_is_refused_unread(env):
+    """The CAS reads a document it was shown only up to one byte past the largest hard budget: a
+    hand edit bigger than that is refused as FILE_TOO_LARGE (nothing published, the job waits)
+    rather than read in full under the repository lock."""
+    from cmrunner.core import sections
+
+    paths, cfg = env
+    os.makedirs(paths.memory, exist_ok=True)
+    with open(paths.document("preferences"), "w") as handle:
+        handle.write("# Preferences\n\n## Editor\nhelix\n")
+    admit(paths, "note", "e1")
+    edit = "# Preferences\n\n## Editor\n" + "x" * (sections.MAX_HARD_BUDGET + 64) + "\n"
+
+    def script(task, reads):
+        with open(paths.document("preferences"), "w") as handle:  # the user edits while the model thinks
+            handle.write(edit)
+        return decision(task, retain(all_evidence(reads), put("profile", "Agent", "text\n")))
+
+    w, _ = writer(paths, cfg, script)
+    assert w.run_once().code == "FILE_TOO_LARGE"
+    assert read(paths, "profile") is None and read(paths, "preferences") == edit
+    assert os.listdir(paths.transactions) == []
+    w.close()
+
+
 def test_a_commit_beside_an_unchanged_document_it_read_publishes(env):
     """The CAS reads each unchanged document it was shown in full (up to the hard budget), so a
     large existing preferences file does not stop a commit to profile."""
