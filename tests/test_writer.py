@@ -420,6 +420,37 @@ def test_a_hand_edit_past_the_cas_read_bound_is_refused_unread(env):
     w.close()
 
 
+def test_recovery_counts_the_commits_it_replays(env, monkeypatch):
+    """``commit.recover`` returns how many interrupted commits it replayed (the drain logs it): one
+    for a commit that crashed after publishing, none when nothing is left to finish."""
+    from cmrunner.writer_proc import commit, publish
+
+    class Crash(Exception):
+        pass
+
+    def crash(point):
+        if point == "after_publish":
+            raise Crash(point)
+
+    paths, cfg = env
+    admit(paths, "I use vim", "e1")
+    w, _ = writer(paths, cfg, lambda task, reads: decision(task, retain(all_evidence(reads), put("profile", "Editor", "vim\n"))))
+    monkeypatch.setattr(publish, "fault", crash)
+    assert w.run_once().state != "committed"  # the Writer records the crash as the attempt's failure
+    monkeypatch.setattr(publish, "fault", lambda point: None)
+    assert rows(paths, "SELECT COUNT(*) FROM receipts") == [(0,)]  # the database side did not happen
+    conn = store.connect(paths.db, 1000)
+    try:
+        with commit.repository_lock(paths):
+            assert commit.recover(paths, conn, lambda: 1) == 1
+            assert commit.recover(paths, conn, lambda: 2) == 0
+    finally:
+        conn.close()
+    assert rows(paths, "SELECT COUNT(*) FROM receipts") == [(1,)]
+    assert read(paths, "profile") == "# Profile\n\n## Editor\nvim\n"
+    w.close()
+
+
 def test_a_commit_beside_an_unchanged_document_it_read_publishes(env):
     """The CAS reads each unchanged document it was shown in full (up to the hard budget), so a
     large existing preferences file does not stop a commit to profile."""
