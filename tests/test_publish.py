@@ -527,6 +527,18 @@ def test_a_journal_up_to_its_limit_is_recovered_and_one_byte_more_is_refused(pat
     assert_all_after(paths)
 
 
+def test_recovery_rewrites_a_longer_stray_copy_whole(paths: DataPaths) -> None:
+    """A copy a crash left may be longer than the version it stands for (a torn write of another
+    attempt): recovery writes each copy afresh, so no stray tail reaches a live file."""
+    tx = marked(paths)
+    copies = [n for n in os.listdir(tx.directory) if n.startswith("publish-")]
+    assert copies
+    for name in copies:
+        _write(os.path.join(tx.directory, name), b"x" * (1 << 16))
+    assert recover(paths) == [publish.Recovered(JOB, receipt_for(), tx.directory)]
+    assert_all_after(paths)
+
+
 @pytest.mark.parametrize("edit", ["hand-edit", "symlink", "receipt"])
 def test_recover_fails_closed_when_a_live_file_is_at_neither_hash(paths: DataPaths, edit: str) -> None:
     tx = marked(paths)
