@@ -466,6 +466,27 @@ def test_a_commit_beside_an_unchanged_document_it_read_publishes(env):
     w.close()
 
 
+def test_the_repository_lock_never_falls_back_to_a_soft_lock(env, monkeypatch):
+    """On a file system without ``flock`` the repository lock fails (ENOSYS) instead of falling back
+    to a marker file, which a crashed holder would leave behind for every later commit to wait on."""
+    import errno
+    import fcntl
+
+    from cmrunner.writer_proc import commit
+
+    paths, _cfg = env
+    os.makedirs(os.path.dirname(paths.repo_lock), exist_ok=True)
+
+    def no_flock(fd, operation):
+        raise OSError(errno.ENOSYS, "flock is not supported here")
+
+    monkeypatch.setattr(fcntl, "flock", no_flock)
+    with pytest.raises(OSError) as caught:
+        with commit.repository_lock(paths):
+            pass
+    assert caught.value.errno == errno.ENOSYS
+
+
 def test_the_repository_lock_is_private_and_a_held_lock_times_out_without_publishing(env, monkeypatch):
     """Another process holding the repository lock makes the attempt give up with
     REPOSITORY_LOCK_TIMEOUT (the job retries; nothing is published, no transaction is left);
