@@ -618,6 +618,30 @@ def test_renewing_a_held_lease_moves_its_expiry_and_a_lost_lease_stays_lost(env)
         conn.close()
 
 
+def test_a_flush_request_stands_until_a_claim_leaves_nothing_pending(env):
+    """A flush asks for everything pending: a claim that leaves work behind keeps the request for
+    the next claim; the claim that takes the last pending observation clears it."""
+    from cmrunner.core import jobstore
+
+    paths, cfg = env
+    admit(paths, "I use vim", "e1", batch="batch-1")
+    admit(paths, "I use fish", "e2", batch="batch-2")
+    conn = store.open_store(paths)
+    try:
+        with store.immediate(conn):
+            jobstore.request_flush(conn)
+            first = jobs.claim(conn, cfg.scheduler, 1_000)
+            assert first is not None and len(first.observation_ids) == 1
+            assert jobs.flush_requested(conn) is True  # batch-2 still waits
+            jobstore.finish(conn, first.id, None, 1_001)
+            observations.mark_processed(conn, first.id, 1_001)
+            second = jobs.claim(conn, cfg.scheduler, 1_002)
+            assert second is not None and second.observation_ids != first.observation_ids
+            assert jobs.flush_requested(conn) is False
+    finally:
+        conn.close()
+
+
 @pytest.mark.parametrize("count", [5, 7])
 def test_an_ambiguous_job_id_prefix_lists_at_most_five_candidates(env, count):
     """``cm retry``/``cm cancel`` with a prefix that fits several jobs name them, at most five,
