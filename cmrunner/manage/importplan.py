@@ -136,6 +136,28 @@ def _title(lines: list[str], heading: dict) -> str:
     return lines[heading["lines"][0] - 1].lstrip("#").strip()
 
 
+FAILED_STATES = ("dead", "paused")
+WAITING_STATES = ("buffered", "pending", "claimed")
+LOST_STATES = ("cancelled", "quarantined")
+
+
+@dataclass(frozen=True, slots=True)
+class Carried:
+    """What became of the parts that last carried a source's current sections: only a
+    ``processed`` part committed what it carried; a failed one (dead or paused) can be retried
+    (``failed``: its job ids and issues, once each, oldest first); a waiting one is queued and not
+    yet processed; a lost one (cancelled, quarantined) is final for that text."""
+
+    processed: int = 0
+    waiting: int = 0
+    failed: tuple[tuple[str, str | None], ...] = ()
+    lost: int = 0
+
+    @property
+    def committed(self) -> bool:
+        return not (self.waiting or self.failed or self.lost)
+
+
 @dataclass(frozen=True, slots=True)
 class Plan:
     """A validated import split into parts, with its estimated cost (see module contract)."""
@@ -153,10 +175,34 @@ class Plan:
     basis: int = 0                    # the source's import this plan compares with (0: its first)
     delta: Delta | None = None        # against that import; None for a first import (all is sent)
     sent_bytes: int = 0               # UTF-8 bytes of the text the parts carry (the file's, or its changes)
+    carried: Carried = Carried()      # what became of the parts that last carried its current sections
+    retry_bytes: int = 0              # wire bytes of the failed parts that importing again retries
+    retry_parts: int = 0              # how many failed parts importing again retries
 
     @property
     def count(self) -> int:
         return len(self.envelopes)
+
+    @property
+    def committed(self) -> bool:
+        """Nothing to send and everything sent before reached memory: the only "unchanged"."""
+        return self.count == 0 and self.carried.committed
+
+    @property
+    def retries(self) -> list[str]:
+        """The failed jobs that importing this plan retries (``cm retry`` of each)."""
+        return [job for job, _issue in self.carried.failed]
+
+    @property
+    def fixed_tokens(self) -> int:
+        """The part of ``tokens`` that is the Memory Agent's fixed instructions, tools and task,
+        carried by every request of every part to process, whatever the file holds."""
+        return (self.count + self.retry_parts) * REQUESTS_PER_PART * FIXED_TOKENS_PER_REQUEST
+
+    @property
+    def text_tokens(self) -> int:
+        """The part of ``tokens`` that is the file's own text (with its envelope), read per part."""
+        return self.tokens - self.fixed_tokens
 
     @property
     def needs_confirmation(self) -> bool:
@@ -172,3 +218,11 @@ def estimate_tokens(envelopes: list[str]) -> tuple[int, str]:
         tokens, method = tokencount.estimate(envelope.encode("utf-8"))
         total += READS_PER_PART * tokens + REQUESTS_PER_PART * FIXED_TOKENS_PER_REQUEST
     return total, method
+
+
+def estimate_words(tokens: int, fixed: int) -> str:
+    """An estimate with its parts named: ``~8,700 tokens: fixed instructions ~8,600 + your text ~100``
+    (the fixed instructions dominate a small file; they are not the file's size)."""
+    if tokens == 0:
+        return "~0 tokens"
+    return f"~{tokens:,} tokens: fixed instructions ~{fixed:,} + your text ~{tokens - fixed:,}"

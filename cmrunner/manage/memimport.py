@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 class FilePlan:
     found: memsources.Found
     plan: importplan.Plan
-    imported: bool   # nothing to send: no section changed, or every part of this text is queued already
+    imported: bool   # nothing to do: no section changed and nothing failed or waits, or every part is queued already
 
     @property
     def status(self) -> str:
@@ -88,6 +88,11 @@ class SourcePlan:
     def tokens(self) -> int:
         return sum(f.plan.tokens for f in self.new)
 
+    @property
+    def fixed_tokens(self) -> int:
+        """The part of ``tokens`` that is the Memory Agent's fixed instructions (``Plan.fixed_tokens``)."""
+        return sum(f.plan.fixed_tokens for f in self.new)
+
 
 def plan(home: str, source: str, workspace_path: str | None, user_home: str | None = None) -> SourcePlan:
     """Discover and plan one source (see module contract); nothing is queued."""
@@ -122,8 +127,8 @@ def _imported(paths: DataPaths, file_plan: importplan.Plan) -> bool:
     from cmrunner.capture import observations
     from cmrunner.core import store
 
-    if file_plan.count == 0:  # no section changed since the source's last import
-        return True
+    if file_plan.count == 0:  # no section changed since the source's last import: done unless its parts are not
+        return not (file_plan.carried.failed or file_plan.carried.waiting)
     conn = store.open_existing(paths)
     if conn is None:
         return False
@@ -135,18 +140,62 @@ def _imported(paths: DataPaths, file_plan: importplan.Plan) -> bool:
 
 
 def status(file_plan: importplan.Plan, imported: bool) -> str:
-    """A plan's line for one file: ``new``, ``unchanged`` or ``N of M sections changed``, plus
-    what was removed from the file (``removed, not forgotten``)."""
+    """A plan's line for one file: ``new``, ``unchanged`` (only when every part that carried it
+    was processed), ``N of M sections changed``, or what became of its last import when that did
+    not commit (``failed — run `cm retry <job>` ``, queued, not kept), plus what was removed from
+    the file (``removed, not forgotten``)."""
     delta = file_plan.delta
     if delta is None:
         return "unchanged" if imported else "new"
-    said = "unchanged" if not delta.changes else \
+    said = last_import(file_plan.carried) if not delta.changes and not file_plan.carried.committed else \
+        "unchanged" if not delta.changes else \
         f"{delta.edited + delta.added} of {delta.total} section{'s' if delta.total != 1 else ''} changed"
+    if delta.changes and file_plan.carried.failed:
+        said += f"; its last import {last_import(file_plan.carried)}"
     if delta.resent:
         said += f", {delta.resent} resent (their earlier part never reached memory)"
     if delta.removed:
         said += f", {len(delta.removed)} removed (not forgotten)"
     return said
+
+
+def last_import(carried: importplan.Carried) -> str:
+    """What became of a source's last import when it did not commit, in the user's words."""
+    if carried.failed:
+        job, issue = carried.failed[0]
+        more = f" (and {len(carried.failed) - 1} more failed)" if len(carried.failed) > 1 else ""
+        return f"failed — run `cm retry {job}`" + (f" ({issue})" if issue else "") + more + \
+            "; importing again retries it"
+    if carried.waiting:
+        return "queued, not yet processed; importing again runs the Memory Agent on it"
+    return "not kept: its part was cancelled or quarantined (final for this text; change the file to send it again)"
+
+
+def outcome(report: importer.ImportReport) -> str:
+    """What one file's import did, in the user's words: the documents it was kept in, that it was
+    processed and nothing was kept, or what stopped it and what to do (``cm retry``, ``cm status``)."""
+    parts = report.parts
+    failed = [p for p in parts if p["state"] == "dead"]
+    waiting = [p for p in parts if p["state"] in ("pending", "claimed")]
+    lost = [p for p in parts if p["state"] in ("quarantined", "cancelled")]
+    kept = sorted({target for p in parts for target in p["retainedIn"]})
+    said = []
+    if failed:
+        issue = failed[0]["issue"]
+        said.append(f"failed — run `cm retry {failed[0]['jobId']}`" + (f" ({issue})" if issue else "")
+                    + f"; see `cm status` ({len(failed)} of {len(parts)} part{'s' if len(parts) != 1 else ''})")
+    if waiting:
+        said.append(f"{len(waiting)} part{'s' if len(waiting) != 1 else ''} still queued (see `cm status`)")
+    if lost:
+        said.append(f"{len(lost)} part{'s' if len(lost) != 1 else ''} not kept ({lost[0]['state']}: final for "
+                    "this text; change the file and its changed sections are sent again)")
+    if kept:
+        said.append("kept in " + ", ".join(kept))
+    elif not parts:
+        said.append("nothing was sent")
+    elif not (failed or waiting or lost):
+        said.append("processed; nothing was kept (the Memory Agent found nothing new worth keeping)")
+    return "; ".join(said)
 
 
 def grant(home: str) -> None:

@@ -125,18 +125,10 @@ def plan_lines(found: Found, user_home: str) -> list[str]:
 
 
 def result_lines(planned: memimport.SourcePlan, reports: list[ImportReport]) -> list[str]:
-    """One line per imported file: its parts' states, and what to do about a failed part."""
-    lines = []
-    for f, report in zip(planned.new, reports, strict=True):
-        states = sorted({part["state"] for part in report.parts})
-        line = f"{f.found.label} → {report.scope}: {', '.join(states)}"
-        failed = [part for part in report.parts if part["state"] == "dead"]
-        if failed:
-            issue = failed[0]["issue"]
-            line += f" ({issue + '; ' if issue else ''}see `cm status`, then `cm retry {failed[0]['jobId']}`)"
-        elif "quarantined" in states:
-            line += " (final for this content: change the file and the sections you change are sent again)"
-        lines.append(line)
+    """One line per imported file, in the user's words (``memimport.outcome``): kept in which
+    documents, nothing kept, or failed with what to do."""
+    lines = [f"{f.found.label} → {report.scope}: {memimport.outcome(report)}"
+             for f, report in zip(planned.new, reports, strict=True)]
     if reports and reports[0].note:
         lines.append(reports[0].note)
     return lines
