@@ -227,7 +227,7 @@ def test_confirmation_grants_permission_then_imports_once(home, tmp_path):
 
     again = run_cm(["import", "--from", "codex", "--yes"], env=env)
     out = again.stdout.decode()
-    assert again.returncode == 0 and "0 files to import" in out and out.count(": unchanged, 0 of ") == 2
+    assert again.returncode == 0 and "0 files to import" in out and out.count(": unchanged, nothing to send (") == 2
     assert out.endswith("nothing new to import\n") and len(_imports(paths)) == 2
 
     _write(os.path.join(codex, "MEMORY.md"), "# Memory\n\n- prefers small pull requests\n- uses nushell\n")

@@ -200,7 +200,7 @@ def test_from_a_source_plans_and_sends_only_the_changed_section(home, tmp_path):
         sent = _sent(fm.model_requests()[seen:])
         assert "zellij marker-b-" in sent and "marker-a-" not in sent and "marker-c-" not in sent
         again = _import(["--from", "codex", "--dry-run"], home, user)
-        assert "codex:MEMORY [personal] -> global: unchanged, 0 of " in again
+        assert "codex:MEMORY [personal] -> global: unchanged, nothing to send (" in again
 
 
 def test_sections_of_a_cancelled_part_are_sent_again_once_the_file_changes(home, tmp_path):

@@ -83,4 +83,4 @@ def test_from_a_source_a_dead_file_is_failed_not_unchanged_and_the_result_names_
         code, out = _cm(["import", "--from", "codex", "--yes"], home, user)
         assert code == 0 and "codex:MEMORY -> global: processed; nothing was kept" in out, out
         code, plan = _cm(["import", "--from", "codex", "--dry-run"], home, user)
-        assert "codex:MEMORY [personal] -> global: unchanged (" in plan and "plan for codex: 0 files" in plan, plan
+        assert "codex:MEMORY [personal] -> global: unchanged, nothing to send (" in plan and "plan for codex: 0 files" in plan, plan

@@ -104,7 +104,7 @@ def import_command(ctx: click.Context, file: str | None, source: str | None, wor
          + (f"; more than the daily cap of {daily:,} tokens: it spreads over several days" if daily and
             plan.tokens > daily else ""))
     if plan.tokens:
-        echo(f"sent to: {_destination(planned.cfg)}")
+        echo(f"sent to: {memimport.destination(planned.cfg)}")
     if plan.delta is not None:
         delta = plan.delta
         if delta.changes or plan.carried.committed:
@@ -163,11 +163,11 @@ def _import_from(ctx: click.Context, source: str, workspace: str | None, no_wait
     echo(f"plan for {source}: {len(found.new)} file{'s' if len(found.new) != 1 else ''} to import, "
          f"{importplan.estimate_words(found.tokens, found.fixed_tokens)} to process (estimate)")
     if found.tokens:
-        echo(f"sent to: {_destination(found.cfg)}")
+        echo(f"sent to: {memimport.destination(found.cfg)}")
     for f in found.files:
         p = f.plan
         if f.imported or p.count == 0:
-            sending = "" if f.imported else f", {p.retry_parts} part{'s' if p.retry_parts != 1 else ''} to retry, " \
+            sending = ", nothing to send" if f.imported else f", {p.retry_parts} part{'s' if p.retry_parts != 1 else ''} to retry, " \
                                             f"~{p.tokens:,} tokens"
             echo(f"  {f.found.label} [{f.kind_label}] -> {p.scope}: {f.status}{sending} ({f.found.path})")
         else:
@@ -205,13 +205,6 @@ def _import_from(ctx: click.Context, source: str, workspace: str | None, no_wait
     echo(f"complete: {'true' if complete else 'false'}")
     if not no_wait and not complete:
         ctx.exit(1)
-
-
-def _destination(cfg: config_mod.Config) -> str:
-    """Where an import's text goes: the configured model or agent CLI (as Adjust Memory says it)."""
-    if cfg.remote is None:
-        return "no model is configured yet: the import waits queued until one is (`cm config init`)"
-    return f"the Memory Agent's model, {config_mod.runtime_label(cfg.remote)}"
 
 
 @cli.command("show")

@@ -35,6 +35,10 @@ Contract (specification "Importing a Markdown file", reference-facts ยง3.3 and ย
     moved section is unchanged; a removed one is counted in the plan and never forgotten. No
     changed section: nothing is planned or queued, and the report shows the parts that carried
     this exact text before, if any.
+  - The plan says what became of the parts that carry the source's current sections
+    (``importplan.Carried``): only processed parts committed. A failed one (its job dead or
+    paused) is retried by importing again, as ``cm retry`` would, in the admitting transaction
+    (the same part, never a second copy); its tokens are in the estimate.
   - The rows are recorded in the transaction that admits the parts; a plan made before another
     import of the same source committed is refused with ``IMPORT_PLAN_STALE`` (plan again).
 - Refusals before anything is written: ``IMPORT_DISABLED`` unless ``document_import`` is in

@@ -18,7 +18,10 @@ Contract (any imported text: ``cm import <file.md>`` today, other sources later)
   (``cmrunner.writer_proc.tokencount``, loaded only here, on the first estimate) and applies the
   cost shape measured by ``bench/import_cost.py`` (docs/benchmarks.md, "Import cost"): a part is
   read once and carried by the requests after its read, and each job's requests carry the fixed
-  instructions, tools and task.
+  instructions, tools and task; ``fixed_tokens``/``text_tokens`` name those two parts and
+  ``estimate_words`` says them ("~8,700 tokens: fixed instructions ~8,400 + your text ~300").
+- ``Carried``: what became of the parts that last carried a source's current sections; a plan
+  is ``committed`` (the only "unchanged") when nothing is to send and all of them were processed.
 - ``MAX_IMPORT_BYTES`` (16 MiB, about 20 M tokens to process: months of the default caps) is the
   largest file cm imports at all (``IMPORT_TOO_LARGE``, checked before the file is read).
 """

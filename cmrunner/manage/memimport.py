@@ -15,13 +15,19 @@ Contract:
   Checked-in project files and everything in a per-project memory folder (``memsources``, Scope)
   target the project's scope only; only the user's own files (``personal``) target ``global``.
 - Identity is the importer's, per section within the file's source label and scope: a file
-  imported before and unchanged is ``unchanged`` in the plan and queues nothing; a changed file
+  imported before and unchanged is ``unchanged`` in the plan and queues nothing, but only when
+  every part that carried it was processed (committed): a failed part (dead) makes the file
+  ``failed — run `cm retry <job>` `` and one to import (importing retries that job), a queued one
+  makes it one to import (the Writer loop runs), a cancelled or quarantined one is ``not kept``
+  (final for that text); a changed file
   sends only its new or edited sections (``N of M sections changed``; bytes and tokens are those
   of what is sent); a section removed from the file is reported and never forgotten (the Writer's
   import guard keeps what the user said either way).
 - ``needs_permission``: ``document_import`` is not in ``disclosure.allowedProvenance``. The
   caller asks once; ``grant`` records it through the typed config path (``configedit``).
-- ``run`` queues every new file's parts and runs one Writer loop for them (``importer.run_many``).
+- ``run`` queues every new file's parts and runs one Writer loop for them (``importer.run_many``);
+  ``outcome`` says per file what that did (kept in which documents, nothing kept, failed and how
+  to retry) and ``destination`` where the text goes (the configured model or agent CLI).
 """
 
 from __future__ import annotations
@@ -196,6 +202,13 @@ def outcome(report: importer.ImportReport) -> str:
     elif not (failed or waiting or lost):
         said.append("processed; nothing was kept (the Memory Agent found nothing new worth keeping)")
     return "; ".join(said)
+
+
+def destination(cfg: config_mod.Config) -> str:
+    """Where an import's text goes: the configured model or agent CLI (as Adjust Memory says it)."""
+    if cfg.remote is None:
+        return "no model is configured yet: the import waits queued until one is (`cm config init`)"
+    return f"the Memory Agent's model, {config_mod.runtime_label(cfg.remote)}"
 
 
 def grant(home: str) -> None:

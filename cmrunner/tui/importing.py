@@ -7,15 +7,19 @@ Contract:
   first, then the other sources present on this machine (``SOURCES``); planning queues and writes
   nothing. A source whose plan fails shows its code and message in place; the others still show.
 - The plan lists each file with its source label, kind, target scope, parts, bytes and estimated
-  tokens of what is sent (``new``, ``unchanged``, or ``N of M sections changed``: a changed file
-  sends only its changed sections, ``manage.importer``) and what it may become (the kind's
-  documents; lines read as instructions never reach the profile), every skipped file with its
-  code and reason, and the total. When a file needs ``document_import`` disclosure the screen
+  tokens of what is sent (``new``, ``unchanged`` only when every part that carried it was
+  processed, ``N of M sections changed``: a changed file sends only its changed sections,
+  ``manage.importer``; a file whose last import failed is ``failed — run `cm retry <job>` `` and is
+  planned again: Import retries it) and what it may become (the kind's documents; lines read as
+  instructions never reach the profile), every skipped file with its code and reason, and the
+  total, whose estimate names its parts (the fixed instructions every request carries, and the
+  files' text) and where the text goes (``memimport.destination``: the configured model or agent CLI). When a file needs ``document_import`` disclosure the screen
   says so, and that choosing Import grants it (``memimport.grant``, recorded in config.json)
   before anything is queued; Skip grants nothing.
 - Import (Enter on the highlighted first choice) runs ``memimport.run`` per source in a worker
-  thread with the Writer loop (``wait``): progress per processed job, then one line per file (its
-  parts' states). A failure is shown as its code and one-line remedy; nothing but labels, paths,
+  thread with the Writer loop (``wait``): progress per processed job, then one line per file in
+  the user's words (``memimport.outcome``: kept in which documents, processed with nothing kept,
+  failed with its ``cm retry``; never a bare "processed"). A failure is shown as its code and one-line remedy; nothing but labels, paths,
   codes and counts is ever shown (no file text, no key).
 - While the import runs, Esc only says to wait, and ``q`` warns once that cm exits only when the
   Writer loop has processed the queued parts (it runs in this process).
@@ -34,7 +38,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import OptionList
 
 from cmrunner.core.errors import CmError
-from cmrunner.manage import memimport
+from cmrunner.manage import importplan, memimport
 from cmrunner.tui.widgets import CmScreen, Menu, Text, error_text, option
 
 if TYPE_CHECKING:
@@ -105,6 +109,7 @@ def plan_lines(found: Found, user_home: str) -> list[str]:
         for f in planned.files:
             p = f.plan
             state = f.status if f.imported else \
+                f"{f.status}, {_count(p.retry_parts, 'part')} to retry, ~{p.tokens:,} tokens" if p.count == 0 else \
                 f"{f.status}, {_count(p.count, 'part')}, {p.sent_bytes:,} of {p.file_bytes:,} bytes, ~{p.tokens:,} tokens"
             lines.append(f"  {f.found.label} [{f.kind_label}] → {p.scope}: {state}")
             if not f.imported:
@@ -115,9 +120,13 @@ def plan_lines(found: Found, user_home: str) -> list[str]:
         for skip in planned.skipped:
             lines.append(f"  skipped {skip.code}: {_short(skip.path, user_home)} — {skip.reason}")
     tokens = sum(p.tokens for p in found.ok)
+    fixed = sum(p.fixed_tokens for p in found.ok)
     lines.append("")
-    lines.append(f"To import: {_count(found.new, 'file')}, about {tokens:,} tokens to process (estimate)."
-                 if found.new else "Nothing new to import: every file found is unchanged since its import, or skipped.")
+    lines.append(f"To import: {_count(found.new, 'file')}, {importplan.estimate_words(tokens, fixed)} to process "
+                 "(estimate)." if found.new else
+                 "Nothing new to import: every file found is unchanged since its import, or skipped.")
+    if found.new:
+        lines.append(f"Sent to: {memimport.destination(found.ok[0].cfg)}.")
     if found.needs_permission:
         lines.append("Permission: document imports are off (disclosure.allowedProvenance lacks document_import). "
                      "Choosing Import grants it, saved in config.json; Skip leaves it off.")
