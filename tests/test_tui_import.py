@@ -15,7 +15,7 @@ import time
 import pytest
 from tui_support import KEY, configure_model, drive, first_run, flat, open_action, temp_hosts, wait_for
 
-from cmrunner.core import config as config_mod
+from cmrunner.core import config as config_mod, projects
 from cmrunner.core.home import DataPaths
 from cmrunner.manage import memsources, setupstate
 from cmrunner.synthetic import fakemodel
@@ -106,7 +106,7 @@ def test_first_run_shows_the_plan_and_enter_imports_through_the_writer(home, tmp
                  "skipped NO_PROJECT:", "Codex CLI (chosen)", "codex:memory_summary [personal] → global: new, 1 part,",
                  "Gemini CLI (chosen)", "gemini:GEMINI.md [personal] → global: new, 1 part,",
                  "may become: profile (facts about you, never instructions to an agent), preferences",
-                 "To import: 3 files, ~", "tokens: fixed instructions ~", "+ your text ~",
+                 "To import: 3 files, ~", "tokens to process: fixed instructions ~", "+ your text ~",
                  f"Sent to: the Memory Agent's model, fake-model at {fake.base_url}.",
                  "Permission: document imports are off",
                  "Import 3 files and allow document imports", "Skip: import nothing"):
@@ -231,5 +231,39 @@ def test_a_failed_import_says_failed_with_its_retry_and_plans_again_at_80x24(hom
         assert f"{label} [personal] → global: failed — run `cm retry " in again, (label, again)
     assert again.count("(AUTHENTICATION); importing again retries it, 1 part to retry, ~") == 3, again
     assert "unchanged" not in again and "To import: 3 files, ~" in again
-    assert "tokens: fixed instructions ~" in again and "+ your text ~" in again
+    assert "tokens to process: fixed instructions ~" in again and "+ your text ~" in again
     assert f"Sent to: the Memory Agent's model, fake-model at {fake.base_url}." in again
+
+
+def test_started_inside_an_unregistered_project_one_choice_registers_and_allows_it_at_80x24(home, tmp_path,
+                                                                                          monkeypatch):
+    user = _agents_memory(str(tmp_path))
+    folder = os.path.join(str(tmp_path), "ferrous")
+    os.makedirs(folder)
+    memory = os.path.join(user, ".claude", "projects", memsources.claude_project_dir(folder), "memory")
+    _write(os.path.join(memory, "project_deploy.md"), "---\nname: deploy\ntype: project\n---\nReleases on Thursdays.\n")
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codexhome"))
+    monkeypatch.chdir(folder)
+    seen: dict[str, str] = {}
+    configure_model(home, "http://127.0.0.1:9/v1")  # planning only: nothing is sent
+    setupstate.finish(home)
+
+    async def then(pilot):
+        seen["before"] = await wait_for(pilot, "Register this folder (ferrous) as a project and allow its memory",
+                                        timeout=60)
+        seen["plan_before"] = _words(pilot.app.screen)
+        menu = pilot.app.screen.query_one("#choice")
+        menu.highlighted = [o.id for o in menu._options].index("register")
+        await pilot.press("enter")
+        seen["after"] = await _settled(pilot, "claude:auto-memory/deploy [project fact] → project:", timeout=60)
+        await pilot.press("escape")
+
+    drive(CmApp(home, discover=temp_hosts(str(tmp_path)), user_home=user), open_action("import", then),
+          size=(80, 24))
+    assert "skipped NO_PROJECT: ~/.claude/projects/" in seen["plan_before"]
+    assert f"`cm project register {folder} ferrous --allow`" in seen["plan_before"]
+    [project] = [p for p in projects.load(DataPaths(config_mod.load(home).data_root)) if p.path == folder]
+    data = config_mod.load(home).data
+    assert project.scope in data["disclosure"]["allowedScopes"] and project.scope in data["writableScopes"]
+    assert f"claude:auto-memory/deploy [project fact] → {project.scope}: new, 1 part" in seen["after"]
+    assert "NO_PROJECT: ~/.claude/projects/" + memsources.claude_project_dir(folder) not in seen["after"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -99,7 +100,7 @@ def import_command(ctx: click.Context, file: str | None, source: str | None, wor
     if plan.retry_parts:
         sending += f"; {plan.retry_parts} failed part{'s' if plan.retry_parts != 1 else ''} to retry " \
                    f"({plan.retry_bytes:,} bytes as read)"
-    echo(f"plan: {sending}; {importplan.estimate_words(plan.tokens, plan.fixed_tokens)} to process "
+    echo(f"plan: {sending}; {importplan.estimate_words(plan.tokens, plan.fixed_tokens)} "
          f"(estimate, {plan.token_method})"
          + (f"; more than the daily cap of {daily:,} tokens: it spreads over several days" if daily and
             plan.tokens > daily else ""))
@@ -156,12 +157,12 @@ def _import_from(ctx: click.Context, source: str, workspace: str | None, no_wait
     from cmrunner.manage import importplan, memimport
 
     home = _home(ctx)
-    found = memimport.plan(home, source, workspace)
+    found = memimport.plan(home, source, workspace, cwd=os.getcwd())
     if not found.files and not found.skipped:
         echo(f"nothing found: no {source} memory files on this machine")
         return
     echo(f"plan for {source}: {len(found.new)} file{'s' if len(found.new) != 1 else ''} to import, "
-         f"{importplan.estimate_words(found.tokens, found.fixed_tokens)} to process (estimate)")
+         f"{importplan.estimate_words(found.tokens, found.fixed_tokens)} (estimate)")
     if found.tokens:
         echo(f"sent to: {memimport.destination(found.cfg)}")
     for f in found.files:

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from cmrunner.commands.base import _home, cli, echo
+from cmrunner.commands.base import _home, cli, echo, is_terminal
 from cmrunner.core import config as config_mod, projects
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
@@ -218,13 +218,27 @@ def _paths(ctx: click.Context) -> DataPaths:
 @project.command("register")
 @click.argument("path")
 @click.argument("name")
+@click.option("--allow", "allow_access", is_flag=True,
+              help="Also let cm read and write its memory (its scope in disclosure.allowedScopes and "
+                   "writableScopes) without asking.")
 @click.pass_context
-def project_register(ctx: click.Context, path: str, name: str) -> None:
-    """Register PATH (absolute) as a project called NAME."""
-    found = projects.register(_paths(ctx), path, name)
-    echo(f"registered {found.id} -> {found.path}")
-    echo(f"it grants nothing yet: to use it, `cm config set disclosure.allowedScopes +project:{found.id}` and "
-         f"`cm config set writableScopes +project:{found.id}`")
+def project_register(ctx: click.Context, path: str, name: str, allow_access: bool) -> None:
+    """Register PATH (absolute) as a project called NAME; in a terminal, offer to allow its memory in the same step."""
+    from cmrunner.manage import projectaccess
+
+    home = _home(ctx)
+    done = projectaccess.register(home, path, name, allow_access)
+    found = done.project
+    echo(f"registered {found.id} -> {found.path}" if done.new else
+         f"{found.path} is registered already as {found.id}")
+    if done.missing and sys.stdin is not None and sys.stdin.isatty() and is_terminal(err=True) and \
+            click.confirm(f"Allow cm to read and write this project's memory ({' and '.join(done.missing)} "
+                          f"+{found.scope})?", default=True, err=True):
+        done = projectaccess.Registered(found, done.new, projectaccess.allow(home, found), [])
+    if done.granted:
+        echo(f"allowed: {' and '.join(done.granted)} +{found.scope} (saved in config.json)")
+    if done.missing:
+        echo(f"it grants nothing yet: to use it, `{projectaccess.remedy(found.path, found.name)}`")
 
 
 @project.command("list")

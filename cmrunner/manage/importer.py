@@ -65,10 +65,10 @@ import stat
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from cmrunner.core import config as config_mod, importkinds, workspace
+from cmrunner.core import config as config_mod, importkinds, projects, workspace
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
-from cmrunner.manage import importdelta, importplan
+from cmrunner.manage import importdelta, importplan, projectaccess
 from cmrunner.secrets import safety
 from cmrunner.writer_proc import budget
 
@@ -172,13 +172,33 @@ def check_author(author: str) -> str:
     return author
 
 
+def resolve_workspace(paths: DataPaths, workspace_path: str) -> projects.Project:
+    """The registered project ``--workspace`` names; outside any, ``UNREGISTERED_WORKSPACE`` with the
+    one command that registers the folder and allows its memory."""
+    try:
+        return workspace.resolve(paths, workspace_path)
+    except CmError as exc:
+        if exc.code != "UNREGISTERED_WORKSPACE":
+            raise
+        real = os.path.realpath(workspace_path)
+        raise CmError(exc.code, f"{real} is not inside a registered project; register it and allow its memory "
+                                f"with `{projectaccess.remedy(real)}`, then import again") from None
+
+
 def import_scope(cfg: config_mod.Config, paths: DataPaths, workspace_path: str | None) -> str:
-    scope = workspace.resolve(paths, workspace_path).scope if workspace_path is not None else "global"
+    project = resolve_workspace(paths, workspace_path) if workspace_path is not None else None
+    scope = project.scope if project is not None else "global"
     if scope not in cfg.allowed_scopes:
-        raise CmError("UNAUTHORIZED_SCOPE",
-                      f"{scope} is not in disclosure.allowedScopes; to import into it, "
-                      f"`cm config set disclosure.allowedScopes +{scope}`")
+        raise CmError("UNAUTHORIZED_SCOPE", unauthorized(scope, project))
     return scope
+
+
+def unauthorized(scope: str, project: projects.Project | None) -> str:
+    """Why an import may not go to ``scope``, and the one command that allows it (for a project:
+    ``cm project register … --allow``, which adds it to both scope lists)."""
+    fix = projectaccess.remedy(project.path, project.name) if project is not None else \
+        f"cm config set disclosure.allowedScopes +{scope}"
+    return f"{scope} is not in disclosure.allowedScopes; to import into it, `{fix}`"
 
 
 class Planned:

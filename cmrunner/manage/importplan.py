@@ -19,7 +19,7 @@ Contract (any imported text: ``cm import <file.md>`` today, other sources later)
   cost shape measured by ``bench/import_cost.py`` (docs/benchmarks.md, "Import cost"): a part is
   read once and carried by the requests after its read, and each job's requests carry the fixed
   instructions, tools and task; ``fixed_tokens``/``text_tokens`` name those two parts and
-  ``estimate_words`` says them ("~8,700 tokens: fixed instructions ~8,400 + your text ~300").
+  ``estimate_words`` says them ("~8,700 tokens to process: fixed instructions ~8,400 + your text ~300").
 - ``Carried``: what became of the parts that last carried a source's current sections; a plan
   is ``committed`` (the only "unchanged") when nothing is to send and all of them were processed.
 - ``MAX_IMPORT_BYTES`` (16 MiB, about 20 M tokens to process: months of the default caps) is the
@@ -224,8 +224,8 @@ def estimate_tokens(envelopes: list[str]) -> tuple[int, str]:
 
 
 def estimate_words(tokens: int, fixed: int) -> str:
-    """An estimate with its parts named: ``~8,700 tokens: fixed instructions ~8,600 + your text ~100``
-    (the fixed instructions dominate a small file; they are not the file's size)."""
+    """An estimate with its parts named: ``~8,700 tokens to process: fixed instructions ~8,400 +
+    your text ~300`` (the fixed instructions dominate a small file; they are not the file's size)."""
     if tokens == 0:
-        return "~0 tokens"
-    return f"~{tokens:,} tokens: fixed instructions ~{fixed:,} + your text ~{tokens - fixed:,}"
+        return "~0 tokens to process"
+    return f"~{tokens:,} tokens to process: fixed instructions ~{fixed:,} + your text ~{tokens - fixed:,}"

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cmrunner.core import config as config_mod, directives, importkinds, projects, workspace
+from cmrunner.core import config as config_mod, directives, importkinds, projects
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.manage import importer, importplan, memsources
@@ -100,24 +100,27 @@ class SourcePlan:
         return sum(f.plan.fixed_tokens for f in self.new)
 
 
-def plan(home: str, source: str, workspace_path: str | None, user_home: str | None = None) -> SourcePlan:
-    """Discover and plan one source (see module contract); nothing is queued."""
+def plan(home: str, source: str, workspace_path: str | None, user_home: str | None = None,
+         cwd: str | None = None) -> SourcePlan:
+    """Discover and plan one source (see module contract); nothing is queued. ``cwd``: the folder
+    cm runs in, which a skipped project's remedy can name."""
     if source not in memsources.SOURCES:
         raise CmError("INVALID_ARGUMENTS", "--from must be one of " + ", ".join(memsources.SOURCES))
     cfg = config_mod.load(home)
     paths = DataPaths(cfg.data_root)
     project = None
     if workspace_path is not None:
-        found_project = workspace.resolve(paths, workspace_path)
+        found_project = importer.resolve_workspace(paths, workspace_path)
         project = (found_project.path, found_project.scope)
-    registered = projects.load(paths) if source in ("claude", "gemini") else []
-    found, skipped = memsources.discover(source, user_home or os.path.expanduser("~"), project, registered)
+    registered = projects.load(paths)
+    found, skipped = memsources.discover(source, user_home or os.path.expanduser("~"), project,
+                                         registered if source in ("claude", "gemini") else [], cwd)
     result = SourcePlan(source, cfg, paths, skipped=list(skipped))
+    by_scope = {p.scope: p for p in registered}
     for item in found:
         if item.scope not in cfg.allowed_scopes:
             result.skipped.append(memsources.Skipped(
-                item.path, "UNAUTHORIZED_SCOPE",
-                f"{item.scope} is not in disclosure.allowedScopes; `cm config set disclosure.allowedScopes +{item.scope}`"))
+                item.path, "UNAUTHORIZED_SCOPE", importer.unauthorized(item.scope, by_scope.get(item.scope))))
             continue
         try:
             file_plan = importer.prepare_text(cfg, item.text, os.path.basename(item.path), item.scope, item.author,
@@ -207,7 +210,7 @@ def outcome(report: importer.ImportReport) -> str:
 def destination(cfg: config_mod.Config) -> str:
     """Where an import's text goes: the configured model or agent CLI (as Adjust Memory says it)."""
     if cfg.remote is None:
-        return "no model is configured yet: the import waits queued until one is (`cm config init`)"
+        return "no model is configured yet: it waits queued until one is (`cm config init`)"
     return f"the Memory Agent's model, {config_mod.runtime_label(cfg.remote)}"
 
 

@@ -23,6 +23,9 @@ Contract:
   codes and counts is ever shown (no file text, no key).
 - While the import runs, Esc only says to wait, and ``q`` warns once that cm exits only when the
   Writer loop has processed the queued parts (it runs in this process).
+- When a file is skipped only because the folder cm runs in is not a registered project, or its
+  project's memory is not allowed (``folder_offer``), a choice registers that folder under its own
+  name and allows its memory in one step (``projectaccess.register``), then plans again.
 - Skip (a visible choice, or Esc) imports nothing and writes nothing. When nothing is found the
   screen says so in one line; during the first run the flow then goes on to Home by itself with
   that line as Home's notice.
@@ -37,8 +40,9 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import OptionList
 
+from cmrunner.core import projects
 from cmrunner.core.errors import CmError
-from cmrunner.manage import importplan, memimport
+from cmrunner.manage import importplan, memimport, memsources, projectaccess
 from cmrunner.tui.widgets import CmScreen, Menu, Text, error_text, option
 
 if TYPE_CHECKING:
@@ -73,17 +77,34 @@ class Found:
         return any(p.needs_permission for p in self.ok)
 
 
-def plan_sources(home: str, chosen: list[str], user_home: str) -> Found:
+def plan_sources(home: str, chosen: list[str], user_home: str, cwd: str | None = None) -> Found:
     """Plan every source, the chosen agents' first (see module contract)."""
     order = sorted(SOURCES, key=lambda s: s[1] not in chosen)
     plans: list[tuple[str, str, memimport.SourcePlan | CmError]] = []
     for source, agent, title in order:
         heading = title + (" (chosen)" if agent in chosen else " (found on this machine)")
         try:
-            plans.append((source, heading, memimport.plan(home, source, None, user_home)))
+            plans.append((source, heading, memimport.plan(home, source, None, user_home, cwd)))
         except CmError as exc:
             plans.append((source, heading, exc))
     return Found(plans)
+
+
+def folder_offer(found: Found, cwd: str) -> str | None:
+    """The folder cm runs in, when a file was skipped only because that folder is not a registered
+    project (``NO_PROJECT``: Claude Code's memory of it) or its project's memory is not allowed
+    (``UNAUTHORIZED_SCOPE``): registering it and allowing its memory in one step imports it."""
+    real = os.path.realpath(cwd)
+    spelled = memsources.claude_project_dir(real)
+    for planned in found.ok:
+        registered = projects.match(projects.load(planned.paths), real)
+        for skip in planned.skipped:
+            if skip.code == "NO_PROJECT" and os.path.basename(os.path.dirname(skip.path)) == spelled:
+                return real
+            if skip.code == "UNAUTHORIZED_SCOPE" and registered is not None and \
+                    skip.reason.startswith(f"{registered.scope} is not"):
+                return registered.path
+    return None
 
 
 def _count(n: int, word: str) -> str:
@@ -122,7 +143,7 @@ def plan_lines(found: Found, user_home: str) -> list[str]:
     tokens = sum(p.tokens for p in found.ok)
     fixed = sum(p.fixed_tokens for p in found.ok)
     lines.append("")
-    lines.append(f"To import: {_count(found.new, 'file')}, {importplan.estimate_words(tokens, fixed)} to process "
+    lines.append(f"To import: {_count(found.new, 'file')}, {importplan.estimate_words(tokens, fixed)} "
                  "(estimate)." if found.new else
                  "Nothing new to import: every file found is unchanged since its import, or skipped.")
     if found.new:
@@ -152,6 +173,7 @@ class ImportScreen(CmScreen):
         self.chosen = chosen
         self.setup = setup
         self.found: Found | None = None
+        self.folder: str | None = None   # the folder cm runs in, when registering it would import skipped files
         self.running = False
         self.finished = False
 
@@ -171,7 +193,7 @@ class ImportScreen(CmScreen):
 
     def _discover(self) -> None:
         app = self.app
-        found = plan_sources(app.home, self.chosen, app.user_home)  # type: ignore[attr-defined]
+        found = plan_sources(app.home, self.chosen, app.user_home, os.getcwd())  # type: ignore[attr-defined]
         app.call_from_thread(self._shown, found)
 
     def _shown(self, found: Found) -> None:
@@ -185,12 +207,16 @@ class ImportScreen(CmScreen):
             return
         self.query_one("#plan", Text).set("\n".join(plan_lines(found, self.app.user_home)))  # type: ignore[attr-defined]
         menu = self.query_one("#choice", Menu)
+        menu.clear_options()
+        self.folder = folder_offer(found, os.getcwd())
+        register = [option("register", f"Register this folder ({os.path.basename(self.folder)}) as a project "
+                                       "and allow its memory")] if self.folder else []
         if found.new:
             grant = " and allow document imports" if found.needs_permission else ""
-            menu.add_options([option("import", f"Import {_count(found.new, 'file')}{grant}"),
+            menu.add_options([option("import", f"Import {_count(found.new, 'file')}{grant}"), *register,
                               option("skip", "Skip: import nothing")])
         else:
-            menu.add_options([option("skip", "Continue")])
+            menu.add_options([*register, option("skip", "Continue")])
         menu.highlighted = 0
         menu.display = True
         menu.focus()
@@ -198,8 +224,25 @@ class ImportScreen(CmScreen):
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         if event.option_id == "import":
             self.start_import()
+        elif event.option_id == "register":
+            self.register_folder()
         else:
             self.leave()
+
+    def register_folder(self) -> None:
+        """Register the folder cm runs in and allow its memory (one confirmation: this choice), then plan again."""
+        if self.folder is None or self.running:
+            return
+        try:
+            done = projectaccess.register(self.app.home, self.folder, os.path.basename(self.folder), True)  # type: ignore[attr-defined]
+        except CmError as exc:
+            self.notice.show(error_text(exc))
+            return
+        self.notice.show(f"Registered {done.project.name} as {done.project.scope} and allowed its memory "
+                         "(saved in config.json). Planning again …")
+        self.query_one("#choice", Menu).display = False
+        self.query_one("#plan", Text).set("Looking for memory files …")
+        self.run_worker(self._discover, thread=True, exclusive=True)
 
     def start_import(self) -> None:
         if self.running or self.found is None:
