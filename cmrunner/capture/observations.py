@@ -476,6 +476,12 @@ def with_lost_parts(conn: sqlite3.Connection, namespaces: list[str]) -> set[str]
         " AND state IN ('cancelled', 'quarantined')", (json.dumps(namespaces),))}
 
 
+def waiting_imports(conn: sqlite3.Connection) -> int:
+    """Import parts queued and not yet processed (``cm status``: what a reached spend cap holds back)."""
+    return int(conn.execute("SELECT COUNT(*) FROM observations WHERE source = 'document_import'"
+                            " AND state IN ('buffered', 'pending', 'claimed')").fetchone()[0])
+
+
 def parts_in(conn: sqlite3.Connection, namespaces: list[str]) -> list[tuple[int, str, str | None, str | None]]:
     """(id, state, job id, issue) of every observation in ``namespaces``, in order (``cm import``'s
     plan: only a ``processed`` part committed what it carried)."""

@@ -93,7 +93,6 @@ def import_command(ctx: click.Context, file: str | None, source: str | None, wor
         raise CmError("INVALID_ARGUMENTS", "give either FILE or --from claude|codex|gemini|project")
     planned = importer.plan(_home(ctx), file, workspace, author, label)
     plan = planned.plan
-    daily = planned.cfg.spend["tokensPerDay"]
     sending = f"{plan.count} part{'s' if plan.count != 1 else ''}, {plan.file_bytes:,} bytes " \
               f"({plan.wire_bytes:,} as read by the Memory Agent)" if plan.count else \
         f"nothing new to send, {plan.file_bytes:,} bytes in the file"
@@ -101,10 +100,9 @@ def import_command(ctx: click.Context, file: str | None, source: str | None, wor
         sending += f"; {plan.retry_parts} failed part{'s' if plan.retry_parts != 1 else ''} to retry " \
                    f"({plan.retry_bytes:,} bytes as read)"
     echo(f"plan: {sending}; {importplan.estimate_words(plan.tokens, plan.fixed_tokens)} "
-         f"(estimate, {plan.token_method})"
-         + (f"; more than the daily cap of {daily:,} tokens: it spreads over several days" if daily and
-            plan.tokens > daily else ""))
+         f"(estimate, {plan.token_method})")
     if plan.tokens:
+        echo(f"caps: {importplan.cap_words(plan.count + plan.retry_parts, plan.tokens, planned.cfg.spend)}")
         echo(f"sent to: {memimport.destination(planned.cfg)}")
     if plan.delta is not None:
         delta = plan.delta
@@ -164,6 +162,7 @@ def _import_from(ctx: click.Context, source: str, workspace: str | None, no_wait
     echo(f"plan for {source}: {len(found.new)} file{'s' if len(found.new) != 1 else ''} to import, "
          f"{importplan.estimate_words(found.tokens, found.fixed_tokens)} (estimate)")
     if found.tokens:
+        echo(f"caps: {importplan.cap_words(found.parts, found.tokens, found.cfg.spend)}")
         echo(f"sent to: {memimport.destination(found.cfg)}")
     for f in found.files:
         p = f.plan

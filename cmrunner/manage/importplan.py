@@ -20,6 +20,9 @@ Contract (any imported text: ``cm import <file.md>`` today, other sources later)
   read once and carried by the requests after its read, and each job's requests carry the fixed
   instructions, tools and task; ``fixed_tokens``/``text_tokens`` name those two parts and
   ``estimate_words`` says them ("~8,700 tokens to process: fixed instructions ~8,400 + your text ~300").
+- ``cap_words`` states the requests a plan implies and, when it exceeds the hourly request cap or
+  the daily token cap, how long the caps stretch it over and the ``cm config set spend.…``
+  command that raises that cap.
 - ``Carried``: what became of the parts that last carried a source's current sections; a plan
   is ``committed`` (the only "unchanged") when nothing is to send and all of them were processed.
 - ``MAX_IMPORT_BYTES`` (16 MiB, about 20 M tokens to process: months of the default caps) is the
@@ -229,3 +232,25 @@ def estimate_words(tokens: int, fixed: int) -> str:
     if tokens == 0:
         return "~0 tokens to process"
     return f"~{tokens:,} tokens to process: fixed instructions ~{fixed:,} + your text ~{tokens - fixed:,}"
+
+
+def cap_words(parts: int, tokens: int, spend: dict) -> str:
+    """The requests an import of ``parts`` parts implies (``REQUESTS_PER_PART`` each) and what the
+    spend caps (``Config.spend``) make of it and of ``tokens``: within them, or the time they
+    stretch it over with the one command that raises the cap it exceeds (its work waits, never
+    fails, while a cap is reached: ``core.spend``)."""
+    requests = parts * REQUESTS_PER_PART
+    said = f"~{requests:,} request{'s' if requests != 1 else ''} to the model ({REQUESTS_PER_PART} per part)"
+    hourly, daily = spend.get("requestsPerHour"), spend.get("tokensPerDay")
+    over = []
+    if hourly == 0 or daily == 0:
+        name = "requestsPerHour" if hourly == 0 else "tokensPerDay"
+        return (f"{said}; spend.{name} is 0, which turns the Memory Agent off: it waits queued until "
+                f"`cm config set spend.{name} N`")
+    if hourly is not None and requests > hourly:
+        over.append(f"more than the hourly cap of {hourly:,} requests: it takes at least "
+                    f"{-(-requests // hourly)} hours, or `cm config set spend.requestsPerHour {requests}`")
+    if daily is not None and tokens > daily:
+        over.append(f"more than the daily cap of {daily:,} tokens: it takes at least {-(-tokens // daily)} days, "
+                    f"or `cm config set spend.tokensPerDay {tokens}`")
+    return f"{said}; " + ("; ".join(over) if over else "within the spend caps")

@@ -95,6 +95,11 @@ class SourcePlan:
         return sum(f.plan.tokens for f in self.new)
 
     @property
+    def parts(self) -> int:
+        """The parts importing this plan processes: new ones and failed ones retried."""
+        return sum(f.plan.count + f.plan.retry_parts for f in self.new)
+
+    @property
     def fixed_tokens(self) -> int:
         """The part of ``tokens`` that is the Memory Agent's fixed instructions (``Plan.fixed_tokens``)."""
         return sum(f.plan.fixed_tokens for f in self.new)

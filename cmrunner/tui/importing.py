@@ -147,6 +147,8 @@ def plan_lines(found: Found, user_home: str) -> list[str]:
                  "(estimate)." if found.new else
                  "Nothing new to import: every file found is unchanged since its import, or skipped.")
     if found.new:
+        parts = sum(p.parts for p in found.ok)
+        lines.append(f"Requests: {importplan.cap_words(parts, tokens, found.ok[0].cfg.spend)}.")
         lines.append(f"Sent to: {memimport.destination(found.ok[0].cfg)}.")
     if found.needs_permission:
         lines.append("Permission: document imports are off (disclosure.allowedProvenance lacks document_import). "
