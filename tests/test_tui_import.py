@@ -106,7 +106,7 @@ def test_first_run_shows_the_plan_and_enter_imports_through_the_writer(home, tmp
                  "skipped NO_PROJECT:", "Codex CLI (chosen)", "codex:memory_summary [personal] → global: new, 1 part,",
                  "Gemini CLI (chosen)", "gemini:GEMINI.md [personal] → global: new, 1 part,",
                  "may become: profile (facts about you, never instructions to an agent), preferences",
-                 "To import: 3 files, ~", "tokens to process: fixed instructions ~", "+ your text ~",
+                 "To import: 3 files, ~", "tokens to process: fixed instructions ~", "+ your text with its framing ~",
                  f"Sent to: the Memory Agent's model, fake-model at {fake.base_url}.",
                  "Permission: document imports are off",
                  "Import 3 files and allow document imports", "Skip: import nothing"):
@@ -231,7 +231,7 @@ def test_a_failed_import_says_failed_with_its_retry_and_plans_again_at_80x24(hom
         assert f"{label} [personal] → global: failed — run `cm retry " in again, (label, again)
     assert again.count("(AUTHENTICATION); importing again retries it, 1 part to retry, ~") == 3, again
     assert "unchanged" not in again and "To import: 3 files, ~" in again
-    assert "tokens to process: fixed instructions ~" in again and "+ your text ~" in again
+    assert "tokens to process: fixed instructions ~" in again and "+ your text with its framing ~" in again
     assert f"Sent to: the Memory Agent's model, fake-model at {fake.base_url}." in again
 
 
