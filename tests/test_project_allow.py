@@ -54,8 +54,9 @@ def test_register_with_allow_grants_both_scopes_in_one_step(home, tmp_path):
     out = proc.stdout.decode()
     assert proc.returncode == 0, proc.stderr
     project = _project(home, folder)
-    assert out == (f"registered {project.id} -> {project.path}\n"
-                   f"allowed: disclosure.allowedScopes and writableScopes +{project.scope} (saved in config.json)\n")
+    lines = out.splitlines()
+    assert lines[0] == f"registered {project.id} -> {project.path}" and len(lines) == 3, out
+    assert lines[2] == f"allowed: disclosure.allowedScopes and writableScopes +{project.scope} (saved in config.json)"
     allowed, writable = _scopes(home)
     assert project.scope in allowed and project.scope in writable
 

@@ -32,6 +32,8 @@ class Registered:
     new: bool                 # registered now (False: it was registered already)
     granted: list[str]        # the keys the scope was added to now
     missing: list[str]        # the keys that still lack it (not allowed: the project is not used yet)
+    how: str = ""             # how its id was chosen (``projects.register_here``), when registered now
+    why: str = ""
 
 
 def missing(cfg: config_mod.Config, scope: str) -> list[str]:
@@ -54,18 +56,21 @@ def allow(home: str, project: projects.Project) -> list[str]:
     return keys
 
 
-def register(home: str, path: str, name: str, allow_access: bool) -> Registered:
-    """Register ``path`` as ``name`` and (``allow_access``) allow its memory (see module contract)."""
+def register(home: str, path: str, name: str, allow_access: bool, project_id: str | None = None) -> Registered:
+    """Register ``path`` as ``name`` (``project_id``: join that project, ``projects.register_here``)
+    and (``allow_access``) allow its memory (see module contract)."""
     paths = DataPaths(config_mod.load(home).data_root)
+    how = why = ""
     try:
-        project, new = projects.register(paths, path, name), True
+        done = projects.register_here(paths, path, name, project_id)
+        project, new, how, why = done.project, True, done.how, done.why
     except CmError as exc:
         if exc.code != "PROJECT_ALREADY_REGISTERED" or not allow_access:
             raise
         real = os.path.realpath(path)
         project, new = next(p for p in projects.load(paths) if p.path == real), False
     granted = allow(home, project) if allow_access else []
-    return Registered(project, new, granted, missing(config_mod.load(home), project.scope))
+    return Registered(project, new, granted, missing(config_mod.load(home), project.scope), how, why)
 
 
 def remedy(path: str | None, name: str | None = None) -> str:
