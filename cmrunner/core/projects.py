@@ -15,7 +15,6 @@ Stdlib only (hooks resolve scope).
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -87,6 +86,10 @@ def _locked(paths: DataPaths) -> Iterator[None]:
 
 
 def _slug(name: str) -> str:
+    # Registration only, never a hook: ``re`` is imported here so that the hook path, which resolves
+    # scopes through this module, does not load it.
+    import re
+
     slug = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()[:48]
     return slug or "project"
 
