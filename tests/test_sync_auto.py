@@ -45,7 +45,7 @@ def test_the_drain_commits_what_it_published_and_syncs_in_the_background(tmp_pat
     assert state(home)["last"]["outcome"] == "ok"
     log = _git_log(paths)
     receipts = [line.split(": ", 1)[1] for line in log.splitlines() if line.startswith("receipt: ")]
-    assert len(receipts) == 1 and f"device: {syncstate.device_name()}" in log and "source: " in log
+    assert len(receipts) == 1 and f"device: {syncstate.device_name(home)}" in log and "source: " in log
     assert "+## Indentation\n+Tabs in Go." in remote_log(remote)
 
 

@@ -48,7 +48,7 @@ def sync(ctx: click.Context, receipts: str | None, auto: bool) -> None:
 
     home = _home(ctx)
     paths = _paths(home)
-    message = engine.commit_message(paths, receipts.split(","), syncstate.device_name()) if receipts else None
+    message = engine.commit_message(paths, receipts.split(","), syncstate.device_name(home)) if receipts else None
     if auto:
         try:
             engine.run(paths, home, message, wait=5.0)
@@ -69,7 +69,7 @@ def after_flush(home: str, receipts: list[str]) -> None:
     if not syncstate.configured(paths):
         return
     try:
-        outcome = engine.run(paths, home, engine.commit_message(paths, receipts, syncstate.device_name())
+        outcome = engine.run(paths, home, engine.commit_message(paths, receipts, syncstate.device_name(home))
                              if receipts else None)
     except CmError as exc:
         echo(f"sync: not synced ({exc.code}); the memory is committed to git locally and cm retries later; "
@@ -100,7 +100,8 @@ def status_command(ctx: click.Context, as_json: bool) -> None:
     """Where the memory syncs to, ahead/behind as of the last sync, and the last sync's outcome."""
     from cmrunner.sync import setup
 
-    found = setup.status(_paths(_home(ctx)))
+    home = _home(ctx)
+    found = setup.status(_paths(home), home)
     if as_json:
         echo(json.dumps(found, indent=2))
         return

@@ -9,9 +9,8 @@ Contract:
 - ``state.json`` never holds a URL's user information (``redact`` removes it): the real remote
   URL lives only in the git directory's own config, where git's credential helpers expect it.
 - ``read`` never creates anything; ``write`` publishes a whole file or nothing (``write_atomic``).
-- ``device_name`` is the name commit messages and history give this machine. SEAM: the projects
-  work (issue 34, project ids) may add a configured device name in core; until then it is the
-  host name, cut to a safe alphabet.
+- ``device_name(home)`` is the name commit messages and history give this machine: the home's
+  ``deviceName`` (``core/device.py``), else its hostname's first label.
 Stdlib only (the drain reads ``configured`` on its way out).
 """
 
@@ -20,16 +19,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import time
 
-from cmrunner.core import fsutil
+from cmrunner.core import config, device, fsutil
+from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 
 STATE_VERSION = 1
 _USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@")
 _SCP_USER = re.compile(r"^[^/@:]+@(?=[^/:]+:)")
-_DEVICE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def sync_dir(paths: DataPaths) -> str:
@@ -56,10 +54,14 @@ def redact(url: str) -> str:
     return _SCP_USER.sub("***@", url)
 
 
-def device_name() -> str:
-    """This machine's name for commit messages and history (module contract: the seam)."""
-    name = _DEVICE.sub("-", socket.gethostname()).strip("-.")
-    return name[:64] or "this-machine"
+def device_name(home: str | None = None) -> str:
+    """This machine's name for commit messages and history (module contract)."""
+    if home is not None:
+        try:
+            return device.name(config.load(home))
+        except CmError:
+            pass  # an invalid configuration fails the sync elsewhere; the name falls back
+    return device.default_name()
 
 
 def read(paths: DataPaths) -> dict | None:

@@ -302,7 +302,7 @@ def run(paths: DataPaths, home: str, message: str | None = None, wait: float = L
         raise CmError("SYNC_NOT_SET_UP", "memory sync is not set up; run `cm sync init <remote>` first")
     try:
         with sync_lock(paths, wait):
-            git = Git(paths)
+            git = Git(paths, syncstate.device_name(home))
             clear_stale_locks(git)
             check_health(git, paths)
             outcome = _run(git, paths, home, state["branch"], message or f"cm: memory on {git.device}")

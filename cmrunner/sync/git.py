@@ -70,7 +70,7 @@ class Git:
         self.exe = binary()
         self.git_dir = syncstate.git_dir(paths)
         self.work_tree = paths.memory
-        self.device = device or syncstate.device_name()
+        self.device = device or syncstate.device_name()  # callers with a home pass its configured name
 
     def env(self) -> dict[str, str]:
         # The user's environment (credential helpers, ssh agent) minus what would point git elsewhere.

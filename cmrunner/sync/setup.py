@@ -56,7 +56,7 @@ def _normal(remote: str) -> str:
 
 
 def init(paths: DataPaths, home: str, remote: str, branch: str = "main") -> engine.Outcome:
-    git = Git(paths)
+    git = Git(paths, syncstate.device_name(home))
     if not remote or "\n" in remote or "\0" in remote or remote.startswith("-"):
         raise CmError("SYNC_BAD_REMOTE", "give the remote as a URL or path git accepts (it may not start with '-')")
     if not re.fullmatch(r"[A-Za-z0-9._/-]{1,100}", branch) or branch.startswith(("-", "/")) or ".." in branch:
@@ -83,14 +83,14 @@ def init(paths: DataPaths, home: str, remote: str, branch: str = "main") -> engi
     return engine.run(paths, home, f"cm: first sync from {git.device}")
 
 
-def status(paths: DataPaths) -> dict:
+def status(paths: DataPaths, home: str) -> dict:
     state = syncstate.read(paths)
     if state is None:
         return {"configured": False}
     out = {"configured": True, "remote": state.get("remote"), "branch": state.get("branch"),
-           "device": syncstate.device_name(), "last": state.get("last"), "lastOk": state.get("lastOk")}
+           "device": syncstate.device_name(home), "last": state.get("last"), "lastOk": state.get("lastOk")}
     try:
-        git = Git(paths)
+        git = Git(paths, syncstate.device_name(home))
         counts = engine.ahead_behind(git, state["branch"])
         out["ahead"], out["behind"] = counts if counts else (None, None)
     except CmError as exc:
@@ -105,7 +105,7 @@ def repair(paths: DataPaths, home: str) -> list[str]:
         raise CmError("SYNC_NOT_SET_UP", "memory sync is not set up; run `cm sync init <remote>` first")
     done: list[str] = []
     with engine.sync_lock(paths):
-        git = Git(paths)
+        git = Git(paths, syncstate.device_name(home))
         for name in ("MERGE_HEAD", "MERGE_MSG", "MERGE_MODE", "CHERRY_PICK_HEAD", "REVERT_HEAD", "rebase-merge",
                      "rebase-apply"):
             path = os.path.join(git.git_dir, name)
@@ -162,7 +162,7 @@ def purge_history(paths: DataPaths, home: str) -> str:
     assert state is not None
     branch = state["branch"]
     with engine.sync_lock(paths):
-        git = Git(paths)
+        git = Git(paths, syncstate.device_name(home))
         head = git.rev("HEAD")
         if head is None:
             raise CmError("SYNC_NOTHING_TO_PURGE", "the sync repository has no commit yet")

@@ -193,14 +193,14 @@ def sync_report(paths: DataPaths) -> dict | None:
         return None
     last = state.get("last") or {}
     code = last.get("code")
-    return {"remote": state.get("remote"), "branch": state.get("branch"), "device": syncstate.device_name(),
+    return {"remote": state.get("remote"), "branch": state.get("branch"),
             "lastAt": last.get("at"), "outcome": last.get("outcome"), "code": code, "lastOk": state.get("lastOk"),
             "reason": reasons.explain(code).reason if code else None,
             "remedy": reasons.explain(code).fix if code else None}
 
 
 def sync_line(found: dict) -> str:
-    where = f"{found['remote']} (branch {found['branch']}) from device {found['device']}"
+    where = f"{found['remote']} (branch {found['branch']})"
     if found["outcome"] is None:
         return f"{where}; not synced yet"
     when = _clock(found["lastAt"])
