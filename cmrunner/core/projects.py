@@ -292,6 +292,24 @@ def remove(paths: DataPaths, project_id: str) -> list[Project]:
     return [p for p in projects if p.id == project_id]
 
 
+def rename_id(paths: DataPaths, old: str, new: str) -> list[Project]:
+    """Give every path of project ``old`` the id ``new`` (``adopt-remote-id``); the caller moves its
+    memory file and its scopes. ``new`` must be a well-formed id no other registered path holds."""
+    if not scopes.is_project_id(new):
+        raise CmError("INVALID_TARGET_REFERENCE", f"{new!r} is not a project id")
+    with _locked(paths):
+        projects = _upgraded(paths)
+        if not any(p.id == old for p in projects):
+            raise CmError("UNKNOWN_PROJECT", f"no registered project has id {old!r}; see `cm project list`")
+        if any(p.id == new for p in projects):
+            raise CmError("PROJECT_ALREADY_REGISTERED", f"{new} is already registered here; remove it first")
+        for p in projects:
+            if p.id == old:
+                p.id = new
+        _save(paths, projects)
+    return [p for p in projects if p.id == new]
+
+
 def match(projects: list[Project], cwd: str) -> Project | None:
     """The registered project with the longest path that is ``cwd`` or one of its ancestors."""
     real = os.path.realpath(cwd)
