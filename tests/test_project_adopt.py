@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 
 from conftest import hook_env, reap_drains, run_cm
@@ -113,3 +114,30 @@ def test_refusals_change_nothing(tmp_path, home):
     assert os.path.exists(paths.document("project:app-111111"))
     assert [p.id for p in projects.load(paths)] == ["app-111111", plain_id]
     assert {name: _read(os.path.join(home, name)) for name in ("config.json",)} == before
+
+
+def test_running_it_again_after_a_crash_at_any_step_finishes_the_move(tmp_path, home):
+    bare = str(tmp_path / "app.git")
+    _git("init", "-q", "--bare", bare)
+    clone = str(tmp_path / "app")
+    _git("clone", "-q", bare, clone)
+    new = projects.derive_id(gitremote.normalize(bare), "")
+    for crashed_after in ("scopes", "file"):
+        if os.path.exists(home):
+            reap_drains(home)  # the first round's command started one
+            shutil.rmtree(home)
+        paths = _machine(home, clone, "app-111111", "# Project\n\n## Keep\n\nkeep me\n")
+        # The state a kill leaves after step 1 (scopes moved) or step 2 (file moved too).
+        data = config_mod.load(home).data
+        data["disclosure"]["allowedScopes"] = ["global", f"project:{new}"]
+        data["writableScopes"] = [f"project:{new}", "global"]
+        config_mod.save(home, data)
+        if crashed_after == "file":
+            os.rename(paths.document("project:app-111111"), paths.document(f"project:{new}"))
+        done = run_cm(["project", "adopt-remote-id", "app-111111"])
+        assert done.returncode == 0, done.stderr
+        assert f"its memory is now projects/{new}.md" in done.stdout.decode()
+        assert "keep me" in _read(paths.document(f"project:{new}"))
+        assert not os.path.exists(paths.document("project:app-111111"))
+        assert [p.id for p in projects.load(paths)] == [new]
+        assert config_mod.load(home).writable_scopes == [f"project:{new}", "global"]

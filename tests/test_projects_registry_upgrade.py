@@ -83,6 +83,9 @@ def test_the_next_project_command_upgrades_keeping_every_id_and_a_copy(old_regis
     assert "project:app-1a2b3c" in config_mod.load(home).writable_scopes
     with open(paths.document("project:app-1a2b3c"), encoding="utf-8") as handle:
         assert "make" in handle.read()
+    text = run_cm(["project", "list"]).stdout.decode()
+    assert f"(its repository gives {rows['app-1a2b3c']['remoteId']}: `cm project adopt-remote-id app-1a2b3c`" in text
+    assert "plain-4d5e6f\tPlain\t" in text and "adopt-remote-id plain" not in text
     # A second clone of the same repository joins the old id on this machine: one repository, one memory.
     second = os.path.join(os.path.dirname(clone), "app-2")
     _git("clone", "-q", bare, second)

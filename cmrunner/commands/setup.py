@@ -279,7 +279,10 @@ def project_list(ctx: click.Context, as_json: bool) -> None:
     if not found:
         echo("no projects registered")
     for p in found:
-        echo(f"{p.id}\t{p.name}\t{p.path}")
+        hint = ""
+        if p.remote_id is not None and p.remote_id != p.id:
+            hint = f"\t(its repository gives {p.remote_id}: `cm project adopt-remote-id {p.id}` shares it across machines)"
+        echo(f"{p.id}\t{p.name}\t{p.path}{hint}")
     for pid in known:
         echo(f"{pid}\t(known, not registered here)\tregister this repository's local path with "
              f"`cm project register PATH NAME` (or `--id {pid}`)")
