@@ -89,7 +89,7 @@ def _read(paths: DataPaths) -> tuple[int, list[dict]] | None:
         return None
     try:
         data = jsonfast.loads(raw.decode("utf-8"))
-        version, entries = data["version"], data["projects"]
+        version, entries = data.get("version", 1), data["projects"]  # format 1 files were never read by version
     except (ValueError, KeyError, TypeError, UnicodeDecodeError):
         raise _invalid() from None
     if type(version) is not int or not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
