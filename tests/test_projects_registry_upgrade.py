@@ -83,6 +83,9 @@ def test_the_next_project_command_upgrades_keeping_every_id_and_a_copy(old_regis
     assert "project:app-1a2b3c" in config_mod.load(home).writable_scopes
     with open(paths.document("project:app-1a2b3c"), encoding="utf-8") as handle:
         assert "make" in handle.read()
+    text = run_cm(["project", "list"]).stdout.decode()
+    assert f"(its repository gives {rows['app-1a2b3c']['remoteId']}: `cm project adopt-remote-id app-1a2b3c`" in text
+    assert "plain-4d5e6f\tPlain\t" in text and "adopt-remote-id plain" not in text
     # A second clone of the same repository joins the old id on this machine: one repository, one memory.
     second = os.path.join(os.path.dirname(clone), "app-2")
     _git("clone", "-q", bare, second)
@@ -108,3 +111,22 @@ def test_a_registry_from_a_newer_cm_is_refused_untouched(home):
     assert proc.returncode == 1 and proc.stderr.decode().startswith("cm: UNSUPPORTED_REGISTRY_VERSION: ")
     with open(paths.registry, "rb") as handle:
         assert handle.read() == raw
+
+
+@pytest.mark.parametrize(("body", "ids"), [
+    ({"projects": [{"id": "a-000001", "path": "/srv/a", "name": "A", "registeredAt": 1}]}, ["a-000001"]),
+    ({"version": "2", "projects": []}, None),
+    ({"version": 1, "projects": {"id": "a"}}, None),
+    ({"version": 2, "projects": [{"id": "a-1", "path": "/a", "name": "A", "registeredAt": 1, "remote": 5}]}, None),
+])
+def test_what_a_registry_may_hold(home, body, ids):
+    paths = DataPaths(os.path.join(home, "data"))
+    os.makedirs(paths.runtime, mode=0o700)
+    with open(paths.registry, "w", encoding="utf-8") as handle:
+        json.dump(body, handle)
+    if ids is not None:  # a file without a version is format 1, as cm has always read it
+        assert [p.id for p in projects.load(paths)] == ids
+        return
+    with pytest.raises(CmError) as caught:
+        projects.load(paths)
+    assert caught.value.code == "PROJECT_REGISTRY_INVALID"

@@ -86,6 +86,8 @@ def _print_status(report: dict) -> None:
         echo(line)
     if report.get("history"):
         echo(f"history:     {status_mod.history_line(report['history'])}")
+    if report.get("sync"):
+        echo(f"sync:        {status_mod.sync_line(report['sync'])}")
     drain = report["drain"]
     running = f"running (pid {drain['pid']})" if drain["alive"] else "not running"
     echo(f"drain:       {running}")
@@ -277,7 +279,10 @@ def project_list(ctx: click.Context, as_json: bool) -> None:
     if not found:
         echo("no projects registered")
     for p in found:
-        echo(f"{p.id}\t{p.name}\t{p.path}")
+        hint = ""
+        if p.remote_id is not None and p.remote_id != p.id:
+            hint = f"\t(its repository gives {p.remote_id}: `cm project adopt-remote-id {p.id}` shares it across machines)"
+        echo(f"{p.id}\t{p.name}\t{p.path}{hint}")
     for pid in known:
         echo(f"{pid}\t(known, not registered here)\tregister this repository's local path with "
              f"`cm project register PATH NAME` (or `--id {pid}`)")
@@ -290,3 +295,25 @@ def project_remove(ctx: click.Context, project_id: str) -> None:
     """Unregister a project, every path of it (its Markdown is kept)."""
     found = projects.remove(_paths(ctx), project_id)
     echo(f"removed {project_id} ({', '.join(p.path for p in found)}); its memory file is kept")
+
+
+@project.command("adopt-remote-id")
+@click.argument("project_id")
+@click.pass_context
+def project_adopt_remote_id(ctx: click.Context, project_id: str) -> None:
+    """Move a project registered before ids came from git remotes to the id its repository gives,
+    so its memory is shared with your other machines (its file and your scopes move with it)."""
+    from cmrunner.manage import adoptid
+
+    done = adoptid.adopt(_home(ctx), project_id)
+    if done.file == "already":
+        echo(f"{done.old} is already its repository's id; nothing changed")
+        return
+    echo(f"{done.old} is now {done.new} ({', '.join(done.paths)}); project:{done.old} became "
+         f"project:{done.new} in your scopes")
+    if done.file == "moved":
+        echo(f"its memory is now projects/{done.new}.md")
+    elif done.file == "kept_both":
+        echo(f"projects/{done.new}.md was already here (from another machine) and is used from now on; your earlier "
+             f"projects/{done.old}.md is kept: bring its sections in with "
+             f"`cm import <memory folder>/projects/{done.old}.md --workspace {done.paths[0]}`")

@@ -94,7 +94,7 @@ def _read(paths: DataPaths) -> tuple[int, list[dict]] | None:
         return None
     try:
         data = jsonfast.loads(raw.decode("utf-8"))
-        version, entries = data["version"], data["projects"]
+        version, entries = data.get("version", 1), data["projects"]  # format 1 files were never read by version
     except (ValueError, KeyError, TypeError, UnicodeDecodeError):
         raise _invalid() from None
     if type(version) is not int or not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
@@ -299,6 +299,24 @@ def remove(paths: DataPaths, project_id: str) -> list[Project]:
             raise CmError("UNKNOWN_PROJECT", f"no registered project has id {project_id!r}; see `cm project list`")
         _save(paths, kept)
     return [p for p in projects if p.id == project_id]
+
+
+def rename_id(paths: DataPaths, old: str, new: str) -> list[Project]:
+    """Give every path of project ``old`` the id ``new`` (``adopt-remote-id``); the caller moves its
+    memory file and its scopes. ``new`` must be a well-formed id no other registered path holds."""
+    if not scopes.is_project_id(new):
+        raise CmError("INVALID_TARGET_REFERENCE", f"{new!r} is not a project id")
+    with _locked(paths):
+        projects = _upgraded(paths)
+        if not any(p.id == old for p in projects):
+            raise CmError("UNKNOWN_PROJECT", f"no registered project has id {old!r}; see `cm project list`")
+        if any(p.id == new for p in projects):
+            raise CmError("PROJECT_ALREADY_REGISTERED", f"{new} is already registered here; remove it first")
+        for p in projects:
+            if p.id == old:
+                p.id = new
+        _save(paths, projects)
+    return [p for p in projects if p.id == new]
 
 
 def match(projects: list[Project], cwd: str) -> Project | None:
