@@ -111,3 +111,22 @@ def test_a_registry_from_a_newer_cm_is_refused_untouched(home):
     assert proc.returncode == 1 and proc.stderr.decode().startswith("cm: UNSUPPORTED_REGISTRY_VERSION: ")
     with open(paths.registry, "rb") as handle:
         assert handle.read() == raw
+
+
+@pytest.mark.parametrize(("body", "ids"), [
+    ({"projects": [{"id": "a-000001", "path": "/srv/a", "name": "A", "registeredAt": 1}]}, ["a-000001"]),
+    ({"version": "2", "projects": []}, None),
+    ({"version": 1, "projects": {"id": "a"}}, None),
+    ({"version": 2, "projects": [{"id": "a-1", "path": "/a", "name": "A", "registeredAt": 1, "remote": 5}]}, None),
+])
+def test_what_a_registry_may_hold(home, body, ids):
+    paths = DataPaths(os.path.join(home, "data"))
+    os.makedirs(paths.runtime, mode=0o700)
+    with open(paths.registry, "w", encoding="utf-8") as handle:
+        json.dump(body, handle)
+    if ids is not None:  # a file without a version is format 1, as cm has always read it
+        assert [p.id for p in projects.load(paths)] == ids
+        return
+    with pytest.raises(CmError) as caught:
+        projects.load(paths)
+    assert caught.value.code == "PROJECT_REGISTRY_INVALID"
