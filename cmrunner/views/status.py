@@ -16,7 +16,9 @@ the unfinished jobs with their 12-character ids, state and next attempt time; an
 failure of a drain or flush (``cmrunner.core.drainfailures``) with the drain log's path. The
 Processing Status screen shows the same ``problems``. ``spend`` is today's and this month's use
 of the Memory Agent against its caps, and the reached cap that holds work back
-(``cmrunner.views.usage``).
+(``cmrunner.views.usage``). ``device`` is this machine's name and where it came from
+(``cmrunner.core.device``); ``projects`` counts the registered projects and names those known here
+(a memory file, e.g. synced from another machine) but not registered (``cmrunner.core.projects``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import time
 from cmrunner.capture import codex_inbox, failures, hook_inbox, hook_rejections, observations, pi_inbox
 from cmrunner.core import (
     config as config_mod,
+    device,
     drainfailures,
     drainlease,
     envfile,
@@ -36,9 +39,11 @@ from cmrunner.core import (
     history,
     jobstore,
     migrations,
+    projects,
     reasons,
     spend,
     store,
+    syncstate,
 )
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths, config_path, env_path
@@ -101,6 +106,7 @@ def gather(home: str) -> dict:
         return report
     remote = cfg.remote
     report["config"]["schemaVersion"] = cfg.schema_version
+    report["device"] = {"name": device.name(cfg), "source": device.source(cfg)}
     report["model"] = None
     if config_mod.is_agent_cli(remote):
         assert remote is not None
@@ -123,6 +129,13 @@ def gather(home: str) -> dict:
     }
     code, detail = fsutil.data_root_problem(paths.root)
     report["dataRootProblem"] = None if code is None else {"code": code, "message": detail}
+    report["sync"] = sync_report(paths)
+    try:  # read-only: an old registry format is read as it is, upgraded only by `cm project` commands
+        registered = projects.load(paths)
+        report["projects"] = {"registered": len({p.id for p in registered}),
+                              "knownNotRegistered": projects.known_unregistered(paths, registered)}
+    except CmError as exc:
+        report["projects"] = {"error": {"code": exc.code, "message": exc.message}}
     try:  # sections the read path withholds because they look like secrets (never a value)
         from cmrunner.views import secretreport
 
@@ -178,6 +191,31 @@ def gather(home: str) -> dict:
     finally:
         conn.close()
     return report
+
+
+def sync_report(paths: DataPaths) -> dict | None:
+    """Memory sync (``core/syncstate.py``): where to, and the last run's outcome with its reason and
+    remedy; ``None`` when sync is not set up. Reads one small file, runs no git."""
+    state = syncstate.read(paths)
+    if state is None:
+        return None
+    last = state.get("last") or {}
+    code = last.get("code")
+    return {"remote": state.get("remote"), "branch": state.get("branch"),
+            "lastAt": last.get("at"), "outcome": last.get("outcome"), "code": code, "lastOk": state.get("lastOk"),
+            "reason": reasons.explain(code).reason if code else None,
+            "remedy": reasons.explain(code).fix if code else None}
+
+
+def sync_line(found: dict) -> str:
+    where = f"{found['remote']} (branch {found['branch']})"
+    if found["outcome"] is None:
+        return f"{where}; not synced yet"
+    when = _clock(found["lastAt"])
+    if found["outcome"] == "ok" and not found["code"]:
+        return f"{where}; last sync {when} ok"
+    said = "ok, but" if found["outcome"] == "ok" else "FAILED"
+    return f"{where}; last sync {when} {said} {found['code']}: {found['reason']}; remedy: {found['remedy']}"
 
 
 def isolated_groups(rows: list[tuple[str, str, int, str | None]]) -> list[dict]:
