@@ -235,6 +235,12 @@ def queued_counts(conn: sqlite3.Connection) -> list[tuple[str, int]]:
     ).fetchall()
 
 
+def unfinished_in_scope(conn: sqlite3.Connection, scope: str) -> int:
+    """Observations of ``scope`` (imports included) still buffered, sealed or held by a job."""
+    return int(conn.execute("SELECT COUNT(*) FROM observations WHERE scope = ?"
+                            " AND state IN ('buffered', 'pending', 'claimed')", (scope,)).fetchone()[0])
+
+
 # The freshness line's share of this table (``cmrunner.capture.waiting`` adds the inboxes' shares in
 # one statement): captured turns of ``:scope`` not yet processed (imports are not turns), buffered in
 # the session cache, sealed, or held by a job; answered from ``observations_waiting_scope`` (m012).
@@ -474,6 +480,20 @@ def with_lost_parts(conn: sqlite3.Connection, namespaces: list[str]) -> set[str]
     return {r[0] for r in conn.execute(
         "SELECT DISTINCT namespace FROM observations WHERE namespace IN (SELECT value FROM json_each(?))"
         " AND state IN ('cancelled', 'quarantined')", (json.dumps(namespaces),))}
+
+
+def waiting_imports(conn: sqlite3.Connection) -> int:
+    """Import parts queued and not yet processed (``cm status``: what a reached spend cap holds back)."""
+    return int(conn.execute("SELECT COUNT(*) FROM observations WHERE source = 'document_import'"
+                            " AND state IN ('buffered', 'pending', 'claimed')").fetchone()[0])
+
+
+def parts_in(conn: sqlite3.Connection, namespaces: list[str]) -> list[tuple[int, str, str | None, str | None]]:
+    """(id, state, job id, issue) of every observation in ``namespaces``, in order (``cm import``'s
+    plan: only a ``processed`` part committed what it carried)."""
+    return conn.execute(
+        "SELECT id, state, job_id, issue FROM observations WHERE namespace IN (SELECT value FROM json_each(?))"
+        " ORDER BY id", (json.dumps(namespaces),)).fetchall()
 
 
 def of_job(conn: sqlite3.Connection, job_id: str) -> list[tuple[int, str]]:
