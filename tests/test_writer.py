@@ -619,6 +619,22 @@ def test_renewing_a_held_lease_moves_its_expiry_and_a_lost_lease_stays_lost(env)
         conn.close()
 
 
+def test_a_claim_of_unbatched_work_takes_at_most_turn_threshold_observations(env):
+    """Work outside a session batch (relay, import) is claimed ``turnThreshold`` observations per
+    job: three pending under a threshold of two make a job of two and leave one."""
+    paths, cfg = env
+    for n in range(3):
+        admit(paths, f"note {n}", f"e{n}", batch=None)
+    conn = store.open_store(paths)
+    try:
+        with store.immediate(conn):
+            job = jobs.claim(conn, {**cfg.scheduler, "turnThreshold": 2}, 1_000)
+            assert job is not None and len(job.observation_ids) == 2
+    finally:
+        conn.close()
+    assert rows(paths, "SELECT COUNT(*) FROM observations WHERE state = 'pending'") == [(1,)]
+
+
 def test_a_flush_request_stands_until_a_claim_leaves_nothing_pending(env):
     """A flush asks for everything pending: a claim that leaves work behind keeps the request for
     the next claim; the claim that takes the last pending observation clears it."""
