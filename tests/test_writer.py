@@ -397,9 +397,9 @@ def test_hand_edit_of_a_read_document_the_decision_leaves_alone_is_stale_revisio
 
 
 def test_a_hand_edit_past_the_cas_read_bound_is_refused_unread(env):
-    """The CAS reads a document it was shown only up to one byte past the largest hard budget: a
-    hand edit bigger than that is refused as FILE_TOO_LARGE (nothing published, the job waits)
-    rather than read in full under the repository lock."""
+    """The CAS reads a document it was shown only up to one byte past the largest hard budget (the
+    "past the hard budget" edit above is exactly that): a hand edit one byte bigger is refused as
+    FILE_TOO_LARGE (nothing published, the job waits) rather than read under the repository lock."""
     from cmrunner.core import sections
 
     paths, cfg = env
@@ -407,7 +407,8 @@ def test_a_hand_edit_past_the_cas_read_bound_is_refused_unread(env):
     with open(paths.document("preferences"), "w") as handle:
         handle.write("# Preferences\n\n## Editor\nhelix\n")
     admit(paths, "note", "e1")
-    edit = "# Preferences\n\n## Editor\n" + "x" * (sections.MAX_HARD_BUDGET + 64) + "\n"
+    head = "# Preferences\n\n## Editor\n"
+    edit = head + "x" * (sections.MAX_HARD_BUDGET + 2 - len(head) - 1) + "\n"
 
     def script(task, reads):
         with open(paths.document("preferences"), "w") as handle:  # the user edits while the model thinks
