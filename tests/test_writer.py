@@ -252,6 +252,30 @@ def test_forget_clears_state_bodies_and_tombstones_exact_text(env):
     w.close()
 
 
+def test_an_update_keeps_the_replaced_sections_sources_unforgotten(env):
+    """Only a forget tombstones the sources of the sections it touches: an update that replaces a
+    section keeps the old turn's text and links it beside the new evidence."""
+    paths, cfg = env
+    first = admit(paths, "I use vim", "e1", batch="b1")
+    w, _ = writer(paths, cfg, lambda task, reads: decision(task, retain(all_evidence(reads), put("profile", "Editor", "vim\n"))))
+    assert w.run_once().state == "committed"
+    w.close()
+    second = admit(paths, "I switched to helix", "e2", batch="b2")
+
+    def update(task, reads):
+        ref = reads.inspect_memory(task["snapshot"]["handle"])["documents"][0]["sections"][0]["ref"]
+        return decision(task, retain(all_evidence(reads), put("profile", "Editor", "helix\n", section=ref),
+                                     admission="update"))
+
+    w, _ = writer(paths, cfg, update)
+    assert w.run_once().state == "committed"
+    assert read(paths, "profile") == "# Profile\n\n## Editor\nhelix\n"
+    assert rows(paths, "SELECT COUNT(*) FROM forgotten_sources") == [(0,)]
+    assert rows(paths, "SELECT text FROM observations WHERE id = ?", (first,)) == [("I use vim",)]
+    assert sorted(r[0] for r in rows(paths, "SELECT source_id FROM associations")) == [first, second]
+    w.close()
+
+
 def test_stale_source_after_a_correction(env):
     paths, cfg = env
     admit(paths, "I live in Oslo", "e1", batch="b1", observed_at="2026-11-30T10:00:00Z")
