@@ -276,6 +276,18 @@ def test_an_update_keeps_the_replaced_sections_sources_unforgotten(env):
     w.close()
 
 
+def test_an_edit_task_sets_a_correction_watermark_even_for_a_plain_remember(env):
+    """What the user asks for by hand (an edit task) is a correction whatever admission the agent
+    gives it: the commit sets the target's watermark, so older evidence cannot undo it."""
+    paths, cfg = env
+    admit(paths, "note that I prefer tabs", "e1", batch=None, source="interactive", task_kind="edit", agent="cm-adjust")
+    w, _ = writer(paths, cfg, lambda task, reads: decision(
+        task, retain(all_evidence(reads), put("preferences", "Indent", "tabs\n")), edit_result="modified"))
+    assert w.run_once().state == "committed"
+    assert rows(paths, "SELECT COUNT(*) FROM correction_watermarks WHERE target = 'preferences'") == [(1,)]
+    w.close()
+
+
 def test_stale_source_after_a_correction(env):
     paths, cfg = env
     admit(paths, "I live in Oslo", "e1", batch="b1", observed_at="2026-11-30T10:00:00Z")
