@@ -646,6 +646,9 @@ def test_renewing_a_held_lease_moves_its_expiry_and_a_lost_lease_stays_lost(env)
             assert job is not None and job.expires == 1_000 + cfg.scheduler["leaseMs"]
             assert jobs.renew(conn, job, 2_000, 60_000) is True
         assert rows(paths, "SELECT expires FROM jobs WHERE id = ?", (job.id,)) == [(62_000,)]
+        listed, total = jobs.unfinished(conn)
+        assert total == 1 and listed[0]["state"] == "running"
+        assert listed[0]["leaseExpiresAt"] == 62_000 and listed[0]["nextAttemptAt"] is None  # what `cm status` shows
         with store.immediate(conn):
             jobs.assert_lease(conn, job, 61_999)
             assert jobs.renew(conn, job, 62_000, 60_000) is False  # expired at 62 000: lost
