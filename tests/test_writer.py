@@ -609,6 +609,26 @@ def test_an_edit_that_says_modified_must_change_the_document(env, body):
     w.close()
 
 
+def test_a_blocked_decisions_evidence_holds_back_every_changing_decision_that_cites_it():
+    """``split_blocked``: evidence is never split between a commit and a wait. A decision writing a
+    blocked document is held with its evidence, and so is any other retain or forget citing that
+    evidence; only an unrelated decision (other evidence) is kept."""
+    from cmrunner.writer_proc import apply, contract
+
+    forget = {"kind": "forget", "applicability": "global", "confidence": 1, "evidence": ["ev_1"], "reason": "r",
+              "operations": [put("preferences", "Old", "x\n")]}
+    payload = {"version": "memory_maintenance_v2", "request_id": "j", "decisions": [
+        retain(["ev_1"], put("profile", "Home", "Bergen\n")),          # writes the blocked document
+        retain(["ev_1"], put("preferences", "City", "Bergen\n")),      # the same evidence: held too
+        forget,                                                          # the same evidence: held too
+        retain(["ev_2"], put("preferences", "Editor", "vim\n"))]}      # other evidence: written now
+    accepted = contract.ValidatedDecision(contract.MaintenanceDecision.model_validate(payload),
+                                          frozenset({"profile", "preferences"}))
+    narrowed, held = apply.split_blocked(accepted, frozenset({"profile"}), [1, 2])
+    assert [d.operations[0].title for d in narrowed.decision.decisions] == ["Editor"]
+    assert held is not None and held.observation_ids == {1} and held.targets == {"profile"}
+
+
 @pytest.mark.parametrize(("observed_ms", "source_id", "stale"), [
     (999, 9, True),     # observed before the correction
     (1000, 5, True),    # the same instant, admitted before (or as) the correction's source
