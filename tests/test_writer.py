@@ -288,6 +288,32 @@ def test_an_edit_task_sets_a_correction_watermark_even_for_a_plain_remember(env)
     w.close()
 
 
+def test_replacing_the_second_of_two_sections_of_one_title_links_that_section(env):
+    """A hand edit can leave two sections of one title; a put that replaces the second under its
+    own title keeps that unit's key, so the evidence is linked to it, not to its namesake."""
+    from cmrunner.core import sections
+
+    paths, cfg = env
+    os.makedirs(paths.memory, exist_ok=True)
+    with open(paths.document("preferences"), "w") as handle:
+        handle.write("# Preferences\n\n## Notes\na\n\n## Notes\nb\n")
+    admit(paths, "note c", "e1")
+
+    def script(task, reads):
+        docs = reads.inspect_memory(task["snapshot"]["handle"])["documents"]
+        refs = [s["ref"] for d in docs for s in d["sections"] if s["title"] == "Notes"]
+        return decision(task, retain(all_evidence(reads), put("preferences", "Notes", "c\n", section=refs[1])))
+
+    w, _ = writer(paths, cfg, script)
+    assert w.run_once().state == "committed"
+    assert read(paths, "preferences") == "# Preferences\n\n## Notes\na\n\n## Notes\nc\n"
+    first, second = sections.parse("preferences", read(paths, "preferences").encode()).sections[-2:]
+    assert sections.unit_key("preferences", first) != sections.unit_key("preferences", second)
+    assert rows(paths, "SELECT DISTINCT section_key FROM associations WHERE target = 'preferences'") == [
+        (sections.unit_key("preferences", second),)]
+    w.close()
+
+
 def test_stale_source_after_a_correction(env):
     paths, cfg = env
     admit(paths, "I live in Oslo", "e1", batch="b1", observed_at="2026-11-30T10:00:00Z")
