@@ -314,6 +314,28 @@ def test_replacing_the_second_of_two_sections_of_one_title_links_that_section(en
     w.close()
 
 
+def test_a_removed_section_donates_its_sources_to_what_the_decision_writes(env):
+    """Sections a decision removes donate their sources to every section it writes; a section it
+    merely replaces keeps its own."""
+    paths, cfg = env
+    first = admit(paths, "I use vim", "e1", batch="b1")
+    w, _ = writer(paths, cfg, lambda task, reads: decision(task, retain(all_evidence(reads), put("profile", "Editor", "vim\n"))))
+    assert w.run_once().state == "committed"
+    w.close()
+    second = admit(paths, "call it Tools", "e2", batch="b2")
+
+    def merge(task, reads):
+        ref = reads.inspect_memory(task["snapshot"]["handle"])["documents"][0]["sections"][0]["ref"]
+        return decision(task, retain(all_evidence(reads), {"op": "remove_section", "target": "profile", "section": ref},
+                                     put("profile", "Tools", "vim\n"), admission="update"))
+
+    w, _ = writer(paths, cfg, merge)
+    assert w.run_once().state == "committed"
+    assert read(paths, "profile") == "# Profile\n\n## Tools\nvim\n"
+    assert sorted(r[0] for r in rows(paths, "SELECT source_id FROM associations")) == [first, second]
+    w.close()
+
+
 def test_stale_source_after_a_correction(env):
     paths, cfg = env
     admit(paths, "I live in Oslo", "e1", batch="b1", observed_at="2026-11-30T10:00:00Z")
