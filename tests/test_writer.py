@@ -336,6 +336,30 @@ def test_a_removed_section_donates_its_sources_to_what_the_decision_writes(env):
     w.close()
 
 
+def test_a_source_both_donated_and_already_linked_stays_linked(env):
+    """One turn wrote two sections; a decision removes one and replaces the other: that turn is
+    the kept section's own source and a donated one, and it stays linked (a union, never a
+    symmetric difference)."""
+    paths, cfg = env
+    first = admit(paths, "I use vim and fish", "e1", batch="b1")
+    w, _ = writer(paths, cfg, lambda task, reads: decision(
+        task, retain(all_evidence(reads), put("profile", "Editor", "vim\n"), put("profile", "Shell", "fish\n"))))
+    assert w.run_once().state == "committed"
+    w.close()
+    second = admit(paths, "fold them together", "e2", batch="b2")
+
+    def fold(task, reads):
+        refs = [s["ref"] for s in reads.inspect_memory(task["snapshot"]["handle"])["documents"][0]["sections"]]
+        return decision(task, retain(all_evidence(reads), {"op": "remove_section", "target": "profile", "section": refs[1]},
+                                     put("profile", "Editor", "vim, fish\n", section=refs[0]), admission="update"))
+
+    w, _ = writer(paths, cfg, fold)
+    assert w.run_once().state == "committed"
+    assert read(paths, "profile") == "# Profile\n\n## Editor\nvim, fish\n"
+    assert sorted(r[0] for r in rows(paths, "SELECT source_id FROM associations")) == [first, second]
+    w.close()
+
+
 def test_stale_source_after_a_correction(env):
     paths, cfg = env
     admit(paths, "I live in Oslo", "e1", batch="b1", observed_at="2026-11-30T10:00:00Z")
