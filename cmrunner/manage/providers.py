@@ -63,6 +63,11 @@ PRESETS: tuple[Preset, ...] = (
     Preset("anthropic", "Anthropic (OpenAI-compatible)", "https://api.anthropic.com/v1", "chat_completions"),
     Preset("gemini", "Google Gemini (OpenAI-compatible)", "https://generativelanguage.googleapis.com/v1beta/openai",
            "chat_completions"),
+    # Checked against OpenRouter's own API pages (openrouter.ai/<model>/api, e.g.
+    # https://openrouter.ai/openai/gpt-4-32k/api): base URL https://openrouter.ai/api/v1, OpenAI-style
+    # POST /chat/completions with a Bearer key (its HTTP-Referer / X-Title headers are optional
+    # ranking labels cm does not send); the model list is GET /api/v1/models
+    # (openrouter.ai/docs/api/api-reference/models/get-models), which the endpoint check reads.
     Preset("openrouter", "OpenRouter", "https://openrouter.ai/api/v1", "chat_completions"),
     Preset("ollama", "Ollama (local)", "http://127.0.0.1:11434/v1", "chat_completions", False),
     Preset("lmstudio", "LM Studio (local)", "http://127.0.0.1:1234/v1", "chat_completions", False),
