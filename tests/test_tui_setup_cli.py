@@ -36,6 +36,11 @@ def _fake_claude(folder, runs, answer: str = ANSWER, status: int = 0) -> str:
     return path
 
 
+def _unframed(text: str) -> str:
+    """The flat screen text with the menu's frame at each wrapped line taken out."""
+    return text.replace(" ▎ ▊ ", " ")
+
+
 def _argvs(runs) -> list[list[str]]:
     return [open(os.path.join(runs, name)).read().splitlines() for name in sorted(os.listdir(runs))
             if name.startswith("argv.")]
@@ -56,7 +61,8 @@ def test_a_found_claude_is_offered_and_choosing_it_saves_the_agent_cli_without_a
         text = await wait_for(pilot, "1/4 Provider")
         assert "Use Claude Code" in text and "you already have (no API key)" in text
         assert "Use Codex" not in text and "Use Gemini" not in text
-        assert "Not found on PATH: Codex CLI, Gemini CLI" in text
+        assert ("Not found on PATH: Codex CLI (npm install -g @openai/codex), Gemini CLI (npm install -g "
+                "@google/gemini-cli)") in _unframed(text)
         await wait_for(pilot, "Use Claude Code 2.1.328 you already have")  # asked in the background
         await pilot.press("enter")  # the offer is listed first
         text = await wait_for(pilot, "Choose the agents cm should connect to", timeout=60)  # the next step
@@ -81,7 +87,7 @@ def test_no_agent_cli_on_path_is_not_offered(home, tmp_path):
         text = await wait_for(pilot, "1/4 Provider")
         assert "you already have" not in text
         # Claude Code's configuration folder alone runs nothing: it is named with how to install it.
-        assert "Not found on PATH: Claude Code, Codex CLI, Gemini CLI" in text
+        assert "Not found on PATH: Claude Code (npm install -g @anthropic-ai/claude-code), Codex CLI" in _unframed(text)
         await pilot.press("enter")  # the first choice is the first API-key preset
         await wait_for(pilot, "2/4 Base URL")
         await pilot.press("escape")
@@ -113,3 +119,32 @@ def test_a_failing_check_keeps_the_wizard_on_the_step_with_its_code(home, tmp_pa
     drive(CmApp(home, discover=hosts), steps, size=SIZE)
     assert not os.path.exists(os.path.join(home, "config.json"))
     assert len(_argvs(runs)) == 2
+
+
+def test_the_configured_cli_is_highlighted_and_choosing_it_again_changes_nothing(home, tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    claude = _fake_claude(str(tmp_path / "bin"), runs)
+    hosts = temp_hosts(str(tmp_path), pi=False, codex=False, path=f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    drive(CmApp(home, discover=hosts), _choose_claude, size=SIZE)  # the first run saves it
+    saved = open(os.path.join(home, "config.json")).read()
+    assert len(_argvs(runs)) == 1
+
+    async def again(pilot):
+        await wait_for(pilot, "1/4 Provider")
+        menu = pilot.app.screen.query_one("#providers")
+        assert menu.get_option_at_index(menu.highlighted).id == "cli:claude-code"
+        await pilot.press("enter")
+        text = await wait_for(pilot, "Model unchanged")
+        assert "nothing was saved" in text
+
+    drive(CmApp(home, start="config", discover=hosts), again, size=SIZE)
+    assert open(os.path.join(home, "config.json")).read() == saved
+    assert len(_argvs(runs)) == 1  # no second check run for an unchanged choice
+    assert _config(home)["remote"]["agentPath"] == claude
+
+
+async def _choose_claude(pilot) -> None:
+    await wait_for(pilot, "Use Claude Code")
+    await pilot.press("enter")
+    await wait_for(pilot, "Choose the agents cm should connect to", timeout=60)
