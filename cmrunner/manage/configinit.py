@@ -15,9 +15,7 @@ Contract:
   once, so the copy is reported even if the save then fails), then replaces
   ``config.json`` atomically (``config.save``, which also refreshes the pre-validated cache). A
   crash between steps leaves the old configuration in force; at worst a key nothing refers to.
-  Returns the path of the kept copy, or ``None``. A local preset (Ollama, LM Studio, llama.cpp,
-  vLLM) with no key given or stored gets ``providers.LOCAL_KEY``, checked or not (``--skip-check``):
-  without it the saved model could never be called (``API_KEY_MISSING``).
+  Returns the path of the kept copy, or ``None``.
 Keys are never printed or returned.
 """
 
@@ -82,28 +80,10 @@ def fresh(home: str, *, data_root: str | None = None, base_url: str | None = Non
     return config_mod.validate(data)
 
 
-def _with_local_key(home: str, data: dict, keys: dict[str, str]) -> dict[str, str]:
-    from cmrunner.manage import providers
-
-    remote = data.get("remote") or {}
-    preset = remote.get("preset")
-    if preset not in providers.PRESET_IDS or providers.preset(preset).needs_key:
-        return keys
-    name = remote["apiKeyEnv"]
-    try:
-        stored = envfile.get_secret(home, name)
-    except CmError:
-        stored = None
-    if name in keys or stored is not None:
-        return keys
-    return {**keys, name: providers.LOCAL_KEY}
-
-
 def publish(home: str, data: dict, keys: dict[str, str], keep_unreadable: bool = False,
             on_kept: Callable[[str], None] | None = None) -> str | None:
     """Validate, store the keys, keep an unreadable file aside, save (see module contract)."""
     config_mod.validate(data)
-    keys = _with_local_key(home, data, keys)
     if keys:
         envfile.update(home, dict(keys))
     kept = config_mod.keep_aside(home) if keep_unreadable else None
