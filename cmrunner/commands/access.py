@@ -167,8 +167,8 @@ def _import_from(ctx: click.Context, source: str, workspace: str | None, no_wait
     for f in found.files:
         p = f.plan
         if f.imported or p.count == 0:
-            sending = ", nothing to send" if f.imported else f", {p.retry_parts} part{'s' if p.retry_parts != 1 else ''} to retry, " \
-                                            f"~{p.tokens:,} tokens"
+            sending = ", nothing to send" if f.imported else "" if not p.retry_parts else \
+                f", {p.retry_parts} part{'s' if p.retry_parts != 1 else ''} to retry, ~{p.tokens:,} tokens"
             echo(f"  {f.found.label} [{f.kind_label}] -> {p.scope}: {f.status}{sending} ({f.found.path})")
         else:
             echo(f"  {f.found.label} [{f.kind_label}] -> {p.scope}: {f.status}, {p.count} part"
