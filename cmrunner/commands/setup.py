@@ -86,6 +86,8 @@ def _print_status(report: dict) -> None:
         echo(line)
     if report.get("history"):
         echo(f"history:     {status_mod.history_line(report['history'])}")
+    if report.get("sync"):
+        echo(f"sync:        {status_mod.sync_line(report['sync'])}")
     drain = report["drain"]
     running = f"running (pid {drain['pid']})" if drain["alive"] else "not running"
     echo(f"drain:       {running}")

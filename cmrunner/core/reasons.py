@@ -173,6 +173,32 @@ TABLE: dict[str, Reason] = {
     "INVALID_SECTION_TITLE": _decision("section title"),
     "INVALID_SECTION_BODY": _decision("section body"),
     # -- the memory files -----------------------------------------------------------------------
+    # -- memory sync (recorded in runtime/sync/state.json, shown by `cm status` and `cm sync status`) --
+    "GIT_NOT_FOUND": Reason("memory sync needs git and none is on PATH", "install git", WAIT),
+    "GIT_FAILED": Reason("a git command of the memory sync failed; the memory files are untouched",
+                         "run `cm sync repair`, then `cm sync`", WAIT),
+    "SYNC_TIMEOUT": Reason("the remote did not answer in time; the memory is committed locally",
+                           "nothing to do: cm syncs again after the next commit (or run `cm sync`)", AUTO),
+    "SYNC_BUSY": Reason("another sync of this memory was running", "nothing to do: it syncs the same memory", AUTO),
+    "SYNC_NOT_SET_UP": Reason("memory sync is not set up", "run `cm sync init <remote>`", NONE),
+    "SYNC_REPO_CORRUPT": Reason("the sync repository under runtime/sync is damaged; the memory files are untouched",
+                                "run `cm sync repair`: it rebuilds it from the files and the remote", WAIT),
+    "SYNC_MERGE_IN_PROGRESS": Reason("a git merge or rebase was started by hand in the sync repository, so cm "
+                                     "stopped rather than guess", "run `cm sync repair`", WAIT),
+    "SYNC_CONFLICT_MARKERS": Reason("a memory file holds git conflict markers written by hand",
+                                    "edit the markers out of that file, then run `cm sync`", WAIT),
+    "SYNC_REMOTE_UNREACHABLE": Reason("the remote could not be reached; the memory is committed locally",
+                                      "nothing to do: cm retries after the next commit (check the network or the "
+                                      "remote, or run `cm sync`)", AUTO),
+    "SYNC_REMOTE_REJECTED": Reason("the remote refused cm (access, or a protected branch); the memory is committed "
+                                   "locally", "check your access to the remote, then run `cm sync`", WAIT),
+    "SYNC_REMOTE_BUSY": Reason("the remote kept moving while cm merged", "nothing to do: cm syncs again", AUTO),
+    "SYNC_DOCUMENT_UNREADABLE": Reason("a copy of a memory file (here or on the remote) does not read as sections, so "
+                                       "it was not merged", "run `cm fix <document>` where it was edited, then "
+                                       "`cm sync`", WAIT),
+    "SYNC_SECTION_KEPT_LOCAL": Reason("a section the secret net withholds stays on this machine and is not pushed; "
+                                      "the rest of its file syncs", "if it is no secret, `cm secrets allow "
+                                      "<fingerprint>` (`cm secrets list` shows it)", NONE),
     "STALE_REVISION": Reason("a memory file changed while the agent worked (a hand edit or another job)",
                              "nothing to do: cm tries again on the new version", AUTO),
     "RECOVERY_CONFLICT": Reason("an interrupted commit found a memory file changed by someone else, so cm stopped "

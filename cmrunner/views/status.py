@@ -43,6 +43,7 @@ from cmrunner.core import (
     reasons,
     spend,
     store,
+    syncstate,
 )
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths, config_path, env_path
@@ -128,6 +129,7 @@ def gather(home: str) -> dict:
     }
     code, detail = fsutil.data_root_problem(paths.root)
     report["dataRootProblem"] = None if code is None else {"code": code, "message": detail}
+    report["sync"] = sync_report(paths)
     try:  # read-only: an old registry format is read as it is, upgraded only by `cm project` commands
         registered = projects.load(paths)
         report["projects"] = {"registered": len({p.id for p in registered}),
@@ -189,6 +191,31 @@ def gather(home: str) -> dict:
     finally:
         conn.close()
     return report
+
+
+def sync_report(paths: DataPaths) -> dict | None:
+    """Memory sync (``core/syncstate.py``): where to, and the last run's outcome with its reason and
+    remedy; ``None`` when sync is not set up. Reads one small file, runs no git."""
+    state = syncstate.read(paths)
+    if state is None:
+        return None
+    last = state.get("last") or {}
+    code = last.get("code")
+    return {"remote": state.get("remote"), "branch": state.get("branch"),
+            "lastAt": last.get("at"), "outcome": last.get("outcome"), "code": code, "lastOk": state.get("lastOk"),
+            "reason": reasons.explain(code).reason if code else None,
+            "remedy": reasons.explain(code).fix if code else None}
+
+
+def sync_line(found: dict) -> str:
+    where = f"{found['remote']} (branch {found['branch']})"
+    if found["outcome"] is None:
+        return f"{where}; not synced yet"
+    when = _clock(found["lastAt"])
+    if found["outcome"] == "ok" and not found["code"]:
+        return f"{where}; last sync {when} ok"
+    said = "ok, but" if found["outcome"] == "ok" else "FAILED"
+    return f"{where}; last sync {when} {said} {found['code']}: {found['reason']}; remedy: {found['remedy']}"
 
 
 def isolated_groups(rows: list[tuple[str, str, int, str | None]]) -> list[dict]:
