@@ -19,12 +19,13 @@ Contract:
   refused names ``cm secrets allow <fingerprint>`` from the job's recorded rejection.
 - ``provider_fix(code, diagnostic)`` is the fix that matches how a provider failed, from the
   diagnostic's ``httpStatus`` and ``reason`` (a 404: the base URL's API path; 401/403: the key; an
-  unknown model: the model list; nothing answering: the server or the URL), or ``""`` when the
-  table's fix stands; ``remedy`` uses it when given the ``hint`` (``provider_hint``: only those
+  unknown model: the model list; nothing answering: the server or the URL, named when the caller
+  gives the configured ``remote.baseUrl``), or ``""`` when the table's fix stands; ``remedy`` uses it when given the ``hint`` (``provider_hint``: only those
   two fields) and `cm network-test` prints it.
 - ``cause`` renders a job's cause in one line (issue code, where the last rejection went wrong,
   the code the attempt ended with), the one form every surface shows.
-Reasons and remedies never contain user text: only codes, ids, setting names and commands.
+Reasons and remedies never contain user text: only codes, ids, setting names, commands and the
+configured base URL (validated to hold no credentials).
 Stdlib only, no imports from the Writer side.
 """
 
@@ -111,6 +112,11 @@ TABLE: dict[str, Reason] = {
     "SPEND_CAP_REACHED": Reason("a spend cap (config.json spend: tokens per day or month, requests per hour) was "
                                 "reached, so the Memory Agent waits; nothing is lost",
                                 "wait for the cap's window to end, or raise it with `cm usage caps`", WAIT),
+    "MODEL_UNREACHABLE": Reason("nothing answered at the model's base URL: its server is not running (a local "
+                                "model server such as Ollama or LM Studio) or remote.baseUrl is wrong",
+                                "start the model server or fix remote.baseUrl (`cm network-test` checks it); cm tries "
+                                "again after a backoff", AUTO,
+                                "start the model server or fix remote.baseUrl (`cm network-test` checks it)"),
     "UNAVAILABLE": Reason("the provider or the network route could not be reached",
                           "check the route with `cm network-test`; cm tries again after a backoff", AUTO,
                           "check the route with `cm network-test`"),
@@ -328,7 +334,7 @@ def _secret_fix(rejection: Mapping[str, object] | None) -> str:
 
 
 _MODEL_SETUP = "(the model setup of `cm config` checks it)"
-_PROVIDER_CODES = ("INVALID_RESPONSE", "AUTHENTICATION", "UNAVAILABLE", "TIMEOUT")
+_PROVIDER_CODES = ("INVALID_RESPONSE", "AUTHENTICATION", "UNAVAILABLE", "MODEL_UNREACHABLE", "TIMEOUT")
 _UNREACHED = ("connection_refused", "dns_error", "connection_timeout")
 
 
@@ -340,8 +346,9 @@ def provider_hint(diagnostic: Mapping[str, object] | None) -> dict | None:
     return hint or None
 
 
-def provider_fix(code: str | None, diagnostic: Mapping[str, object] | None) -> str:
-    """The fix that matches how the provider failed (see module contract), or ``""``."""
+def provider_fix(code: str | None, diagnostic: Mapping[str, object] | None, url: str | None = None) -> str:
+    """The fix that matches how the provider failed (see module contract), or ``""``; ``url`` is the
+    configured ``remote.baseUrl``, named when nothing answered there."""
     if code not in _PROVIDER_CODES or not diagnostic:
         return ""
     status, reason = diagnostic.get("httpStatus"), diagnostic.get("reason")
@@ -353,19 +360,21 @@ def provider_fix(code: str | None, diagnostic: Mapping[str, object] | None) -> s
     if status in (401, 403) or code == "AUTHENTICATION":
         return f"the provider refused the API key (HTTP {status}): put the right key in the private .env {_MODEL_SETUP}"
     if reason in _UNREACHED:
-        return f"nothing answered at remote.baseUrl: start the model server or fix the base URL {_MODEL_SETUP}"
+        return f"nothing answered at {url or 'remote.baseUrl'}: start the model server or fix the base URL {_MODEL_SETUP}"
     return ""
 
 
 def remedy(code: str | None, state: str, ids: list[str] | None = None,
-           rejection: Mapping[str, object] | None = None, hint: Mapping[str, object] | None = None) -> str:
+           rejection: Mapping[str, object] | None = None, hint: Mapping[str, object] | None = None,
+           url: str | None = None) -> str:
     """One line: what to do about a group in ``state`` (``quarantined``, ``dead``, ``retry`` or
     ``isolated``). ``ids`` are the job ids (12 characters) to retry, or the recovery ids;
     ``rejection`` is the jobs' recorded last rejection, when ``code`` is its code; ``hint`` is
-    the provider's answer (``provider_hint``) when the failure came from it."""
+    the provider's answer (``provider_hint``) when the failure came from it; ``url`` the configured
+    ``remote.baseUrl`` (``provider_fix``)."""
     entry = explain(code)
     ids = ids or []
-    fix = provider_fix(code, hint) or entry.fix
+    fix = provider_fix(code, hint, url) or entry.fix
     if code == "SENSITIVE_CONTENT_REJECTED" and rejection and rejection.get("code") == code:
         fix = _secret_fix(rejection) or fix
     if code == "INVALID_DOCUMENT" and rejection and rejection.get("code") == code and rejection.get("target"):

@@ -55,8 +55,9 @@ JOB_LIST_LIMIT = 20
 HOOK_TABLES_VERSION = 8
 
 
-def problems(conn: sqlite3.Connection) -> dict:
-    """Quarantined observations, dead jobs and isolated sessions grouped by code, with reason and remedy."""
+def problems(conn: sqlite3.Connection, model_url: str | None = None) -> dict:
+    """Quarantined observations, dead jobs and isolated sessions grouped by code, with reason and
+    remedy; ``model_url`` is the configured ``remote.baseUrl``, named where nothing answered there."""
     from cmrunner.writer_proc import jobs
 
     quarantined = []
@@ -73,7 +74,7 @@ def problems(conn: sqlite3.Connection) -> dict:
         dead.append({"code": group.issue, "cause": reasons.cause(group.issue, group.failure, group.rejection),
                      "failure": group.failure, "rejection": group.rejection, "count": len(group.ids),
                      "observations": group.held, "reason": entry.reason,
-                     "remedy": reasons.remedy(group.issue, "dead", short, group.rejection, group.hint),
+                     "remedy": reasons.remedy(group.issue, "dead", short, group.rejection, group.hint, model_url),
                      "jobIds": short})
     return {"quarantined": quarantined, "dead": dead, "isolated": isolated_groups(failures.listed(conn))}
 
@@ -180,7 +181,7 @@ def gather(home: str) -> dict:
              "reason": reasons.explain(row[1]).reason, "remedy": reasons.remedy(row[1], "isolated", [row[0]])}
             for row in failures.listed(conn)
         ]
-        report["problems"] = problems(conn)
+        report["problems"] = problems(conn, (report["model"] or {}).get("baseUrl"))
         report["jobList"] = job_list(conn)
         report["lastDrainFailure"] = drainfailures.latest(conn)
         if history.recorded(version):
@@ -263,13 +264,18 @@ def _ids(ids: list, count: int) -> str:
     return shown + (f", … ({count - len(ids)} more)" if count > len(ids) else "")
 
 
-def job_line(job: dict, now: int) -> str:
-    """One unfinished job: short id, state, code and when it runs next."""
+def job_line(job: dict, now: int, model_url: str | None = None) -> str:
+    """One unfinished job: short id, state, code and when it runs next; a job waiting for a model
+    server that did not answer names the configured ``model_url``."""
     text = f"{job['id']} {job['state']}"
     if job["issue"]:
         text += f" ({job['cause']})"
     if job["state"] == "retry" and job["issue"] == spend.CODE:
         text += ", waits while a spend cap is reached (see `spend:`)"
+    elif job["state"] == "retry" and job["issue"] == "MODEL_UNREACHABLE" and model_url:
+        text += f", nothing answered at {model_url}: start the model server or fix remote.baseUrl"
+        if job["nextAttemptAt"] is not None:
+            text += f"; next attempt {_clock(job['nextAttemptAt'])} ({_in(job['nextAttemptAt'], now)})"
     elif job["state"] == "retry" and job["nextAttemptAt"] is not None:
         text += f", next attempt {_clock(job['nextAttemptAt'])} ({_in(job['nextAttemptAt'], now)})"
     elif job["state"] == "running" and job["leaseExpiresAt"] is not None:
@@ -324,9 +330,10 @@ def problem_lines(report: dict) -> list[str]:
     for rejected in report.get("hookRejections", []):
         lines.append(f"hook:        {rejected['count']} × {rejected['code']} from {rejected['host']}: {rejected['message']}")
         lines.append("             remedy: the host was not blocked; check its hook settings (`cm agents`) if this keeps growing")
+    model_url = (report.get("model") or {}).get("baseUrl")
     listing = report.get("jobList", {"jobs": [], "total": 0})
     for index, job in enumerate(listing["jobs"]):
-        lines.append(f"{'job ids:' if index == 0 else '':<13}{job_line(job, now)}")
+        lines.append(f"{'job ids:' if index == 0 else '':<13}{job_line(job, now, model_url)}")
     if listing["total"] > len(listing["jobs"]):
         lines.append(f"{'':<13}… and {listing['total'] - len(listing['jobs'])} more (oldest listed first)")
     return lines
