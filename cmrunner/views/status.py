@@ -187,6 +187,8 @@ def gather(home: str) -> dict:
         if history.recorded(version):
             report["history"] = history_report(history.summary(conn), cfg.trash_retention_ms)
         report["spend"] = usage.read(conn, cfg, brief=True)
+        if report["spend"].get("blocked"):
+            report["spend"]["importParts"] = observations.waiting_imports(conn)
         holder = drainlease.live_holder(conn)
         report["drain"] = {"alive": holder is not None, "pid": holder.pid if holder else None}
     finally:
