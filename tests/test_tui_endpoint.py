@@ -59,7 +59,7 @@ def test_a_local_preset_asks_no_key_and_refuses_a_model_that_cannot_call_tools(h
     with fakemodel.running(str(tmp_path / "fake"), {"models": ["tiny"], "tools": False}) as fake:
         async def steps(pilot):
             await _pick_preset(pilot, "ollama", fake.base_url)
-            text = await wait_for(pilot, "1 models at")  # no key step for a local server
+            text = await wait_for(pilot, "1 model at")  # no key step for a local server
             assert "3/4 API key" not in text and "tiny" in text
             await pilot.press("enter")
             text = await wait_for(pilot, "MODEL_CANNOT_CALL_TOOLS")
