@@ -1,4 +1,8 @@
-"""The real `cm` in a real pseudo-terminal (tmux): first run, Home, Ctrl+C, and the terminal restored.
+"""The real `cm` in a real pseudo-terminal (tmux): the first run walked at 80×24 to Home, Ctrl+C,
+and the terminal restored.
+
+tmux comes with the machines this project runs on (developers' and CI's alike: Debian's tmux is in
+their base image); ``tui_support.Tmux`` says how to install it if a machine lacks it.
 
 Each session runs a small shell script that saves `stty -a` before and after `cm` and prints cm's
 exit status, so the test can see that the terminal modes came back and the alternate screen was
@@ -10,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import time
 
 import pytest
 from conftest import BIN, CM
@@ -37,36 +42,77 @@ def restored(tmp_path, name: str) -> bool:
     return (tmp_path / f"{name}.before").read_text() == (tmp_path / f"{name}.after").read_text()
 
 
-def test_first_run_then_home_in_a_real_terminal_restore_the_terminal(home, tmp_path):
+def flat_wait(pane: Tmux, needle: str, timeout: float = 20.0) -> str:
+    """Wait until ``needle`` shows with the pane's line wraps (and runs of spaces) made one space;
+    returns that flat text. At 80 columns most sentences wrap."""
+    deadline = time.monotonic() + timeout
+    while True:
+        screen = " ".join(pane.capture().split())
+        if " ".join(needle.split()) in screen:
+            return screen
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {timeout} s for {needle!r} in tmux; the pane shows:\n{pane.capture()}")
+        time.sleep(0.05)
+
+
+def test_first_run_walk_at_80x24_to_home_in_a_real_terminal(home, tmp_path):
+    """The first run as a person at an 80×24 terminal sees it: each step's text and footer, Esc on the
+    first step asking, the import plan with its total and permission in view, then Home; the
+    terminal is restored after q."""
+    memories = tmp_path / "codexhome" / "memories"
+    memories.mkdir(parents=True)
+    (memories / "MEMORY.md").write_text("# Memory\n\n- Prefers small pull requests.\n")
     with fakemodel.running(str(tmp_path / "fake")) as fake:
-        pane = session(tmp_path, home, "first", (140, 45))
+        pane = session(tmp_path, home, "first", (80, 24))
         try:
-            pane.wait("1/4 Provider")
-            pane.keys("Enter")
-            pane.wait("2/4 Base URL")
+            screen = flat_wait(pane, "Model setup · 1/4 Provider")
+            assert "Which provider runs your Memory Agent?" in screen and "OpenAI (Responses)" in screen
+            assert "↑↓ move · Enter choose · Esc back · q quit · ? help" in screen
+            pane.keys("Escape")  # the first step asks before quitting, saying nothing was saved
+            flat_wait(pane, "Quit cm? Nothing of this form is saved: the model configuration stays as it was. "
+                            "Press Esc again to quit; any other key stays here.")
+            pane.keys("Enter")  # another key withdraws the question and chooses OpenAI
+            screen = flat_wait(pane, "Model setup · 2/4 Base URL")
+            assert "https://api.openai.com/v1" in screen and "Enter continue · Esc back · q quit · ? help" in screen
             pane.keys("C-u")
             pane.text(fake.base_url)
             pane.keys("Enter")
-            pane.wait("3/4 API key")
+            screen = flat_wait(pane, "Model setup · 3/4 API key")
+            assert "Paste the API key." in screen
             pane.text(KEY)
             pane.keys("Enter")
-            screen = pane.wait("fake-model")
-            assert KEY not in screen
+            screen = flat_wait(pane, "1 model at " + fake.base_url)
+            assert "fake-model" in screen and KEY not in screen and "q quit · ? help" in screen
             pane.keys("Enter")
-            pane.wait("[x] Codex CLI")
+            screen = flat_wait(pane, "[x] Codex CLI")
+            assert "Choose the agents cm should connect to." in screen
+            assert "Space toggle · Enter apply · PgDn details · Esc cancel · q quit · ? help" in screen
             pane.keys("Enter")
-            screen = pane.wait("Installation check:", timeout=30)
-            assert "Run `cm` again" not in screen and "then cm's home screen" in screen
-            pane.keys("Enter")  # the last setup screen leads on to Home, as it says
-            pane.wait("Model & Configuration")
+            screen = flat_wait(pane, "Installation check:", timeout=60)
+            assert "Installed: Codex CLI" in screen and "Setup is complete. Enter: bring in what your agents" in screen
+            assert "Enter next: bring in what your agents know, then Home · Esc quit · q quit · ? help" in screen
+            pane.keys("Enter")
+            screen = flat_wait(pane, "Skip: import nothing", timeout=60)
+            for text in ("Bring in what your agents already know", "Codex CLI (chosen)",
+                         "codex:MEMORY [personal] → global: new, 1 part", "To import: 1 file, about",
+                         "Permission: document imports are off", "Skip leaves it off.",
+                         "Import 1 file and allow document imports",
+                         "↑↓ move · PgUp/PgDn scroll · Enter choose · Esc skip · q quit · ? help"):
+                assert text in screen, (text, pane.capture())
+            pane.keys("Down", "Enter")  # Skip
+            screen = flat_wait(pane, "agents: Codex CLI")  # the status line is filled in just after the columns
+            for text in ("cm · Common Memory", "Agent Integration", "Memory Control", "Model & Configuration",
+                         "↑↓ move · ←→ column · Enter open · Esc quit · q quit · ? help"):
+                assert text in screen, (text, pane.capture())
             pane.text("?")
-            pane.wait("? this help")
-            pane.text("q")
+            flat_wait(pane, "? this help")
+            pane.text("q")  # Home is the top: q quits at once
             pane.wait("CM-EXIT:0")
         finally:
             pane.close()
     assert restored(tmp_path, "first")
     assert json.load(open(os.path.join(home, "config.json")))["remote"]["model"] == "fake-model"
+    assert "document_import" not in json.dumps(json.load(open(os.path.join(home, "config.json"))))  # Skip granted nothing
 
     pane = session(tmp_path, home, "home")
     try:
