@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from textual import events
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.content import Content
 from textual.message import Message
@@ -235,8 +235,8 @@ class CmScreen(Screen):
         self.app.pop_screen()
 
 
-PRIORITY_PAGING = [Binding("pagedown", "page(1)", show=False, priority=True),
-                   Binding("pageup", "page(-1)", show=False, priority=True)]
+PRIORITY_PAGING: list[BindingType] = [Binding("pagedown", "page(1)", show=False, priority=True),
+                                     Binding("pageup", "page(-1)", show=False, priority=True)]
 
 
 class ConfirmingScreen(CmScreen):
