@@ -32,7 +32,7 @@ from textual.widgets.option_list import Option
 from cmrunner.core import config as config_mod, envfile
 from cmrunner.core.errors import CmError
 from cmrunner.manage import agentsetup, endpoint, providers
-from cmrunner.tui.widgets import CmScreen, Menu, Text, error_text, option, plain
+from cmrunner.tui.widgets import FormScreen, Menu, Text, error_text, option, plain
 
 
 class ModelFlow:
@@ -61,13 +61,6 @@ class ModelFlow:
 
     def key_for_discovery(self) -> str:
         return self.api_key or self.existing_key() or ""
-
-
-class FormScreen(CmScreen):
-    """A step of the model form: quitting or backing out of it keeps the configuration as it was."""
-
-    def quit_question(self) -> str:
-        return "Quit cm? Nothing of this form is saved: the model configuration stays as it was."
 
 
 def cli_label(offer: agentsetup.Offer, version: str | None = None) -> str:

@@ -19,8 +19,7 @@ from textual.widgets import OptionList
 
 from cmrunner.core.errors import CmError
 from cmrunner.manage import agentsetup
-from cmrunner.tui.setup import FormScreen
-from cmrunner.tui.widgets import Menu, Text, error_text, option
+from cmrunner.tui.widgets import FormScreen, Menu, Text, error_text, option
 
 
 class AgentCliScreen(FormScreen):

@@ -235,6 +235,14 @@ class CmScreen(Screen):
         self.app.pop_screen()
 
 
+class FormScreen(CmScreen):
+    """A step of a form that saves only at its end (the model form): quitting or backing out of it
+    keeps the configuration as it was, and its question says so."""
+
+    def quit_question(self) -> str:
+        return "Quit cm? Nothing of this form is saved: the model configuration stays as it was."
+
+
 PRIORITY_PAGING: list[BindingType] = [Binding("pagedown", "page(1)", show=False, priority=True),
                                      Binding("pageup", "page(-1)", show=False, priority=True)]
 
