@@ -18,7 +18,8 @@ SMALL = (80, 24)
 async def _pick_preset(pilot: object, preset_id: str, base_url: str) -> None:
     await wait_for(pilot, "1/4 Provider")
     menu = pilot.app.screen.query_one("#providers")  # type: ignore[attr-defined]
-    menu.highlighted = providers.PRESET_IDS.index(preset_id)
+    ids = [menu.get_option_at_index(i).id for i in range(menu.option_count)]
+    menu.highlighted = ids.index(preset_id)  # by id: agent-CLI lines come before the presets
     await pilot.press("enter")  # type: ignore[attr-defined]
     await wait_for(pilot, "2/4 Base URL")
     pilot.app.screen.query_one("#url").value = base_url  # type: ignore[attr-defined]

@@ -37,6 +37,7 @@ Screen { padding: 0 1; }
 .column-title { text-style: bold; }
 #columns { height: auto; }
 Menu, CheckList { height: auto; max-height: 16; margin: 1 0; }
+#providers { height: 1fr; max-height: 100%; }
 Input { margin-bottom: 1; }
 .label { color: $text-muted; }
 #caps { height: auto; }
