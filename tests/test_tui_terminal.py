@@ -96,7 +96,7 @@ def test_first_run_walk_at_80x24_to_home_in_a_real_terminal(home, tmp_path):
                       timeout=60)
             pane.keys("Enter")
             flat_wait(pane, "Bring in what your agents already know", "Codex CLI (chosen)",
-                      "codex:MEMORY [personal] → global: new, 1 part", "To import: 1 file, about",
+                      "codex:MEMORY [personal] → global: new, 1 part", "To import: 1 file, ~",
                       "Permission: document imports are off", "Skip leaves it off.",
                       "Import 1 file and allow document imports", "Skip: import nothing",
                       "↑↓ move · PgUp/PgDn scroll · Enter choose · Esc skip · q quit · ? help", timeout=60)
