@@ -132,7 +132,7 @@ def plan_lines(found: Found, user_home: str) -> list[str]:
         lines.append(heading)
         for f in planned.files:
             p = f.plan
-            state = f.status if f.imported else \
+            state = f.status if f.imported or (p.count == 0 and not p.retry_parts) else \
                 f"{f.status}, {_count(p.retry_parts, 'part')} to retry, ~{p.tokens:,} tokens" if p.count == 0 else \
                 f"{f.status}, {_count(p.count, 'part')}, {p.sent_bytes:,} of {p.file_bytes:,} bytes, ~{p.tokens:,} tokens"
             lines.append(f"  {f.found.label} [{f.kind_label}] → {p.scope}: {state}")
