@@ -261,3 +261,26 @@ def test_network_settings_keep_the_saved_state_and_an_error_in_view_at_80x24(hom
 
     drive(CmApp(home, discover=temp_hosts(str(tmp_path))), open_action("network", then), SIZE)
     assert config_mod.load(home).remote["proxy"] == {"mode": "direct"}  # the refused URL saved nothing
+
+
+def test_agents_keep_the_list_and_the_highlighted_limits_in_view_and_pgdn_scrolls_the_details(home, tmp_path):
+    configure_model(home, "http://127.0.0.1:9/v1")
+    setupstate.finish(home)
+    hosts = temp_hosts(str(tmp_path / ("a-long-folder-name-" * 3)), chatgpt=True, claude=True, gemini=True)
+
+    async def then(pilot):
+        await wait_for(pilot, "[ ] Codex CLI")
+        footer_in_view(pilot)
+        in_view(pilot, "[ ] Pi", "[ ] Gemini CLI", "Pi, limits:")
+        box = pilot.app.screen.query_one("#details-box")
+        checklist = pilot.app.screen.query_one("#agents")
+        highlighted = checklist.highlighted
+        assert box.max_scroll_y > 0  # five agents' long paths do not fit 80×24 whole
+        await pilot.press("pagedown")
+        await pilot.pause(0.2)
+        assert box.scroll_y > 0 and checklist.highlighted == highlighted  # the details scrolled, not the list
+        await pilot.press("down")
+        await pilot.pause(0.1)
+        in_view(pilot, "Codex CLI, limits:")  # the limits follow the highlight and stay in view
+
+    drive(CmApp(home, discover=hosts), open_action("agents", then), SIZE)
