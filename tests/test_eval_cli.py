@@ -136,7 +136,7 @@ def test_the_markdown_report_names_the_failed_class_and_quotes_the_section(tmp_p
     assert proc.returncode == 1
     assert "Failed classes: third_party_as_user." in out
     assert "| third_party_as_user | violation | 1 | 0/1 | failed |" in out
-    assert "Cost: 3 requests," in out and "over 2 user turns; per user turn 1.5 requests," in out
+    assert "Cost: 2 requests," in out and "over 2 user turns; per user turn 1.0 requests," in out
     assert "> preferences › Editor: Prefers Emacs for everything." in out
     assert "[#" not in proc.stderr.decode(), "no progress bar when stderr is not a terminal"
 

@@ -38,12 +38,12 @@ MAX_IMPORT_BYTES = 16 << 20
 # (docs/benchmarks.md, "Default spend caps"); a file of up to about 130 KB of prose passes without a question.
 CONFIRM_TOKENS = 100_000
 # The cost shape of one part (one job), measured by bench/import_cost.py with a reader that makes
-# one tool call per response: three requests (the task; the read; the memory manifest, after
-# which the submission ends the attempt), so the envelope is sent READS_PER_PART times and the
-# fixed instructions, tools and task REQUESTS_PER_PART times.
-READS_PER_PART = 2
-REQUESTS_PER_PART = 3
-FIXED_TOKENS_PER_REQUEST = 2_800
+# one tool call per response: two requests (the task; then the first read, which returns the part
+# and the memory documents whole, after which the submission ends the attempt), so the envelope is
+# sent READS_PER_PART times and the fixed instructions, tools and task REQUESTS_PER_PART times.
+READS_PER_PART = 1
+REQUESTS_PER_PART = 2
+FIXED_TOKENS_PER_REQUEST = 1_500
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,9 @@ Contract:
   ``file.py:function`` or ``module:function``) answers every request after the scripted replies
   (and any reply with ``"policy": true``) by reading the conversation so far and calling the next
   read tool, then ``submit_memory_decision`` with the policy's decision; once a submission was
-  accepted it answers with text. ``"batch": true`` emits every independent next call in one turn.
+  accepted it answers with text. ``"batch": true`` emits every independent next call in one turn;
+  ``"reading"`` is the policy's reading style (``fakepolicy.READING_STYLES``: ``bulk``, the default,
+  or ``blocks``, the page-by-page reader of the reference protocol).
   ``"inject": {cue: reply | [replies]}`` replaces the policy's answer the first time(s) a cue comes
   up: ``first`` (the first model request), a tool name the policy is about to call
   (``inspect_ingest``, ``read_ingest``, ``inspect_memory``, ``submit_memory_decision`` or its alias
@@ -143,9 +145,10 @@ def load_full_script(raw: object) -> tuple[list[dict], dict, dict | None]:
     """Validate a script document; returns (replies, default reply, policy settings or None)."""
     if isinstance(raw, list):
         raw = {"replies": raw}
-    if not isinstance(raw, dict) or set(raw) - {"replies", "default", "policy", "inject", "batch", "tools", "models"}:
+    if not isinstance(raw, dict) or set(raw) - {"replies", "default", "policy", "inject", "batch", "reading", "tools",
+                                                     "models"}:
         raise ScriptError("the script must be a list of replies or {replies, default, policy?, inject?, batch?, "
-                          "tools?, models?}")
+                          "reading?, tools?, models?}")
     if not isinstance(raw.get("tools", True), bool):
         raise ScriptError("tools must be true or false")
     listed = raw.get("models", [])
@@ -170,9 +173,12 @@ def load_full_script(raw: object) -> tuple[list[dict], dict, dict | None]:
         for cue, value in inject.items():
             items = value if isinstance(value, list) else [value]
             queues[cue] = [_check_reply(r, f"inject.{cue}[{i}]") for i, r in enumerate(items)]
-        policy = {"spec": raw["policy"], "inject": queues, "batch": raw.get("batch") is True}
-    elif "inject" in raw or "batch" in raw:
-        raise ScriptError("inject and batch need a policy")
+        reading = raw.get("reading", "bulk")
+        if reading not in fakepolicy.READING_STYLES:
+            raise ScriptError(f"reading must be one of {', '.join(fakepolicy.READING_STYLES)}")
+        policy = {"spec": raw["policy"], "inject": queues, "batch": raw.get("batch") is True, "reading": reading}
+    elif "inject" in raw or "batch" in raw or "reading" in raw:
+        raise ScriptError("inject, batch and reading need a policy")
     fallback = {"policy": True} if policy is not None else {"text": DEFAULT_TEXT}
     default = _check_reply(raw.get("default", fallback), "default")
     return checked, default, policy
