@@ -85,3 +85,42 @@ def write_section(name: str, body: str, path: str = BENCHMARKS_MD) -> None:
         text = text.rstrip() + "\n\n" + block + "\n"
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(text)
+
+
+def compact_size(value: object) -> int:
+    """Bytes of ``value`` serialized compactly, as the Memory Agent sends a request body."""
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
+def wait_idle(home: str, seconds: float = 300, poll: float = 0.1) -> None:
+    """Until the home's drain has ended and nothing waits in the Codex inbox or the queue."""
+    from cmrunner.views import status as status_mod
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        report = status_mod.gather(home)
+        obs = report["observations"]
+        if not report["drain"]["alive"] and not report["inbox"]["codex"] and not obs.get("pending") \
+                and not obs.get("claimed"):
+            return
+        time.sleep(poll)
+    raise RuntimeError("the drain did not settle")
+
+
+def play_codex_session(root: str, home: str, prompts: tuple[str, ...], reply: str, session_id: str) -> None:
+    """One Codex session through real ``cm hook codex`` subprocesses (``codexplay``: SessionStart,
+    UserPromptSubmit and Stop per prompt, SessionEnd) in a fresh ``<root>/work``; the hooks start
+    the real detached drain. Raises when a hook exits non-zero; returns once the home is idle."""
+    from cmrunner.synthetic import codexplay
+
+    work = os.path.join(root, "work")
+    os.mkdir(work)
+    session = codexplay.Session(root, session_id, home, work)
+    results = [session.start()]
+    for n, prompt in enumerate(prompts, start=1):
+        results += session.turn(n, prompt, reply)
+    results.append(session.end())
+    failed = [r for r in results if r.code != 0]
+    if failed:
+        raise RuntimeError(f"a hook exited {failed[0].code}")
+    wait_idle(home, 600)

@@ -30,15 +30,13 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import machine, write_section
+from _util import compact_size, machine, play_codex_session, write_section
 
 from cmrunner.core import config as config_mod, envfile
 from cmrunner.core.home import DataPaths
-from cmrunner.synthetic import codexplay, fakemodel
-from cmrunner.views import status as status_mod
+from cmrunner.synthetic import fakemodel
 
 KEY = "COMMON_MEMORY_API_KEY"
 REMEMBER = {4: "Remember that I deploy with Nix flakes.", 11: "Remember that I review code in the morning.",
@@ -60,18 +58,6 @@ def _home(root: str, base_url: str) -> str:
     return home
 
 
-def _idle(home: str, seconds: float = 300) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        report = status_mod.gather(home)
-        obs = report["observations"]
-        if not report["drain"]["alive"] and not report["inbox"]["codex"] and not obs.get("pending") \
-                and not obs.get("claimed"):
-            return
-        time.sleep(0.1)
-    raise RuntimeError("the drain did not settle")
-
-
 def play(prompts: tuple[str, ...], batch: bool) -> dict:
     """One Codex session through the real hooks; what the Memory Agent sent for it."""
     root = tempfile.mkdtemp(prefix="cm-bench-cost-")
@@ -79,25 +65,14 @@ def play(prompts: tuple[str, ...], batch: bool) -> dict:
         script = {"policy": "remember_user_turns", "batch": batch}
         with fakemodel.running(os.path.join(root, "model"), script, lifetime_seconds=900) as model:
             home = _home(root, model.base_url)
-            work = os.path.join(root, "work")
-            os.mkdir(work)
-            session = codexplay.Session(root, "bench-session", home, work)
-            results = [session.start()]
-            for n, prompt in enumerate(prompts, start=1):
-                results += session.turn(n, prompt, REPLY)
-            results.append(session.end())
-            failed = [r for r in results if r.code != 0]
-            if failed:
-                raise RuntimeError(f"a hook exited {failed[0].code}")
-            _idle(home)
+            play_codex_session(root, home, prompts, REPLY, "bench-session")
             requests = model.model_requests()
             receipts = DataPaths(config_mod.load(home).data_root).receipts
             committed = len(os.listdir(receipts)) if os.path.isdir(receipts) else 0
-        sizes = [len(json.dumps(r["body"], ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
-                 for r in requests]
+        sizes = [compact_size(r["body"]) for r in requests]
         largest = max(requests, key=lambda r: len(json.dumps(r["body"])))["body"] if requests else {}
         fixed = {"instructions": len(str(largest.get("instructions", "")).encode("utf-8")),
-                 "tools": len(json.dumps(largest.get("tools", []), ensure_ascii=False, separators=(",", ":")).encode()),
+                 "tools": compact_size(largest.get("tools", [])),
                  "task": len(str((largest.get("input") or [{}])[0].get("content", "")).encode("utf-8"))}
         total = sum(sizes)
         return {"turns": len(prompts), "requests": len(requests), "bytes": total,

@@ -29,12 +29,11 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import machine, write_section
+from _util import compact_size, machine, play_codex_session, write_section
 
 from cmrunner.core import config as config_mod, envfile
 from cmrunner.core.home import DataPaths
-from cmrunner.synthetic import codexplay, fakemodel
-from cmrunner.views import status as status_mod
+from cmrunner.synthetic import fakemodel
 
 PROMPTS = ("I prefer tabs over spaces in Go code.", "My main project is a small Rust CLI called tidewatch.")
 CACHE = os.environ.get("CM_HOST_CACHE") or os.path.expanduser("~/.cache/cm-test-hosts")
@@ -86,22 +85,6 @@ def _setup(runtime: str, root: str, model: fakemodel.FakeModel) -> tuple[str, di
     return home, env
 
 
-def _idle(home: str, seconds: float = 600) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        report = status_mod.gather(home)
-        obs = report["observations"]
-        if not report["drain"]["alive"] and not report["inbox"]["codex"] and not obs.get("pending") \
-                and not obs.get("claimed"):
-            return
-        time.sleep(0.2)
-    raise RuntimeError("the drain did not settle")
-
-
-def _compact(value: object) -> int:
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
-
-
 def play(runtime: str) -> dict:
     root = tempfile.mkdtemp(prefix="cm-bench-cli-")
     saved = dict(os.environ)
@@ -111,17 +94,8 @@ def play(runtime: str) -> dict:
             home, env = _setup(runtime, root, model)
             os.environ.clear()
             os.environ.update(env)
-            work = os.path.join(root, "work")
-            os.mkdir(work)
             started = time.monotonic()
-            session = codexplay.Session(root, "bench", home, work)
-            results = [session.start()]
-            for n, prompt in enumerate(PROMPTS, start=1):
-                results += session.turn(n, prompt, "Done.")
-            results.append(session.end())
-            if any(r.code != 0 for r in results):
-                raise RuntimeError("a hook failed")
-            _idle(home)
+            play_codex_session(root, home, PROMPTS, "Done.", "bench")
             seconds = time.monotonic() - started
             requests = [r for r in model.model_requests() if "memory_task_v1" in json.dumps(r["body"])]
         db = DataPaths(config_mod.load(home).data_root).db
@@ -130,11 +104,11 @@ def play(runtime: str) -> dict:
                               "GROUP_CONCAT(DISTINCT outcome) FROM ledger").fetchone()
         jobs = conn.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall()
         conn.close()
-        sizes = [_compact(r["body"]) for r in requests]
+        sizes = [compact_size(r["body"]) for r in requests]
         first = requests[0]["body"] if requests else {}
         conversation = first.get("input") or first.get("messages") or first.get("contents") or []
         return {"runtime": runtime, "requests": len(requests), "bytes": sum(sizes),
-                "tokens": sum(math.ceil(s / 4) for s in sizes), "fixed": _compact(first) - _compact(conversation),
+                "tokens": sum(math.ceil(s / 4) for s in sizes), "fixed": compact_size(first) - compact_size(conversation),
                 "ledger": ledger, "jobs": dict(jobs), "seconds": seconds}
     finally:
         os.environ.clear()

@@ -37,6 +37,9 @@ def _print_status(report: dict) -> None:
     if "error" in cfg:
         echo(f"             invalid: {cfg['error']['code']}: {cfg['error']['message']}")
         return
+    named = report["device"]
+    how = "from the hostname; `cm config set deviceName NAME` renames it" if named["source"] == "hostname" else "set in config.json"
+    echo(f"device:      {named['name']} ({how})")
     model = report["model"]
     if model is None:
         echo("model:       not configured (capture still works; run `cm config init`)")

@@ -44,6 +44,7 @@ from cmrunner.core.configdefs import (
     AGENT_CLIS,
     APIS,
     DEFAULT_SCHEDULER,
+    DEVICE_NAME_PATTERN,
     EFFORTS,
     MAX_SAFE_INT,
     PRESETS,
@@ -56,6 +57,7 @@ from cmrunner.core.errors import ConfigError
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _URL_RE = re.compile(r"^https?://[^\s/@]+(/[^\s]*)?$")
 _DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
+_DEVICE_RE = re.compile(rf"^{DEVICE_NAME_PATTERN}\Z")  # \Z: no trailing newline slips in
 
 
 class Expect:
@@ -340,7 +342,7 @@ def _schema_version(value: object) -> object:
 
 class ConfigFile(_Section):
     ACCEPTED = ("schemaVersion", "dataRoot", "disclosure", "writableScopes", "scheduler", "remote", "sessionCache",
-                "history", "spend")
+                "history", "spend", "deviceName")
     schema_version: Annotated[int, BeforeValidator(_schema_version)]
     data_root: Annotated[str, AfterValidator(_absolute), Expect("an absolute path")]
     remote: Annotated[Remote | None, _NOT_NULL, Expect("an object")] = None
@@ -350,6 +352,8 @@ class ConfigFile(_Section):
     session_cache: Annotated[SessionCache | None, _NOT_NULL, Expect("an object")] = None
     history: Annotated[History | None, _NOT_NULL, Expect("an object")] = None
     spend: Annotated[Spend | None, _NOT_NULL, Expect("an object")] = None
+    device_name: Annotated[str | None, _NOT_NULL, _matching(_DEVICE_RE),
+                           Expect("1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")] = None
 
 
 # ---------------------------------------------------------------- errors

@@ -13,6 +13,11 @@ then decides. A failed
 check or Esc leaves the configuration as it was. The key is typed into a password field and never
 displayed; when one is configured, an empty field keeps it. Local presets (no key) skip the key
 step and store ``providers.LOCAL_KEY``.
+
+The Provider step also offers each agent CLI found on ``PATH`` (Claude Code, Codex, Gemini CLI;
+the discovery ``cm agents`` uses) first: "Use … you already have (no API key)". Choosing one asks
+for no key and goes to ``setup_cli.AgentCliScreen``, which runs the runtime's check and saves it.
+A CLI that is not found is not offered: one disabled line names them with how to install one.
 """
 
 from __future__ import annotations
@@ -21,11 +26,12 @@ from collections.abc import Callable
 
 from textual.app import ComposeResult
 from textual.widgets import Input, OptionList
+from textual.widgets.option_list import Option
 
 from cmrunner.core import config as config_mod, envfile
 from cmrunner.core.errors import CmError
-from cmrunner.manage import endpoint, providers
-from cmrunner.tui.widgets import CmScreen, Menu, Text, error_text, option
+from cmrunner.manage import agentsetup, endpoint, providers
+from cmrunner.tui.widgets import CmScreen, Menu, Text, error_text, option, plain
 
 
 class ModelFlow:
@@ -39,9 +45,10 @@ class ModelFlow:
         self.base_url = ""
         self.api_key: str | None = None
         try:
-            self.current = providers.network_remote(config_mod.load(home).remote) or {}
+            self.configured = config_mod.load(home).remote or {}
         except CmError:
-            self.current = {}
+            self.configured = {}
+        self.current = providers.network_remote(self.configured) or {}
 
     def existing_key(self) -> str | None:
         if not self.current:
@@ -55,28 +62,65 @@ class ModelFlow:
         return self.api_key or self.existing_key() or ""
 
 
+def cli_label(offer: agentsetup.Offer, version: str | None = None) -> str:
+    return f"Use {offer.title}{' ' + version if version else ''} you already have (no API key)"
+
+
 class ProviderScreen(CmScreen):
     TITLE_TEXT = "Model setup · 1/4 Provider"
 
     def __init__(self, flow: ModelFlow) -> None:
         super().__init__()
         self.flow = flow
+        self.offers: list[agentsetup.Offer] = []
 
     def body(self) -> ComposeResult:
+        self.offers = agentsetup.offers(self.app.discover())  # type: ignore[attr-defined]
+        found = [o for o in self.offers if o.found]
+        missing = [o for o in self.offers if not o.found]
         yield Text("Which provider runs your Memory Agent? The base URL is only a prefill you can edit.")
-        yield Menu([(p.id, f"{p.label}  ({'Responses' if p.api == 'responses' else 'Chat Completions'}"
-                           f"{'' if p.needs_key else ', no key'})") for p in providers.PRESETS], id="providers")
+        menu = Menu([], id="providers")
+        choices: list[Option] = [option(f"cli:{o.agent}", cli_label(o)) for o in found]
+        if missing:  # beside the offers, so a short terminal shows it without scrolling
+            names = ", ".join(o.title for o in missing)
+            choices.append(Option(plain(f"Not found on PATH: {names} (install one and log in once to use it "
+                                        "without a key)"), id="cli-missing", disabled=True))
+        choices += [option(p.id, f"{p.label}  ({'Responses' if p.api == 'responses' else 'Chat Completions'}"
+                                 f"{'' if p.needs_key else ', no key'})") for p in providers.PRESETS]
+        menu.add_options(choices)
+        yield menu
 
     def on_mount(self) -> None:
         menu = self.query_one("#providers", Menu)
-        current = self.flow.current.get("preset")
-        ids = [p.id for p in providers.PRESETS]
-        if current in ids:
-            menu.highlighted = ids.index(current)
+        ids = [menu.get_option_at_index(i).id for i in range(menu.option_count)]
+        configured = self.flow.configured
+        current = f"cli:{configured.get('agent')}" if configured.get("provider") == "agent-cli" \
+            else self.flow.current.get("preset")
+        menu.highlighted = ids.index(current) if current in ids else next(
+            i for i in range(menu.option_count) if not menu.get_option_at_index(i).disabled)
         menu.focus()
+        if any(o.found for o in self.offers):
+            self.run_worker(self._versions, thread=True, exclusive=True)
+
+    def _versions(self) -> None:
+        found = agentsetup.versions(self.flow.home, [o for o in self.offers if o.found])
+        self.app.call_from_thread(self._show_versions, found)
+
+    def _show_versions(self, found: dict[str, str | None]) -> None:
+        menu = self.query_one("#providers", Menu)
+        for offer in self.offers:
+            if found.get(offer.agent):
+                menu.replace_option_prompt(f"cli:{offer.agent}", plain(cli_label(offer, found[offer.agent])))
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        self.flow.preset = str(event.option_id)
+        key = str(event.option_id)
+        if key.startswith("cli:"):
+            from cmrunner.tui.setup_cli import AgentCliScreen
+
+            offer = next(o for o in self.offers if f"cli:{o.agent}" == key)
+            self.app.push_screen(AgentCliScreen(self.flow.home, self.flow.done, offer))
+            return
+        self.flow.preset = key
         self.app.push_screen(BaseUrlScreen(self.flow))
 
 

@@ -16,7 +16,8 @@ the unfinished jobs with their 12-character ids, state and next attempt time; an
 failure of a drain or flush (``cmrunner.core.drainfailures``) with the drain log's path. The
 Processing Status screen shows the same ``problems``. ``spend`` is today's and this month's use
 of the Memory Agent against its caps, and the reached cap that holds work back
-(``cmrunner.views.usage``).
+(``cmrunner.views.usage``). ``device`` is this machine's name and where it came from
+(``cmrunner.core.device``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import time
 from cmrunner.capture import codex_inbox, failures, hook_inbox, hook_rejections, observations, pi_inbox
 from cmrunner.core import (
     config as config_mod,
+    device,
     drainfailures,
     drainlease,
     envfile,
@@ -101,6 +103,7 @@ def gather(home: str) -> dict:
         return report
     remote = cfg.remote
     report["config"]["schemaVersion"] = cfg.schema_version
+    report["device"] = {"name": device.name(cfg), "source": device.source(cfg)}
     report["model"] = None
     if config_mod.is_agent_cli(remote):
         assert remote is not None
