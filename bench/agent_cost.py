@@ -75,7 +75,10 @@ def play(prompts: tuple[str, ...], batch: bool) -> dict:
                  "tools": compact_size(largest.get("tools", [])),
                  "task": len(str((largest.get("input") or [{}])[0].get("content", "")).encode("utf-8"))}
         total = sum(sizes)
-        return {"turns": len(prompts), "requests": len(requests), "bytes": total,
+        usages = [r.get("usage") or {} for r in requests]
+        cached = {"cached": sum(u.get("cached_tokens", 0) for u in usages),
+                  "input": sum(u.get("input_tokens", 0) for u in usages)}
+        return {"turns": len(prompts), "requests": len(requests), "bytes": total, "cache": cached,
                 "tokens": sum(math.ceil(s / 4) for s in sizes), "jobs": committed, "fixed": fixed,
                 "per_turn_bytes": total / len(prompts), "per_turn_tokens": sum(math.ceil(s / 4) for s in sizes) / len(prompts),
                 "per_turn_requests": len(requests) / len(prompts)}
@@ -112,7 +115,10 @@ def measure() -> tuple[list[str], list[str]]:
                f"{session['requests']}); demo ≤ {TARGETS['demo'][1]} requests "
                f"({'met' if demo['requests'] <= TARGETS['demo'][1] else 'NOT met'}: {demo['requests']}); "
                f"fixed text of a request ≤ {TARGETS['fixed']:,} bytes ({'met' if fixed <= TARGETS['fixed'] else 'NOT met'}: "
-               f"{fixed:,})."]
+               f"{fixed:,}).",
+               f"Prompt cache (the fake model's count of the longest prefix each request shares with an earlier "
+               f"one, bytes / 4): 21-turn session {session['cache']['cached']:,} of {session['cache']['input']:,} "
+               f"input tokens cached ({100 * session['cache']['cached'] / max(1, session['cache']['input']):.0f}%)."]
     return rows, verdict
 
 

@@ -43,7 +43,7 @@ CONFIRM_TOKENS = 100_000
 # sent READS_PER_PART times and the fixed instructions, tools and task REQUESTS_PER_PART times.
 READS_PER_PART = 1
 REQUESTS_PER_PART = 2
-FIXED_TOKENS_PER_REQUEST = 1_500
+FIXED_TOKENS_PER_REQUEST = 2_200
 
 
 @dataclass(frozen=True, slots=True)
