@@ -84,7 +84,7 @@ def definitions(decision_schema: dict) -> list[dict]:
          "description": f"Source text, {_KIB} KiB pages; null handle and block: all bundles."},
         {"name": "inspect_memory",
          "parameters": _params({"handle": _HANDLE, "target": _NULLABLE_TEXT, "offset": _OFFSET}),
-         "description": f"Manifest with texts (target null), or one document."},
+         "description": "Manifest with texts (target null), or one document."},
         {"name": "processing_state", "parameters": _params({}), "description": "Required bytes read."},
         {"name": "record_working_notes", "parameters": _params({"notes": {"type": "string"}}),
          "description": "Replace private notes."},
