@@ -27,8 +27,8 @@ from cmrunner.writer_proc import agent, jobs
 POLICIES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "support", "rejecting_policy.py")
 TOKEN = "Zq8vN3xK7pLw2Rt9Ym4Hb6Jd1Fs5Gc0Ae"  # what secret_then_prose writes (support/rejecting_policy.py)
 TEXT = "I prefer tabs over spaces in Go."
-# A one-observation job: the bulk read and the manifest (with its inline documents) come first.
-READS = 2
+# A one-observation job: one request, the task, answered by the read that returns everything (issue 35).
+READS = 1
 
 
 def _flush(home: str) -> tuple[int, str]:
