@@ -25,12 +25,12 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _util import CM, machine, summary, write_section
 
+from cmrunner.agentrt import netclient
+from cmrunner.agentrt.agent import NetworkAgent
 from cmrunner.capture import sessions
 from cmrunner.core import config as config_mod, envfile, store
 from cmrunner.core.home import DataPaths
 from cmrunner.synthetic import fakemodel
-from cmrunner.writer_proc import netclient
-from cmrunner.writer_proc.agent import NetworkAgent
 from cmrunner.writer_proc.writer import Writer
 
 KEY = "COMMON_MEMORY_API_KEY"

@@ -13,7 +13,7 @@ requests, bytes (each body serialized compactly, as the agent sends it) and toke
 Tokens: the fake model reports none of its own worth trusting, so tokens are estimated from bytes,
 ``ceil(bytes / 4)`` (roughly right for English and JSON with GPT-family tokenizers), the rule every
 recorded run of this benchmark used, so its before and after rows compare; the ledger's own
-estimate (``writer_proc/tokencount.py``) counts ``o200k_base`` tokens instead.
+estimate (``cmrunner/agentrt/tokencount.py``) counts ``o200k_base`` tokens instead.
 
 Sessions: the 21-turn session (short prompts and replies, three of them "remember that ...",
 sealed 10 + 10 + 1) in two model styles: one tool call per response (as ``cm demo`` runs) and

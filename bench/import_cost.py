@@ -11,7 +11,7 @@ over the Responses protocol. Once no drain is left for the home (or the time bou
 row says so), the disclosure ledger is the ground truth for requests, bytes sent and tokens
 (input + output, as the spend caps count them: here the fake model's own report, a quarter of
 each body's bytes), and the fake model's request log gives the largest single request body as
-received and, tokenized with o200k_base (``writer_proc.tokencount``), what a real provider of
+received and, tokenized with o200k_base (``agentrt.tokencount``), what a real provider of
 that tokenizer would count; the plan's estimate (what `cm import` printed) stands beside both.
 
 Readers: ``--readers bulk,blocks`` runs each size once per reading style of the fake model: ``bulk``
@@ -39,10 +39,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _util import CM, drain_pids, machine, write_section
 
+from cmrunner.agentrt import tokencount
 from cmrunner.core import config as config_mod, envfile
 from cmrunner.core.home import DataPaths
 from cmrunner.synthetic import fakemodel
-from cmrunner.writer_proc import tokencount
 
 KEY = "COMMON_MEMORY_API_KEY"
 SIZES = {"10k": 10_000, "100k": 100_000, "1m": 1_000_000, "2m": 2 * 1024 * 1024, "5m": 5_000_000}

@@ -32,10 +32,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _util import CM, machine, write_section
 from import_cost import _home as bench_home  # the same fake-model home as the import-cost bench
 
+from cmrunner.agentrt import tokencount
 from cmrunner.core import config as config_mod
 from cmrunner.core.home import DataPaths
 from cmrunner.synthetic import fakemodel
-from cmrunner.writer_proc import tokencount
 
 WORDS = ("build", "cache", "module", "review", "tests", "merge", "deploy", "rollback", "logs", "notes", "decision",
          "service", "schema", "migration", "fixture", "release", "branch", "lint", "types", "docs", "queue")

@@ -22,9 +22,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _util import CM, machine, summary, write_section
 
+from cmrunner.agentrt.meter import Grant, Meter
 from cmrunner.core import config as config_mod, ledger, spend, store
 from cmrunner.core.home import DataPaths
-from cmrunner.writer_proc.meter import Grant, Meter
 
 REMOTE = {"baseUrl": "https://api.example.com/v1", "model": "gpt-x", "api": "responses"}
 GRANT = Grant(("global",), ("user_explicit",))

@@ -51,7 +51,7 @@ def main() -> None:
         # never given memory. The hook does nothing and the host goes on (exit 0, no output).
         _hook_exit(0)
     if command == "memory-agent-mcp":
-        from cmrunner.writer_proc.agentcli import relay
+        from cmrunner.agentrt.agentcli import relay
 
         sys.exit(relay.main(argv[1:]))
     if command == "hook" and len(argv) > 1 and argv[1] == "claude":

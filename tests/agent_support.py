@@ -7,10 +7,10 @@ import os
 
 from writer_support import configure
 
+from cmrunner.agentrt.agent import NetworkAgent
+from cmrunner.agentrt.netclient import NetworkInputs
 from cmrunner.core import config as config_mod, envfile
 from cmrunner.core.home import DataPaths
-from cmrunner.writer_proc.agent import NetworkAgent
-from cmrunner.writer_proc.netclient import NetworkInputs
 from cmrunner.writer_proc.writer import Outcome, Writer
 
 KEY_NAME = "CM_TEST_API_KEY"

@@ -10,10 +10,10 @@ from agent_support import KEY_NAME, TEST_KEY, configure_remote, job_row, make_ag
 from conftest import hook_env, run_cm
 from writer_support import admit
 
+from cmrunner.agentrt.agent import NetworkAgent, system_prompt
 from cmrunner.core import config as config_mod, envfile
 from cmrunner.synthetic import fakemodel, fakepolicy
 from cmrunner.writer_proc import drain, tools
-from cmrunner.writer_proc.agent import NetworkAgent, system_prompt
 
 APIS = ["responses", "chat_completions"]
 TOOL_NAMES = ["inspect_ingest", "read_ingest", "inspect_memory", "processing_state", "record_working_notes",
@@ -188,7 +188,8 @@ def test_the_fixed_text_of_every_request_stays_small():
     """Instructions and tool schemas travel with every request (store: false allows no reuse), so they
     are the bulk of what a job sends; 9,000 bytes keeps a 21-turn session under 5 KB per user turn
     (bench/agent_cost.py). Grow them only with a reason worth paying for on every request."""
-    from cmrunner.writer_proc import contract, wire
+    from cmrunner.agentrt import wire
+    from cmrunner.writer_proc import contract
 
     conv = wire.conversation({"model": "m"}, system_prompt(), tools.definitions(contract.decision_json_schema(True)),
                              "{}")

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from cmrunner.writer_proc import wire
-from cmrunner.writer_proc.port import AgentError
+from cmrunner.agentrt import wire
+from cmrunner.agentrt.interface import AgentError
 
 REMOTE = {"model": "m"}
 

@@ -8,7 +8,7 @@ import subprocess
 
 from conftest import CM, hook_env
 
-from cmrunner.writer_proc.agentcli import relay
+from cmrunner.agentrt.agentcli import relay
 
 
 def _run(lines: list[bytes], **env: str) -> tuple[int, list[dict], str]:

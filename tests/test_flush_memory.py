@@ -87,7 +87,7 @@ def test_the_estimator_counts_o200k_without_loading_the_package():
     16), and the package's ``__init__`` (three encodings decoded into Python) never runs."""
     script = (
         "import sys\n"
-        "from cmrunner.writer_proc import tokencount\n"
+        "from cmrunner.agentrt import tokencount\n"
         "texts = ['hello <|endoftext|> world', 'I prefer tabs over spaces in Go.', '我更喜欢在 Go 里用制表符。',\n"
         "         '{\"a\":[1,2,3],\"b\":\"ünïcödé\"}']\n"
         "print([tokencount.estimate(t.encode()) for t in texts])\n"

@@ -18,7 +18,7 @@ from cmrunner.core import config as config_mod
 READERS = {
     "status": [], "show": [], "history": [], "trash": [], "usage": [], "usage caps": [], "config show": [],
     "config get": ["dataRoot"], "config set": ["spend.tokensPerDay", "5"],
-    "project list": [], "project register": ["/tmp", "x"], "project remove": ["x"], "secrets list": [], "secrets allow": ["ab"], "secrets disallow": ["ab"], "secrets purge-quarantine": [],
+    "project list": [], "project register": ["/tmp", "x"], "project remove": ["x"], "project adopt-remote-id": ["x"], "secrets list": [], "secrets allow": ["ab"], "secrets disallow": ["ab"], "secrets purge-quarantine": [],
     "doctor": [], "flush": [], "network-test": [], "why": ["profile"], "codex-config": [], "mcp-config": [],
     "work-config": ["--mode", "posix", "--output", "/tmp/nc-x"], "undo": ["v1"], "purge": ["profile", "X", "--yes"],
     "restore": ["t"], "retry": ["abcdefgh"], "cancel": ["abcdefgh"], "release": ["1"], "import": ["/tmp/x.md"],

@@ -10,9 +10,9 @@ import pytest
 from conftest import run_cm
 from mcp_support import configure, rows
 
+from cmrunner.agentrt import budget
 from cmrunner.core.errors import CmError
 from cmrunner.manage import importer, importplan
-from cmrunner.writer_proc import budget
 
 
 def _prose(chapters: int, paragraphs: int = 9, words: int = 60) -> str:

@@ -18,11 +18,12 @@ from conftest import hook_env, run_cm
 from tui_support import drive, flat, temp_hosts, wait_for
 from writer_support import admit, rows
 
+from cmrunner.agentrt import agent
 from cmrunner.manage import adjust, setupstate
 from cmrunner.synthetic import fakemodel
 from cmrunner.tui.app import CmApp
 from cmrunner.tui.memory import job_line, problem_lines
-from cmrunner.writer_proc import agent, jobs
+from cmrunner.writer_proc import jobs
 
 POLICIES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "support", "rejecting_policy.py")
 TOKEN = "Zq8vN3xK7pLw2Rt9Ym4Hb6Jd1Fs5Gc0Ae"  # what secret_then_prose writes (support/rejecting_policy.py)

@@ -15,9 +15,10 @@ from agent_support import configure_remote, make_agent, policy, run_once
 from conftest import db_rows, hook_env, run_cm
 from writer_support import admit
 
+from cmrunner.agentrt import tokencount
 from cmrunner.core import ledger, store
 from cmrunner.synthetic import fakemodel
-from cmrunner.writer_proc import housekeeping, tokencount
+from cmrunner.writer_proc import housekeeping
 
 APIS = ["responses", "chat_completions"]
 PLANTED = "my grandmother's lighthouse is painted vermilion"

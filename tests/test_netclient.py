@@ -12,9 +12,9 @@ from conftest import db_rows, hook_env, run_cm
 from support import fakeproxy
 from writer_support import admit
 
+from cmrunner.agentrt.interface import AgentError
+from cmrunner.agentrt.netclient import ModelClient, NetworkInputs, resolve_route
 from cmrunner.synthetic import fakemodel
-from cmrunner.writer_proc.netclient import ModelClient, NetworkInputs, resolve_route
-from cmrunner.writer_proc.port import AgentError
 
 TEXT = "I keep my notes in plain text files."
 HTTPS = "https://api.example.com/v1"
@@ -317,7 +317,7 @@ def test_transport_causes_are_classified_through_the_chain(cause, via_proxy, rea
     import httpcore2
     import httpx2
 
-    from cmrunner.writer_proc import errors_map
+    from cmrunner.agentrt import errors_map
 
     inner = httpcore2.ConnectError(str(cause))
     inner.__cause__ = cause

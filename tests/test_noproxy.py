@@ -7,7 +7,7 @@ import ipaddress
 import pytest
 from hypothesis import given, strategies as st
 
-from cmrunner.writer_proc import noproxy
+from cmrunner.agentrt import noproxy
 
 
 @pytest.mark.parametrize("rule", ["example.com", ".example.com", "*.example.com", "EXAMPLE.com.", "example.com,"])

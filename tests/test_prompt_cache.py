@@ -17,8 +17,8 @@ from conftest import run_cm
 from writer_support import admit
 
 from cmrunner.synthetic import fakemodel
-from cmrunner.writer_proc import wire
-from cmrunner.writer_proc.agent import system_prompt
+from cmrunner.agentrt import wire
+from cmrunner.agentrt.agent import system_prompt
 
 APIS = ["responses", "chat_completions"]
 

@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from cmrunner.writer_proc import boundedjson, errors_map, limits, sse, tools, wire
-from cmrunner.writer_proc.port import AgentError
+from cmrunner.agentrt import boundedjson, errors_map, limits, sse, wire
+from cmrunner.agentrt.interface import AgentError
+from cmrunner.writer_proc import tools
 
 DEEP = "[" * 100_000 + "]" * 100_000
 

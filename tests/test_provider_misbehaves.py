@@ -17,9 +17,9 @@ from agent_support import configure_remote, make_agent, policy, read_doc, run_on
 from conftest import hook_env, run_cm
 from writer_support import admit
 
+from cmrunner.agentrt import limits
 from cmrunner.core import store
 from cmrunner.synthetic import fakemodel
-from cmrunner.writer_proc import limits
 
 APIS = ["responses", "chat_completions"]
 TEXT = "I prefer tabs over spaces in Go."

@@ -30,9 +30,9 @@ SOURCES = [
                                    "migrations.py", "config.py", "configmodel.py", "envfile.py", "projects.py")),
     "capture/transcript.py",
     *(f"writer_proc/{name}" for name in (
-        "writer.py", "shaping.py", "jobs.py", "agent.py", "wire.py", "tools.py", "reads.py", "contract.py",
-        "apply.py", "commit.py", "publish.py", "receipts.py", "errors_map.py", "port.py", "netclient.py",
-        "noproxy.py")),
+        "writer.py", "shaping.py", "jobs.py", "tools.py", "reads.py", "contract.py",
+        "apply.py", "commit.py", "publish.py", "receipts.py", "port.py")),
+    *(f"agentrt/{name}" for name in ("agent.py", "wire.py", "errors_map.py", "netclient.py", "noproxy.py")),
 ]
 
 # Constants in those modules that look like codes but are never recorded as an outcome: names of

@@ -12,10 +12,10 @@ from agent_support import configure_remote, job_row, make_agent, policy, run_onc
 from conftest import run_cm, wait_no_drain
 from writer_support import admit
 
+from cmrunner.agentrt import budget
 from cmrunner.core import config as config_mod
 from cmrunner.core.configdefs import DEFAULT_MAX_REQUEST_BYTES
 from cmrunner.synthetic import fakemodel
-from cmrunner.writer_proc import budget
 
 SMALL = 32_768  # the smallest remote.maxRequestBytes config.json accepts
 

@@ -41,7 +41,7 @@ TEST_ONLY = {*seams.VARIABLES, "COMMON_MEMORY_FAULT", "COMMON_MEMORY_AGENT_SCRIP
 # config.json's remote.proxy.urlEnv / remote.caFileEnv give (netclient.NetworkInputs.capture).
 # Host discovery's "not found" message names the host's own folder variable (CODEX_HOME,
 # PI_CODING_AGENT_DIR, CLAUDE_CONFIG_DIR or GEMINI_CLI_HOME, all user variables above) by a name it holds.
-DYNAMIC_READERS = {"writer_proc/netclient.py", "manage/integrations/discovery.py"}
+DYNAMIC_READERS = {"agentrt/netclient.py", "manage/integrations/discovery.py"}
 HOLDERS = {"environ", "env", "process_env", "environment"}  # names production gives an environment mapping
 
 

@@ -12,9 +12,9 @@ from conftest import run_cm
 from support import fakeproxy
 from writer_support import admit
 
+from cmrunner.agentrt.netclient import NetworkInputs, resolve_route
 from cmrunner.manage import netsettings
 from cmrunner.synthetic import fakemodel
-from cmrunner.writer_proc.netclient import NetworkInputs, resolve_route
 
 TEXT = "I prefer tabs over spaces."
 CUSTOM = {"mode": "custom", "urlEnv": "COMMON_MEMORY_PROXY_URL"}

@@ -13,8 +13,8 @@ import pytest
 from conftest import db_rows, run_cm
 from writer_support import admit, configure
 
+from cmrunner.agentrt import errors_map
 from cmrunner.core import config as config_mod, reasons, store
-from cmrunner.writer_proc import errors_map
 from cmrunner.writer_proc.writer import Writer
 
 PLAIN = "I prefer tabs over spaces in Go, marker-plain-4711."

@@ -222,9 +222,9 @@ def test_the_config_shortcut_reopens_the_model_form_and_leaves(home, tmp_path):
 def test_model_list_failures_have_stable_codes_without_provider_text():
     import pytest
 
+    from cmrunner.agentrt import errors_map
     from cmrunner.core.errors import CmError
     from cmrunner.manage import providers
-    from cmrunner.writer_proc import errors_map
 
     assert providers.parse_model_list(b'{"data": [{"id": "b"}, {"id": "a"}, {"id": "a"}]}') == ["a", "b"]
     for body, code in ((b"<html>", "MODEL_LIST_INVALID"), (b'{"data": []}', "MODEL_LIST_EMPTY")):

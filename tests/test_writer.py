@@ -8,11 +8,11 @@ import os
 import pytest
 from writer_support import admit, all_evidence, configure, decision, put, read, retain, rows, writer
 
+from cmrunner.agentrt.interface import AgentError
 from cmrunner.capture import observations
 from cmrunner.core import store
 from cmrunner.core.errors import CmError
 from cmrunner.writer_proc import jobs
-from cmrunner.writer_proc.port import AgentError
 
 
 @pytest.fixture
@@ -341,7 +341,8 @@ def test_reads_are_paged_contiguous_and_utf8_safe(env):
     class Paging:
         calls = 0
 
-        def decide(self, task, reads, meter):
+        def decide(self, task, tools, meter):
+            reads = tools.reads  # the Writer hands every port its Toolbox over the job's read port
             handle = task["bundles"][0]["ingest_id"]
             offset = 0
             with pytest.raises(Exception) as caught:
@@ -356,7 +357,7 @@ def test_reads_are_paged_contiguous_and_utf8_safe(env):
                 offset = page["next"]
             from cmrunner.writer_proc.port import ScriptedPort
 
-            return ScriptedPort(script).decide(task, reads, meter)
+            return ScriptedPort(script).decide(task, tools, meter)
 
     from cmrunner.writer_proc.writer import Writer
 

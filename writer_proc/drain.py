@@ -39,7 +39,7 @@ from cmrunner.secrets import safety, withhold
 from cmrunner.writer_proc import drainlog
 
 if TYPE_CHECKING:
-    from cmrunner.writer_proc.port import MemoryAgentPort
+    from cmrunner.agentrt.interface import MemoryAgentPort
     from cmrunner.writer_proc.writer import Outcome, Writer
 
 # How long an idle drain waits for more work before it gives the lease up: a burst of host events
@@ -124,10 +124,10 @@ def agent_port(cfg: config_mod.Config) -> MemoryAgentPort | None:
     if cfg.remote is None or not cfg.disclosure.enabled:
         return None
     if cfg.remote.get("provider") == "agent-cli":
-        from cmrunner.writer_proc.agentcli.runtime import AgentCliRuntime
+        from cmrunner.agentrt.agentcli.runtime import AgentCliRuntime
 
         return AgentCliRuntime.from_config(cfg)
-    from cmrunner.writer_proc.agent import NetworkAgent
+    from cmrunner.agentrt.agent import NetworkAgent
 
     return NetworkAgent.from_config(cfg)
 

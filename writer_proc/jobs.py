@@ -54,10 +54,10 @@ import json
 import os
 import sqlite3
 
+from cmrunner.agentrt import budget
 from cmrunner.capture import observations
 from cmrunner.core import jobstore, reasons
 from cmrunner.core.errors import CmError
-from cmrunner.writer_proc import budget
 
 MAX_RECOVERIES = 5
 MAX_MODEL_FAILURES = 2

@@ -6,13 +6,11 @@ Contract:
   source text or Markdown (the agent reads those through the ``ReadPort`` tools). A document
   import's bundle also names its ``import_kind`` (``cmrunner.core.importkinds``; null for a file
   imported with ``cm import FILE``) and ``may_become``: the documents its content may go to.
-- ``MemoryAgentPort.decide(task, reads, meter)`` runs one attempt with no lock held; an agent
-  that calls a model checks and records every request through ``meter`` (``meter.Meter``). It must end with one
-  accepted ``reads.submit(...)``, or raise ``AgentError`` with a stable code, a retryable flag and a
-  sanitised diagnostic (``{stage, reason, retryable, httpStatus?}``); returning without a
-  submission is ``MISSING_SUBMISSION``.
+- The port itself, ``AgentError`` and ``AgentResult`` are the runtimes' (``cmrunner.agentrt.interface``):
+  the Writer calls ``decide(task, tools, meter)`` with the job's ``tools.Toolbox`` and its meter.
 - ``ScriptedPort`` is a real agent loop without a model: it reads every source block and every
-  document to the end, then submits what its script returns. Tests use it to drive the Writer.
+  document to the end through the Toolbox's read port, then submits what its script returns.
+  Tests use it to drive the Writer.
 """
 
 from __future__ import annotations
@@ -20,44 +18,17 @@ from __future__ import annotations
 import datetime
 import hashlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
+from cmrunner.agentrt.interface import SUBMIT, AgentError, AgentResult, JobTools
 from cmrunner.core import importkinds
 from cmrunner.core.errors import CmError
 from cmrunner.writer_proc import contract
 from cmrunner.writer_proc.reads import ReadPort, ReadRejected, Source
-from cmrunner.writer_proc.tools import SUBMIT, rejection_record
+from cmrunner.writer_proc.tools import Toolbox, rejection_record
 
 if TYPE_CHECKING:
-    from cmrunner.writer_proc.meter import Meter
-
-
-class AgentError(CmError):
-    """An attempt failed; ``retryable``, ``diagnostic`` and ``retry_after_ms`` (the provider's
-    ``Retry-After``, the least wait before the next attempt) decide the job's outcome;
-    ``rejection`` is the last tool rejection the model received in the attempt, if any
-    (``tools.rejection_record``), which the job keeps as the real cause."""
-
-    def __init__(self, code: str, message: str, retryable: bool = True, diagnostic: dict | None = None) -> None:
-        super().__init__(code, message)
-        self.retryable = retryable
-        self.retry_after_ms: int | None = None
-        self.rejection: dict | None = None
-        self.diagnostic = diagnostic or {"stage": "model_output", "reason": code.lower(), "retryable": retryable}
-
-
-class AgentResult:
-    __slots__ = ("usage", "prompt_digest", "model_turns", "tool_calls")
-
-    def __init__(self, usage: dict[str, int], prompt_digest: str, model_turns: int = 0, tool_calls: int = 0) -> None:
-        self.usage = usage
-        self.prompt_digest = prompt_digest
-        self.model_turns = model_turns
-        self.tool_calls = tool_calls
-
-
-class MemoryAgentPort(Protocol):
-    def decide(self, task: dict, reads: ReadPort, meter: Meter) -> AgentResult: ...
+    from cmrunner.agentrt.meter import Meter
 
 
 def build_task(job_id: str, task_kind: str, reads: ReadPort) -> dict:
@@ -93,7 +64,9 @@ class ScriptedPort:
         self.calls = 0
         self.rejections: list[str] = []
 
-    def decide(self, task: dict, reads: ReadPort, meter: Meter) -> AgentResult:
+    def decide(self, task: dict, tools: JobTools, meter: Meter) -> AgentResult:
+        assert isinstance(tools, Toolbox), "the Writer hands every port its Toolbox"
+        reads = tools.reads
         self.calls += 1  # no model, so no request for the meter to check or record
         tool_calls = 0
         for bundle in task["bundles"]:

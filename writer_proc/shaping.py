@@ -24,10 +24,11 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterable
 
+from cmrunner.agentrt import budget
 from cmrunner.capture import observations, sessions
 from cmrunner.core.config import Config
 from cmrunner.secrets import safety
-from cmrunner.writer_proc import budget, jobs
+from cmrunner.writer_proc import jobs
 from cmrunner.writer_proc.reads import Source
 
 _ENVELOPE = 32  # bytes of JSON framing counted with every source, as the reference does

@@ -7,6 +7,8 @@ Contract:
   properties); the submission's parameters are the task's decision schema. ``read_ingest`` with
   ``handle`` and ``block`` both null is the bulk read (``ReadPort.read_ingest_all``); one of them
   null without the other is ``INVALID_BLOCK_REFERENCE``.
+- ``Toolbox`` is the runtimes' ``cmrunner.agentrt.interface.JobTools``: the Writer builds one per
+  attempt and hands it to the runtime, which only relays calls to it.
 - ``Toolbox.call(name, raw_arguments)`` runs one call against the job's ``ReadPort`` and returns a
   ``ToolOutcome``: the JSON result for the model, whether it was rejected, and whether a decision
   was accepted. Rejections come back as ``{error: MEMORY_TOOL_REJECTED, tool, code,
@@ -27,16 +29,15 @@ from __future__ import annotations
 
 import re
 
+from cmrunner.agentrt import boundedjson, limits
+from cmrunner.agentrt.interface import SUBMIT, TOOL_NAMES, ToolOutcome
 from cmrunner.core.errors import CmError
 from cmrunner.secrets import safety
-from cmrunner.writer_proc import boundedjson, contract, limits
+from cmrunner.writer_proc import contract
 from cmrunner.writer_proc.reads import BULK_PAGE, ReadPort
 
-SUBMIT = "submit_memory_decision"
-TOOL_NAMES = ("inspect_ingest", "read_ingest", "inspect_memory", "processing_state", "record_working_notes",
-              "submit_memory_decision")
 NOTES_LIMIT = 16 * 1024
-ARGUMENTS_LIMIT = 4 * limits.TURN_KEPT_CHARS  # UTF-8 bytes; the turn already capped the characters
+ARGUMENTS_LIMIT = limits.TOOL_ARGUMENTS_LIMIT
 _CODE = re.compile(r"^[A-Z][A-Z0-9_]{1,63}$")
 ABORTING_CODES = frozenset({"STALE_LEASE", "SENSITIVE_CONTENT_REJECTED"})
 
@@ -88,21 +89,9 @@ def definitions(decision_schema: dict) -> list[dict]:
         {"name": "processing_state", "parameters": _params({}), "description": "Required bytes read."},
         {"name": "record_working_notes", "parameters": _params({"notes": {"type": "string"}}),
          "description": "Replace private notes."},
-        {"name": "submit_memory_decision", "parameters": decision_schema,
+        {"name": SUBMIT, "parameters": decision_schema,
          "description": "The first valid one ends the task."},
     ]
-
-
-class ToolOutcome:
-    __slots__ = ("result", "rejected", "submitted", "code", "record")
-
-    def __init__(self, result: dict, rejected: bool = False, submitted: bool = False, code: str | None = None,
-                 record: dict | None = None) -> None:
-        self.result = result
-        self.rejected = rejected
-        self.submitted = submitted
-        self.code = code
-        self.record = record  # a rejection as the job keeps it (``rejection_record``)
 
 
 # What a job may keep of a rejection (``jobs.rejection``), each value bounded: codes, rule names
@@ -156,9 +145,20 @@ class Toolbox:
 
     def __init__(self, reads: ReadPort, decision_schema: dict) -> None:
         self.reads = reads
-        self.specs = {d["name"]: d["parameters"] for d in definitions(decision_schema)}
+        self._definitions = definitions(decision_schema)
+        self.specs = {d["name"]: d["parameters"] for d in self._definitions}
         self.notes = ""
         self.submitted = False
+
+    def definitions(self) -> list[dict]:
+        return self._definitions
+
+    def outbound_texts(self) -> list[str]:
+        texts = [s.text for s in self.reads.sources.values()]
+        return texts + [doc.data.decode("utf-8", "replace") for doc in self.reads.snapshot.values()]
+
+    def check_lease(self) -> None:
+        self.reads.check_lease()
 
     def call(self, name: str, raw_arguments: str) -> ToolOutcome:
         if name not in TOOL_NAMES:
@@ -172,7 +172,7 @@ class Toolbox:
             return rejection(name, "TOOL_ARGUMENTS_INVALID", [{"path": "$", "rule": "type"}])
         if self.submitted:
             return rejection(name, "DECISION_ALREADY_SUBMITTED")
-        if name == "submit_memory_decision":
+        if name == SUBMIT:
             return self._submit(args)
         errors = _argument_errors(args, self.specs[name])
         if errors:
@@ -213,10 +213,10 @@ class Toolbox:
         except contract.DecisionRejected as exc:
             path, rule = exc.details.get("path"), exc.details.get("rule")
             errors = [{"path": path, "rule": rule}] if isinstance(path, str) and isinstance(rule, str) else None
-            return rejection("submit_memory_decision", exc.code, errors, exc.details)
+            return rejection(SUBMIT, exc.code, errors, exc.details)
         except CmError as exc:
             if exc.code in ABORTING_CODES:
                 raise
-            return rejection("submit_memory_decision", exc.code)
+            return rejection(SUBMIT, exc.code)
         self.submitted = True
         return ToolOutcome(result, submitted=True)

@@ -43,6 +43,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from cmrunner.agentrt.interface import AgentError, MemoryAgentPort
+from cmrunner.agentrt.meter import Grant, Meter
 from cmrunner.capture import observations
 from cmrunner.core import (
     config as config_mod,
@@ -61,9 +63,9 @@ from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.core.sections import Document
 from cmrunner.writer_proc import apply, commit, contract, drainlog, housekeeping, jobs, shaping, shown as shown_mod
-from cmrunner.writer_proc.meter import Grant, Meter
-from cmrunner.writer_proc.port import AgentError, MemoryAgentPort, build_task
+from cmrunner.writer_proc.port import build_task
 from cmrunner.writer_proc.reads import ReadPort, Source
+from cmrunner.writer_proc.tools import Toolbox
 
 log = drainlog.get("writer")
 _NO_REMOTE = {"baseUrl": "", "model": "scripted", "api": "none"}  # a scripted agent sends nothing to meter
@@ -346,7 +348,8 @@ class Writer:
         renewer = _Renewer(self.paths, job, self.scheduler["leaseMs"])
         renewer.start()
         try:
-            result = self.port.decide(build_task(job.id, job.task_kind, reads), reads, meter)
+            task = build_task(job.id, job.task_kind, reads)
+            result = self.port.decide(task, Toolbox(reads, task["decision_schema"]), meter)
         finally:
             renewer.stop_event.set()
             renewer.join()

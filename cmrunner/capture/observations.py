@@ -235,6 +235,12 @@ def queued_counts(conn: sqlite3.Connection) -> list[tuple[str, int]]:
     ).fetchall()
 
 
+def unfinished_in_scope(conn: sqlite3.Connection, scope: str) -> int:
+    """Observations of ``scope`` (imports included) still buffered, sealed or held by a job."""
+    return int(conn.execute("SELECT COUNT(*) FROM observations WHERE scope = ?"
+                            " AND state IN ('buffered', 'pending', 'claimed')", (scope,)).fetchone()[0])
+
+
 # The freshness line's share of this table (``cmrunner.capture.waiting`` adds the inboxes' shares in
 # one statement): captured turns of ``:scope`` not yet processed (imports are not turns), buffered in
 # the session cache, sealed, or held by a job; answered from ``observations_waiting_scope`` (m012).

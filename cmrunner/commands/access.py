@@ -20,7 +20,7 @@ PARTS_LISTED = 10  # a larger import lists its dead or quarantined parts and cou
 def network_test(ctx: click.Context, as_json: bool) -> None:
     """Send one small synthetic model request (through the agent CLI when that is the runtime); report the route and
     the outcome (recorded in `cm usage`)."""
-    from cmrunner.writer_proc import nettest
+    from cmrunner.agentrt import nettest
 
     report = nettest.run(config_mod.load(_home(ctx)))
     outcome = report["outcome"]

@@ -31,6 +31,17 @@ def status(ctx: click.Context, as_json: bool) -> None:
         ctx.exit(1)
 
 
+def _projects_line(found: dict) -> str:
+    if "error" in found:
+        return f"{found['error']['code']}: {found['error']['message']}"
+    known = found["knownNotRegistered"]
+    line = f"{found['registered']} registered"
+    if known:
+        line += (f", {len(known)} known but not registered here ({', '.join(known[:5])}{', …' if len(known) > 5 else ''}"
+                 "; `cm project register PATH NAME` on its clone)")
+    return line
+
+
 def _print_status(report: dict) -> None:
     cfg = report["config"]
     echo(f"config:      {cfg['path']} ({'present' if cfg['exists'] else 'absent: defaults in use'})")
@@ -56,6 +67,7 @@ def _print_status(report: dict) -> None:
     st = report["store"]
     schema = f"schema v{st['schemaVersion']}" if st["exists"] else "not created yet"
     echo(f"store:       {schema}")
+    echo(f"projects:    {_projects_line(report['projects'])}")
     inbox = report["inbox"]
     echo(f"inbox:       codex {inbox['codex']}, pi {inbox['pi']}, claude/gemini hooks {inbox.get('hooks', 0)}, "
          f"prompt candidates {inbox['candidates']}")
@@ -218,14 +230,33 @@ def _paths(ctx: click.Context) -> DataPaths:
     return DataPaths(config_mod.load(_home(ctx)).data_root)
 
 
+_HOW = {
+    "known": "the same repository as the known project {id} (its memory is already here, e.g. synced from "
+             "another machine): registered with that id, so both machines share one memory",
+    "shared": "the same repository as another registered path: they share the project {id} and one memory",
+    "joined": "joined to the existing project {id} as you asked",
+    "new": "the id comes from the repository's remote, so registering a clone on another machine gives {id} too",
+    "generated": "{why}: the id is generated, so another machine will not match it (register there with "
+                 "`--id {id}`)",
+}
+
+
 @project.command("register")
 @click.argument("path")
 @click.argument("name")
+@click.option("--id", "project_id", default=None, metavar="ID",
+              help="Join a project that is registered or known here (see `cm project list`) instead of "
+                   "deriving the id from the repository.")
 @click.pass_context
-def project_register(ctx: click.Context, path: str, name: str) -> None:
-    """Register PATH (absolute) as a project called NAME."""
-    found = projects.register(_paths(ctx), path, name)
+def project_register(ctx: click.Context, path: str, name: str, project_id: str | None) -> None:
+    """Register PATH (absolute) as a project called NAME.
+
+    The id comes from the git remote of PATH's repository, so the same repository gets the same id,
+    and shares one memory, on every machine; without a remote it is generated."""
+    done = projects.register_here(_paths(ctx), path, name, project_id)
+    found = done.project
     echo(f"registered {found.id} -> {found.path}")
+    echo(_HOW[done.how].format(id=found.id, why=done.why))
     echo(f"it grants nothing yet: to use it, `cm config set disclosure.allowedScopes +project:{found.id}` and "
          f"`cm config set writableScopes +project:{found.id}`")
 
@@ -234,21 +265,53 @@ def project_register(ctx: click.Context, path: str, name: str) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def project_list(ctx: click.Context, as_json: bool) -> None:
-    """List registered projects."""
-    found = projects.load(_paths(ctx))
+    """List registered projects, and projects known here (a memory file, e.g. synced) but not registered."""
+    paths = _paths(ctx)
+    found = projects.upgrade(paths) or projects.load(paths)
+    known = projects.known_unregistered(paths, found)
     if as_json:
-        echo(json.dumps([p.as_json() for p in found], indent=2, ensure_ascii=False))
+        rows = [dict(p.as_json(), remoteId=p.remote_id, registered=True) for p in found]
+        rows += [{"id": pid, "name": None, "path": None, "registered": False} for pid in known]
+        echo(json.dumps(rows, indent=2, ensure_ascii=False))
         return
     if not found:
         echo("no projects registered")
     for p in found:
-        echo(f"{p.id}\t{p.name}\t{p.path}")
+        hint = ""
+        if p.remote_id is not None and p.remote_id != p.id:
+            hint = f"\t(its repository gives {p.remote_id}: `cm project adopt-remote-id {p.id}` shares it across machines)"
+        echo(f"{p.id}\t{p.name}\t{p.path}{hint}")
+    for pid in known:
+        echo(f"{pid}\t(known, not registered here)\tregister this repository's local path with "
+             f"`cm project register PATH NAME` (or `--id {pid}`)")
 
 
 @project.command("remove")
 @click.argument("project_id")
 @click.pass_context
 def project_remove(ctx: click.Context, project_id: str) -> None:
-    """Unregister a project (its Markdown is kept)."""
+    """Unregister a project, every path of it (its Markdown is kept)."""
     found = projects.remove(_paths(ctx), project_id)
-    echo(f"removed {found.id} ({found.path}); its memory file is kept")
+    echo(f"removed {project_id} ({', '.join(p.path for p in found)}); its memory file is kept")
+
+
+@project.command("adopt-remote-id")
+@click.argument("project_id")
+@click.pass_context
+def project_adopt_remote_id(ctx: click.Context, project_id: str) -> None:
+    """Move a project registered before ids came from git remotes to the id its repository gives,
+    so its memory is shared with your other machines (its file and your scopes move with it)."""
+    from cmrunner.manage import adoptid
+
+    done = adoptid.adopt(_home(ctx), project_id)
+    if done.file == "already":
+        echo(f"{done.old} is already its repository's id; nothing changed")
+        return
+    echo(f"{done.old} is now {done.new} ({', '.join(done.paths)}); project:{done.old} became "
+         f"project:{done.new} in your scopes")
+    if done.file == "moved":
+        echo(f"its memory is now projects/{done.new}.md")
+    elif done.file == "kept_both":
+        echo(f"projects/{done.new}.md was already here (from another machine) and is used from now on; your earlier "
+             f"projects/{done.old}.md is kept: bring its sections in with "
+             f"`cm import <memory folder>/projects/{done.old}.md --workspace {done.paths[0]}`")

@@ -202,7 +202,7 @@ class Config:
     @property
     def max_request_bytes(self) -> int:
         """``remote.maxRequestBytes`` or its default: the largest request the Memory Agent may send,
-        which also sizes a job's sources and an import's parts (``cmrunner.writer_proc.budget``)."""
+        which also sizes a job's sources and an import's parts (``cmrunner.agentrt.budget``)."""
         return int((self.remote or {}).get("maxRequestBytes") or DEFAULT_MAX_REQUEST_BYTES)
 
     @property

@@ -1,7 +1,7 @@
 """The disclosure ledger: the repository of the ``ledger`` table, one row per model request.
 
 Contract:
-- SQL only. Who records and when is the Writer side's business (``cmrunner.writer_proc.meter``);
+- SQL only. Who records and when is the Writer side's business (``cmrunner.agentrt.meter``);
   the spend caps read their windows here (``cmrunner.writer_proc.spend``); ``cm usage`` and
   ``cm status`` read the totals here.
 - Every function runs inside the caller's connection and transaction and never begins, commits

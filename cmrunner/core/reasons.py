@@ -216,6 +216,7 @@ TABLE: dict[str, Reason] = {
     "ENV_INVALID": Reason("the private .env is invalid", "fix it or rewrite it with `cm config init`", RETRY),
     "PROJECT_REGISTRY_INVALID": Reason("runtime/projects.json is invalid", "fix it or register the projects again",
                                        RETRY),
+    "UNSUPPORTED_REGISTRY_VERSION": Reason("runtime/projects.json was written by a newer cm", "upgrade cm", RETRY),
     "INVALID_OBSERVATION": Reason("a captured message was malformed", "", RECOVER),
     # -- isolated host sessions ---------------------------------------------------------------
     "CODEX_UNKNOWN_TRANSCRIPT": Reason(_SESSION.format(what="an unknown transcript record"), "", RECOVER),

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from cmrunner.agentrt.netclient import PRIVATE_ROUTE_NAMES
 from cmrunner.core import config as config_mod, configdefs, envfile
 from cmrunner.core.errors import CmError
-from cmrunner.writer_proc.netclient import PRIVATE_ROUTE_NAMES
 
 KEY_NAME = "COMMON_MEMORY_API_KEY"
 SYNTHETIC_KEY = "synthetic-eval-key-not-a-secret"

@@ -86,7 +86,7 @@ def would_change(home: str, offer: Offer) -> bool:
 
 def check(home: str, offer: Offer) -> dict:
     """One confined run of the CLI, as `cm network-test` makes it; ``CmError`` unless it answered."""
-    from cmrunner.writer_proc import nettest
+    from cmrunner.agentrt import nettest
 
     report = nettest.run(config_mod.Config(home, _data(home, offer), False))
     outcome = report.get("outcome") or {}

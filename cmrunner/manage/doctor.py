@@ -161,7 +161,7 @@ def _check_agent_cli(remote: dict) -> Check:
     never reads the CLI's credentials, so a refused login shows as AGENT_CLI_AUTH on a job)."""
     import shutil
 
-    from cmrunner.writer_proc.agentcli import hosts
+    from cmrunner.agentrt.agentcli import hosts
 
     path = remote.get("agentPath") or shutil.which(hosts.spec(remote["agent"]).executable)
     if not path or not os.path.isfile(path) or not os.access(path, os.X_OK):
@@ -173,7 +173,7 @@ def _check_agent_cli(remote: dict) -> Check:
 
 def _probe_agent_cli(cfg: config_mod.Config) -> Check:
     """One confined run of the CLI (``cm network-test``'s), its outcome code only."""
-    from cmrunner.writer_proc import nettest
+    from cmrunner.agentrt import nettest
 
     report = nettest.run(cfg)
     outcome = report["outcome"]
@@ -205,7 +205,7 @@ def _check_model(cfg: config_mod.Config, probe: bool = False) -> Check:
         # by default doctor sends nothing (it changes nothing, costs nothing): say so, so "ok" is not read as "answers"
         return Check("model", "ok", f"{where}; the endpoint was not contacted (`cm doctor --probe-model` or "
                                     "`cm network-test` sends one small request)")
-    from cmrunner.writer_proc import nettest
+    from cmrunner.agentrt import nettest
 
     outcome = nettest.run(cfg)["outcome"]
     if outcome["ok"]:

@@ -107,10 +107,10 @@ def _failure(exc: CmError, url: str, model: str) -> CmError:
 
 def probe(home: str, remote: dict, api_key: str) -> None:
     """The synthetic tool-call round trip (see module contract); raises ``CmError`` on failure."""
-    from cmrunner.writer_proc import wire
-    from cmrunner.writer_proc.agent import serialize
-    from cmrunner.writer_proc.netclient import ModelClient, NetworkInputs
-    from cmrunner.writer_proc.port import AgentError
+    from cmrunner.agentrt import wire
+    from cmrunner.agentrt.agent import serialize
+    from cmrunner.agentrt.interface import AgentError
+    from cmrunner.agentrt.netclient import ModelClient, NetworkInputs
 
     settings = dict(remote, maxOutputTokens=PROBE_OUTPUT_TOKENS)
     for field in ("reasoningEffort", "thinking", "enableThinking"):

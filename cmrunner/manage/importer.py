@@ -61,12 +61,12 @@ import stat
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from cmrunner.agentrt import budget
 from cmrunner.core import config as config_mod, importkinds, workspace
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.manage import importdelta, importplan
 from cmrunner.secrets import safety
-from cmrunner.writer_proc import budget
 
 if TYPE_CHECKING:
     from cmrunner.writer_proc.writer import Outcome

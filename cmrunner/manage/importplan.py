@@ -5,7 +5,7 @@ Contract (any imported text: ``cm import <file.md>`` today, other sources later)
   block boundaries (``blocks``: headings, paragraphs, lists, quotes, tables, code, from
   markdown-it-py), preferring to start a part at a heading once the current part is three quarters
   full; each part's envelope (its other fields take ``reserve``), read into a request, takes at
-  most ``limit`` wire bytes (``cmrunner.writer_proc.budget.wire_bytes``). A block larger than half a
+  most ``limit`` wire bytes (``cmrunner.agentrt.budget.wire_bytes``). A block larger than half a
   part is cut between its lines; a single line that large is refused before anything is queued: ``SOURCE_TOO_LARGE`` (or ``IMPORT_CHUNK_TOO_LARGE`` when an explicit disclosure cap
   is the smaller limit), saying which line and what to do. Nothing is ever dropped or truncated:
   the parts' texts joined are the text.
@@ -15,7 +15,7 @@ Contract (any imported text: ``cm import <file.md>`` today, other sources later)
   changed sections (``delta``: ``importdelta.Delta``, ``sent_bytes``: their text), and a plan
   with no changed section has no parts and costs nothing (``estimate_tokens``), which asks for confirmation above
   ``CONFIRM_TOKENS``. The estimate counts each part's envelope with the ledger's tokenizer
-  (``cmrunner.writer_proc.tokencount``, loaded only here, on the first estimate) and applies the
+  (``cmrunner.agentrt.tokencount``, loaded only here, on the first estimate) and applies the
   cost shape measured by ``bench/import_cost.py`` (docs/benchmarks.md, "Import cost"): a part is
   read once and carried by the requests after its read, and each job's requests carry the fixed
   instructions, tools and task.
@@ -29,9 +29,9 @@ import bisect
 import json
 from dataclasses import dataclass, field
 
+from cmrunner.agentrt import budget
 from cmrunner.core.errors import CmError
 from cmrunner.manage.importdelta import Delta
-from cmrunner.writer_proc import budget
 
 MAX_IMPORT_BYTES = 16 << 20
 # Above this estimate an import asks first (or needs --yes): about a twelfth of a heavy coding day
@@ -165,7 +165,7 @@ class Plan:
 
 def estimate_tokens(envelopes: list[str]) -> tuple[int, str]:
     """Tokens processing these parts will cost, and the tokenizer that counted them."""
-    from cmrunner.writer_proc import tokencount
+    from cmrunner.agentrt import tokencount
 
     total, method = 0, tokencount.BYTES_SOURCE
     for envelope in envelopes:

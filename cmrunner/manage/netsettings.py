@@ -34,7 +34,7 @@ MODES = ("direct", "env", "custom")
 
 
 def check_proxy_url(url: str) -> str:
-    from cmrunner.writer_proc.netclient import PROXY_SCHEMES
+    from cmrunner.agentrt.netclient import PROXY_SCHEMES
 
     url = url.strip()
     parts = urlsplit(url)
@@ -50,7 +50,7 @@ def check_proxy_url(url: str) -> str:
 
 
 def check_no_proxy(text: str, where: str) -> str:
-    from cmrunner.writer_proc import noproxy
+    from cmrunner.agentrt import noproxy
 
     try:
         noproxy.parse(text, where)
@@ -137,7 +137,7 @@ def save(home: str, mode: str, proxy_url: str | None = None, no_proxy: str = "",
 
 def describe(home: str) -> dict:
     """Mode, private values present or not, bypass list and the resolved route (no connection)."""
-    from cmrunner.writer_proc.netclient import NetworkInputs, resolve_route
+    from cmrunner.agentrt.netclient import NetworkInputs, resolve_route
 
     cfg = config_mod.load(home)
     remote = cfg.remote

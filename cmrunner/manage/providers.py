@@ -154,9 +154,9 @@ def discover_models(home: str, base_url: str, api_key: str, route: dict | None =
     """Model ids from ``GET {base_url}/models`` over the model's outbound client (see contract)."""
     import httpx2
 
-    from cmrunner.writer_proc import errors_map
-    from cmrunner.writer_proc.netclient import ModelClient, NetworkInputs
-    from cmrunner.writer_proc.port import AgentError
+    from cmrunner.agentrt import errors_map
+    from cmrunner.agentrt.interface import AgentError
+    from cmrunner.agentrt.netclient import ModelClient, NetworkInputs
 
     base_url = check_base_url(base_url)
     inputs = NetworkInputs.capture(route_remote(home, base_url, route), envfile.read(home), os.environ)
@@ -186,7 +186,7 @@ def discover_models(home: str, base_url: str, api_key: str, route: dict | None =
 
 def parse_model_list(body: bytes) -> list[str]:
     """Sorted unique model ids of an OpenAI-style ``{"data": [{"id": …}]}`` list."""
-    from cmrunner.writer_proc import boundedjson
+    from cmrunner.agentrt import boundedjson
 
     try:
         data: Any = boundedjson.loads(body, MODEL_LIST_LIMIT)  # a provider's nesting never reaches the parser

@@ -135,8 +135,8 @@ class TestScreen(CmScreen):
         self.run_worker(self._test, thread=True, exclusive=True)
 
     def _test(self) -> None:
+        from cmrunner.agentrt import nettest
         from cmrunner.core import config as config_mod
-        from cmrunner.writer_proc import nettest
 
         try:
             report = nettest.run(config_mod.load(self.app.home))  # type: ignore[attr-defined]

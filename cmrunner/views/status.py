@@ -17,7 +17,8 @@ failure of a drain or flush (``cmrunner.core.drainfailures``) with the drain log
 Processing Status screen shows the same ``problems``. ``spend`` is today's and this month's use
 of the Memory Agent against its caps, and the reached cap that holds work back
 (``cmrunner.views.usage``). ``device`` is this machine's name and where it came from
-(``cmrunner.core.device``).
+(``cmrunner.core.device``); ``projects`` counts the registered projects and names those known here
+(a memory file, e.g. synced from another machine) but not registered (``cmrunner.core.projects``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from cmrunner.core import (
     history,
     jobstore,
     migrations,
+    projects,
     reasons,
     spend,
     store,
@@ -126,6 +128,12 @@ def gather(home: str) -> dict:
     }
     code, detail = fsutil.data_root_problem(paths.root)
     report["dataRootProblem"] = None if code is None else {"code": code, "message": detail}
+    try:  # read-only: an old registry format is read as it is, upgraded only by `cm project` commands
+        registered = projects.load(paths)
+        report["projects"] = {"registered": len({p.id for p in registered}),
+                              "knownNotRegistered": projects.known_unregistered(paths, registered)}
+    except CmError as exc:
+        report["projects"] = {"error": {"code": exc.code, "message": exc.message}}
     try:  # sections the read path withholds because they look like secrets (never a value)
         from cmrunner.views import secretreport
 

@@ -7,7 +7,8 @@ working directory, the job-scoped tool service, deadline, process-group kill, th
 submission alone) and ``relay`` (``cm memory-agent-mcp``: the stdio MCP server the CLI starts,
 which forwards each tool call to the attempt that owns it and holds nothing itself).
 
-May import: what ``writer_proc`` may (capture, reading, secrets, core) and ``writer_proc``'s tool
-handlers, port, meter and error map. ``relay`` is stdlib plus ``cmrunner.core`` only: it runs in
+May import: what ``cmrunner.agentrt`` may (secrets, core) and the HTTP runtime's interface, meter,
+budget, limits and error map beside it; never the Writer (the job's tools arrive as
+``interface.JobTools``). ``relay`` is stdlib plus ``cmrunner.core`` only: it runs in
 a process the CLI starts, beside nothing of the Writer.
 """

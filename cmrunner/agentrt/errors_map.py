@@ -28,8 +28,8 @@ import socket
 import ssl
 import time
 
-from cmrunner.writer_proc import boundedjson, limits
-from cmrunner.writer_proc.port import AgentError
+from cmrunner.agentrt import boundedjson, limits
+from cmrunner.agentrt.interface import AgentError
 
 STAGES = frozenset({"network_config", "network", "request", "http", "response_body", "response_envelope",
                     "model_output", "core_validation", "lease", "agent_cli"})

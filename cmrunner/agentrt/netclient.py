@@ -46,9 +46,9 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from urllib.parse import urlsplit
 
-from cmrunner.writer_proc import errors_map, limits, noproxy, sse
-from cmrunner.writer_proc.limits import ERROR_BODY_LIMIT, ERROR_BODY_SECONDS
-from cmrunner.writer_proc.port import AgentError
+from cmrunner.agentrt import errors_map, limits, noproxy, sse
+from cmrunner.agentrt.interface import AgentError
+from cmrunner.agentrt.limits import ERROR_BODY_LIMIT, ERROR_BODY_SECONDS
 
 HEADER_TIMEOUT = 30.0
 IDLE_TIMEOUT = 120.0

@@ -1,7 +1,7 @@
 """``AgentCliRuntime``: one Memory Agent attempt run by an agent CLI the user already has.
 
-Contract (``MemoryAgentPort``; the Writer's commit path is the HTTP runtime's, unchanged):
-- ``decide(task, reads, meter)`` first applies the HTTP runtime's pre-send checks: every source and
+Contract (``interface.MemoryAgentPort``; the Writer's commit path is the HTTP runtime's, unchanged):
+- ``decide(task, tools, meter)`` first applies the HTTP runtime's pre-send checks: every source and
   snapshot document passes the scanner (``SENSITIVE_CONTENT_REJECTED``, nothing started), the spend
   caps (``SPEND_CAP_REACHED``). Then it makes a private directory (0700) holding an empty working
   directory for the CLI, the CLI's config files and a Unix socket, and starts the CLI
@@ -10,9 +10,9 @@ Contract (``MemoryAgentPort``; the Writer's commit path is the HTTP runtime's, u
   checks it first and does nothing) and the CLI's host switches; cm's private ``.env`` is never
   read or passed, nor are the CLI's credentials touched.
 - The CLI starts ``cm memory-agent-mcp`` (``relay``), which forwards every ``tools/list`` and
-  ``tools/call`` here after presenting the attempt's random token; this loop answers with the HTTP
-  runtime's ``tools.Toolbox`` over this job's ``ReadPort`` (same schemas, validation, coverage,
-  fencing and rejections), and each result passes the scanner before it leaves
+  ``tools/call`` here after presenting the attempt's random token; this loop answers with the job's
+  tools the Writer handed in (``interface.JobTools``: the same handlers, schemas, validation,
+  coverage, fencing and rejections as the HTTP runtime's), and each result passes the scanner before it leaves
   (``SENSITIVE_CONTENT_REJECTED``, the CLI is killed). The lease is checked at every call and
   every ``LEASE_POLL`` seconds; a lost lease kills the CLI (``STALE_LEASE``).
 - The verdict is the submission the tool service received, never the CLI's exit status or prose:
@@ -47,14 +47,13 @@ import sys
 import tempfile
 import time
 
+from cmrunner.agentrt import agent as http_agent, budget as budget_mod, errors_map, limits
+from cmrunner.agentrt.agentcli import hosts, relay
+from cmrunner.agentrt.interface import SUBMIT, TOOL_NAMES, AgentError, AgentResult, JobTools
+from cmrunner.agentrt.meter import Meter
 from cmrunner.core import config as config_mod, configdefs, spend
 from cmrunner.core.errors import CmError
 from cmrunner.secrets import safety
-from cmrunner.writer_proc import agent as http_agent, budget as budget_mod, errors_map, tools as tools_mod
-from cmrunner.writer_proc.agentcli import hosts, relay
-from cmrunner.writer_proc.meter import Meter
-from cmrunner.writer_proc.port import AgentError, AgentResult
-from cmrunner.writer_proc.reads import ReadPort
 
 DEFAULT_DEADLINE_MS = 300_000  # a CLI spends seconds starting before its first request
 DEFAULT_MAX_TURNS = 64
@@ -65,7 +64,7 @@ AFTER_SUBMIT = 30.0  # the CLI's closing turn after an accepted submission (its 
 OUTPUT_LIMIT = 4 << 20
 ERROR_KEPT = 64 << 10
 ERROR_LIMIT = 16 << 20
-LINE_LIMIT = tools_mod.ARGUMENTS_LIMIT + (64 << 10)
+LINE_LIMIT = limits.TOOL_ARGUMENTS_LIMIT + (64 << 10)
 
 
 def _failure(code: str, reason: str, retryable: bool) -> AgentError:
@@ -83,11 +82,10 @@ class _Fatal(Exception):
 class _Service:
     """The tool service of one attempt: the Toolbox, the rejection limits, the byte budget."""
 
-    def __init__(self, reads: ReadPort, schema: dict, max_calls: int, byte_budget: int) -> None:
-        self.reads = reads
-        self.box = tools_mod.Toolbox(reads, schema)
+    def __init__(self, box: JobTools, max_calls: int, byte_budget: int) -> None:
+        self.box = box
         self.tools = [{"name": d["name"], "description": d["description"], "inputSchema": d["parameters"]}
-                      for d in tools_mod.definitions(schema)]
+                      for d in box.definitions()]
         self.max_calls, self.byte_budget = max_calls, byte_budget
         self.calls = self.rejections = self.rejected_submissions = 0
         self.served = 0
@@ -114,7 +112,7 @@ class _Service:
             raise _Fatal(exc) from None
         if outcome.rejected:
             self.rejections += 1
-            self.rejected_submissions += name == tools_mod.SUBMIT
+            self.rejected_submissions += name == SUBMIT
             self.last_rejection = outcome.record
         if safety.scan_value(outcome.result):
             raise _Fatal(errors_map.failure("SENSITIVE_CONTENT_REJECTED", "request", "sensitive_content", False))
@@ -183,19 +181,18 @@ class AgentCliRuntime:
             return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
         return shutil.which(self.spec.executable)
 
-    def decide(self, task: dict, reads: ReadPort, meter: Meter) -> AgentResult:
-        http_agent.NetworkAgent._preflight(reads)
+    def decide(self, task: dict, tools: JobTools, meter: Meter) -> AgentResult:
+        http_agent.NetworkAgent._preflight(tools)
         if meter.blocked() is not None:
             raise errors_map.failure(spend.CODE, "request", "spend_cap_reached", True)
         binary = self.binary()
         if binary is None:
             raise _failure("AGENT_CLI_NOT_FOUND", "agent_cli_not_found", False)
-        schema = task["decision_schema"]
         visible = {k: v for k, v in task.items() if k != "decision_schema"}
         prompt = json.dumps(visible, ensure_ascii=False, separators=(",", ":"))
         if safety.scan_text(prompt):
             raise errors_map.failure("SENSITIVE_CONTENT_REJECTED", "request", "sensitive_content", False)
-        service = _Service(reads, schema, self.max_turns * CALLS_PER_TURN,
+        service = _Service(tools, self.max_turns * CALLS_PER_TURN,
                            budget_mod.attempt_bytes(self.max_request_bytes))
         private = tempfile.mkdtemp(prefix="cm-agent-")  # 0700
         started = meter.start()
@@ -204,7 +201,7 @@ class AgentCliRuntime:
         outcome = "ok"
         try:
             try:
-                self._run(binary, private, prompt, service, reads, stdout, stderr)
+                self._run(binary, private, prompt, service, stdout, stderr)
             except _Fatal as fatal:
                 outcome = fatal.error.code
                 raise self._with_cause(fatal.error, service) from None
@@ -244,8 +241,8 @@ class AgentCliRuntime:
                                 outcome)
 
     # -- the process and its tool service ------------------------------------------------------------
-    def _run(self, binary: str, private: str, prompt: str, service: _Service, reads: ReadPort,
-             stdout: _Output, stderr: _Output) -> int | None:
+    def _run(self, binary: str, private: str, prompt: str, service: _Service, stdout: _Output,
+             stderr: _Output) -> int | None:
         """Run the confined CLI to its end (or a ``_Fatal``); its exit status, ``None`` if killed."""
         workdir = os.path.join(private, "work")
         os.mkdir(workdir, 0o700)
@@ -253,7 +250,7 @@ class AgentCliRuntime:
         token = secrets.token_hex(16)
         attempt = hosts.Attempt(binary, private, workdir, relay_command(),
                                 {relay.SOCKET_ENV: sock_path, relay.TOKEN_ENV: token}, self.prompt, prompt,
-                                self.remote.get("model"), self.max_turns, tools_mod.TOOL_NAMES)
+                                self.remote.get("model"), self.max_turns, TOOL_NAMES)
         self.spec.prepare(attempt)
         task_path = os.path.join(private, "task.json")
         hosts._write_private(task_path, prompt)
@@ -274,7 +271,7 @@ class AgentCliRuntime:
                 listener.close()
                 raise _Fatal(_failure("AGENT_CLI_NOT_FOUND", "agent_cli_not_found", False)) from None
         try:
-            self._serve(process, listener, token, service, reads, stdout, stderr)
+            self._serve(process, listener, token, service, stdout, stderr)
             status = process.returncode
         finally:
             _kill_group(process)
@@ -282,7 +279,7 @@ class AgentCliRuntime:
         return status
 
     def _serve(self, process: subprocess.Popen, listener: socket.socket, token: str, service: _Service,
-               reads: ReadPort, stdout: _Output, stderr: _Output) -> None:
+               stdout: _Output, stderr: _Output) -> None:
         deadline = time.monotonic() + self.deadline_ms / 1000
         selector = selectors.DefaultSelector()
         assert process.stdout is not None and process.stderr is not None
@@ -301,7 +298,7 @@ class AgentCliRuntime:
                 if submitted_at is not None and now - submitted_at > AFTER_SUBMIT:
                     return  # the decision is in; the CLI's closing turn is not worth waiting for
                 if now >= next_poll and submitted_at is None:
-                    self._lease(reads)
+                    self._lease(service.box)
                     next_poll = now + LEASE_POLL
                 for key, _mask in selector.select(timeout=min(LEASE_POLL, max(0.01, deadline - now))):
                     kind, state = key.data
@@ -333,9 +330,9 @@ class AgentCliRuntime:
             selector.close()
 
     @staticmethod
-    def _lease(reads: ReadPort) -> None:
+    def _lease(box: JobTools) -> None:
         try:
-            reads.check_lease()
+            box.check_lease()
         except CmError as exc:
             raise _Fatal(exc) from None
 

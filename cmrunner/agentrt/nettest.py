@@ -24,14 +24,14 @@ from __future__ import annotations
 import os
 import time
 
+from cmrunner.agentrt import wire
+from cmrunner.agentrt.agent import send, serialize
+from cmrunner.agentrt.interface import AgentError
+from cmrunner.agentrt.meter import Grant, Meter
+from cmrunner.agentrt.netclient import ModelClient, NetworkInputs
 from cmrunner.core import config as config_mod, envfile, ledger, reasons, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
-from cmrunner.writer_proc import wire
-from cmrunner.writer_proc.agent import send, serialize
-from cmrunner.writer_proc.meter import Grant, Meter
-from cmrunner.writer_proc.netclient import ModelClient, NetworkInputs
-from cmrunner.writer_proc.port import AgentError
 
 PROBE_SYSTEM = "This is a connectivity test from cm. Answer with one word."
 PROBE_USER = "Reply with the word OK."
@@ -51,7 +51,7 @@ def run(cfg: config_mod.Config, **timeouts: float) -> dict:
     if not remote:
         raise CmError("UNCONFIGURED", "no model is configured; run `cm config init` with --base-url and --model")
     if config_mod.is_agent_cli(remote):
-        from cmrunner.writer_proc.agentcli import probe as agent_probe
+        from cmrunner.agentrt.agentcli import probe as agent_probe
 
         return agent_probe.run(cfg)
     private = envfile.read(cfg.home)

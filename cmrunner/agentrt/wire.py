@@ -35,8 +35,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from cmrunner.writer_proc import boundedjson, errors_map, limits
-from cmrunner.writer_proc.port import AgentError
+from cmrunner.agentrt import boundedjson, errors_map, limits
+from cmrunner.agentrt.interface import AgentError
 
 
 class ToolCall:

@@ -25,6 +25,7 @@ Contract:
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
 from collections.abc import Callable
@@ -32,16 +33,18 @@ from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlsplit
 
+from cmrunner.agentrt import tokencount
 from cmrunner.core import ledger, spend, store
 from cmrunner.core.errors import CmError
-from cmrunner.writer_proc import drainlog, tokencount
 
 # A provider counts a few tokens per message and tool for framing; a prompt never has more
 # tokens than bytes otherwise (every token covers at least one byte).
 FRAMING_TOKENS = 10_000
 MAX_OUTPUT_TOKENS = 10_000_000
 INTERNAL_OUTCOME = "INTERNAL_ERROR"  # a request ended by anything but a CmError (the drain records the rest)
-log = drainlog.get("meter")
+# A child of the ``cm`` logger, which the drain's log (``writer_proc/drainlog.py``) writes to when the
+# lease holder attached it; named here so the runtimes need nothing of the Writer.
+log = logging.getLogger("cm.meter")
 
 
 class WireCounts(Protocol):

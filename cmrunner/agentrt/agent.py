@@ -1,10 +1,11 @@
 """The network Memory Agent: one fresh tool loop per attempt over Responses or Chat Completions.
 
-Contract (``MemoryAgentPort``):
-- ``decide(task, reads, meter)`` starts a new conversation every attempt: the system prompt
+Contract (``interface.MemoryAgentPort``):
+- ``decide(task, tools, meter)`` starts a new conversation every attempt: the system prompt
   (``memory_agent.md``) and the task as the first user message, without its decision schema
   (that travels once, as the ``submit_memory_decision`` parameters) and never with source text
-  or Markdown. The model reads through the tools (``tools.Toolbox``); the first accepted
+  or Markdown. The model reads through the job's tools (``interface.JobTools``, the Writer's
+  ``Toolbox``); the first accepted
   submission ends the loop and returns ``AgentResult`` with summed token usage, turns, tool calls
   and the prompt digest (sha256 of the system prompt).
 - Every request passes ``meter.blocked()`` (the spend caps: ``SPEND_CAP_REACHED``, nothing sent)
@@ -30,7 +31,7 @@ Contract (``MemoryAgentPort``):
   ``MISSING_SUBMISSION``. A submission whose result fails the sensitive-content check ends the
   attempt (not recoverable in-agent). A lost lease propagates as ``STALE_LEASE``.
 - A failed attempt's ``AgentError`` carries ``rejection``: the record of the last tool rejection
-  the model received in it (``tools.rejection_record``: codes, rule, document, section, no text),
+  the model received in it (``ToolOutcome.record``: codes, rule, document, section, no text),
   or ``None``; the job keeps it as the real cause (``jobs.fail``).
 - The network client is built at the first request and reused by later attempts of this agent.
 """
@@ -44,13 +45,10 @@ import time
 from collections.abc import Callable
 from importlib import resources
 
-from cmrunner.core import config as config_mod, envfile, spend
-from cmrunner.core.configdefs import DEFAULT_MAX_REQUEST_BYTES
-from cmrunner.core.errors import CmError
-from cmrunner.secrets import safety
-from cmrunner.writer_proc import budget as budget_mod, errors_map, tools as tools_mod, wire
-from cmrunner.writer_proc.meter import INTERNAL_OUTCOME, Meter
-from cmrunner.writer_proc.netclient import (
+from cmrunner.agentrt import budget as budget_mod, errors_map, wire
+from cmrunner.agentrt.interface import SUBMIT, AgentError, AgentResult, JobTools, ToolOutcome
+from cmrunner.agentrt.meter import INTERNAL_OUTCOME, Meter
+from cmrunner.agentrt.netclient import (
     HEADER_TIMEOUT,
     IDLE_TIMEOUT,
     ByteBudget,
@@ -59,8 +57,10 @@ from cmrunner.writer_proc.netclient import (
     NetworkInputs,
     deadline_failure,
 )
-from cmrunner.writer_proc.port import AgentError, AgentResult
-from cmrunner.writer_proc.reads import ReadPort
+from cmrunner.core import config as config_mod, envfile, spend
+from cmrunner.core.configdefs import DEFAULT_MAX_REQUEST_BYTES
+from cmrunner.core.errors import CmError
+from cmrunner.secrets import safety
 
 DEFAULT_MAX_TURNS = 64
 DEFAULT_DEADLINE_MS = 60_000
@@ -79,7 +79,7 @@ NUDGE = json.dumps({
 
 
 def system_prompt() -> str:
-    return resources.files("cmrunner.writer_proc").joinpath("memory_agent.md").read_text(encoding="utf-8")
+    return resources.files("cmrunner.agentrt").joinpath("memory_agent.md").read_text(encoding="utf-8")
 
 
 def serialize(body: dict) -> bytes:
@@ -114,7 +114,7 @@ class _Attempt:
         self.rejections = 0
         self.rejected_submissions = 0
         self.nudges = 0
-        self.last_rejection: dict | None = None  # ``tools.rejection_record`` of the last rejection
+        self.last_rejection: dict | None = None  # ``ToolOutcome.record`` of the last rejection
         self.static_clean = False
         self.scanned = 0
         self.sent = 0  # request bytes of this attempt so far (budget.attempt_bytes)
@@ -155,31 +155,27 @@ class NetworkAgent:
         self.client.close()
 
     # -- one attempt ---------------------------------------------------------------------------
-    def decide(self, task: dict, reads: ReadPort, meter: Meter) -> AgentResult:
+    def decide(self, task: dict, tools: JobTools, meter: Meter) -> AgentResult:
         attempt = _Attempt()
         try:
-            return self._loop(task, reads, attempt, meter)
+            return self._loop(task, tools, attempt, meter)
         except AgentError as exc:
             exc.usage = attempt.usage  # type: ignore[attr-defined]
             exc.rejection = attempt.last_rejection
             raise
 
     @staticmethod
-    def _preflight(reads: ReadPort) -> None:
+    def _preflight(tools: JobTools) -> None:
         """Every source and snapshot document passes the scanner before anything is sent."""
-        texts = [s.text for s in reads.sources.values()]
-        texts += [doc.data.decode("utf-8", "replace") for doc in reads.snapshot.values()]
-        if any(safety.scan_text(text) for text in texts):
+        if any(safety.scan_text(text) for text in tools.outbound_texts()):
             raise errors_map.failure("SENSITIVE_CONTENT_REJECTED", "request", "sensitive_content", False)
 
-    def _loop(self, task: dict, reads: ReadPort, attempt: _Attempt, meter: Meter) -> AgentResult:
+    def _loop(self, task: dict, box: JobTools, attempt: _Attempt, meter: Meter) -> AgentResult:
         deadline = time.monotonic() + self.deadline_ms / 1000
-        self._preflight(reads)
-        schema = task["decision_schema"]
+        self._preflight(box)
         visible = {k: v for k, v in task.items() if k != "decision_schema"}
-        conv = wire.conversation(self.remote, self.prompt, tools_mod.definitions(schema),
+        conv = wire.conversation(self.remote, self.prompt, box.definitions(),
                                  json.dumps(visible, ensure_ascii=False, separators=(",", ":")))
-        box = tools_mod.Toolbox(reads, schema)
         budget = ByteBudget()  # every response of this attempt draws on it (limits.ATTEMPT_BYTE_LIMIT)
         while True:
             if attempt.turns >= self.max_turns:
@@ -209,7 +205,7 @@ class NetworkAgent:
                     return AgentResult(dict(attempt.usage), self.prompt_digest, attempt.turns, attempt.tool_calls)
                 if outcome.rejected:
                     attempt.rejections += 1
-                    attempt.rejected_submissions += call.name == tools_mod.SUBMIT
+                    attempt.rejected_submissions += call.name == SUBMIT
                     attempt.last_rejection = outcome.record
                 results.append((call, outcome.result, outcome.rejected))
             conv.record(results)
@@ -220,7 +216,7 @@ class NetworkAgent:
                 raise errors_map.failure(code, "core_validation", reason, True)
 
     @staticmethod
-    def _run_tool(box: tools_mod.Toolbox, call: wire.ToolCall) -> tools_mod.ToolOutcome:
+    def _run_tool(box: JobTools, call: wire.ToolCall) -> ToolOutcome:
         try:
             return box.call(call.name, call.arguments)
         except CmError as exc:

@@ -11,6 +11,8 @@ spent, like every other retryable provider failure.
 - ``ATTEMPT_BYTE_LIMIT`` (64 MiB): all response streams of one attempt together.
 - ``TURN_KEPT_CHARS`` (1 Mi characters): what one response leaves in memory after decoding:
   assistant text, refusal text, tool-call ids, names and arguments together.
+- ``TOOL_ARGUMENTS_LIMIT`` (4 MiB): one tool call's arguments in UTF-8 bytes (the turn already
+  capped the characters); the Writer's tool handlers refuse more, an agent CLI's relay line holds it.
 - ``MAX_CALLS_PER_TURN`` (64): tool calls one response may open.
 - ``ERROR_BODY_LIMIT`` (16 KiB, read for at most 2 s): an HTTP error body; it is only a hint
   and is dropped after its ``error.code`` was looked at.
@@ -25,16 +27,17 @@ spent, like every other retryable provider failure.
 
 from __future__ import annotations
 
-from cmrunner.writer_proc.boundedjson import MAX_DEPTH as JSON_MAX_DEPTH
+from cmrunner.agentrt.boundedjson import MAX_DEPTH as JSON_MAX_DEPTH
 
 EVENT_BYTE_LIMIT = 1 << 20
 RESPONSE_BYTE_LIMIT = 16 << 20
 ATTEMPT_BYTE_LIMIT = 64 << 20
 TURN_KEPT_CHARS = 1 << 20
+TOOL_ARGUMENTS_LIMIT = 4 * TURN_KEPT_CHARS
 MAX_CALLS_PER_TURN = 64
 ERROR_BODY_LIMIT = 16 * 1024
 ERROR_BODY_SECONDS = 2.0
 RETRY_AFTER_CAP_MS = 600_000
 
 __all__ = ["ATTEMPT_BYTE_LIMIT", "ERROR_BODY_LIMIT", "ERROR_BODY_SECONDS", "EVENT_BYTE_LIMIT", "JSON_MAX_DEPTH",
-           "MAX_CALLS_PER_TURN", "RESPONSE_BYTE_LIMIT", "RETRY_AFTER_CAP_MS", "TURN_KEPT_CHARS"]
+           "MAX_CALLS_PER_TURN", "RESPONSE_BYTE_LIMIT", "RETRY_AFTER_CAP_MS", "TOOL_ARGUMENTS_LIMIT", "TURN_KEPT_CHARS"]

@@ -30,12 +30,12 @@ import subprocess
 import tempfile
 import time
 
+from cmrunner.agentrt import errors_map
+from cmrunner.agentrt.agentcli import hosts, runtime as runtime_mod
+from cmrunner.agentrt.meter import Grant, Meter
 from cmrunner.core import config as config_mod, configdefs, ledger, reasons, store
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
-from cmrunner.writer_proc import errors_map
-from cmrunner.writer_proc.agentcli import hosts, runtime as runtime_mod
-from cmrunner.writer_proc.meter import Grant, Meter
 
 PROBE_SYSTEM = "This is a connectivity test from cm. Answer with one word. Call no tool."
 PROBE_TASK = "Reply with the word OK."
@@ -45,22 +45,20 @@ PROBE_GRANT = Grant((), ())  # the probe carries no memory and no user text
 _VERSION = re.compile(rb"\d+\.\d+(?:\.\d+)?(?:[-+][0-9A-Za-z.]{1,24})?")
 
 
-class _NoLease:
-    """The probe holds no job: nothing can take a lease away from it."""
+class _NoTools:
+    """The probe holds no job: nothing is ever submitted, and no lease can be taken away from it."""
+
+    submitted = False
 
     def check_lease(self) -> None:
         return None
-
-
-class _NoSubmission:
-    submitted = False
 
 
 class _ProbeService:
     """The relay's answers during a probe: no tool at all; any call is refused, nothing runs."""
 
     def __init__(self) -> None:
-        self.box = _NoSubmission()
+        self.box = _NoTools()
         self.calls = self.served = self.received = 0
         self.last_rejection = None
 
@@ -150,7 +148,7 @@ def run(cfg: config_mod.Config) -> dict:
     outcome_code = "ok"
     try:
         try:
-            status = runtime._run(binary, private, PROBE_TASK, service, _NoLease(), stdout, stderr)  # type: ignore[arg-type]
+            status = runtime._run(binary, private, PROBE_TASK, service, stdout, stderr)  # type: ignore[arg-type]
             verdict = _verdict(runtime.spec, status, bytes(stdout.data), bytes(stderr.data))
         except runtime_mod._Fatal as fatal:
             verdict = fatal.error
