@@ -16,9 +16,9 @@ from agent_support import configure_remote, make_agent, policy, run_once
 from conftest import run_cm
 from writer_support import admit
 
-from cmrunner.synthetic import fakemodel
 from cmrunner.agentrt import wire
 from cmrunner.agentrt.agent import system_prompt
+from cmrunner.synthetic import fakemodel
 
 APIS = ["responses", "chat_completions"]
 
