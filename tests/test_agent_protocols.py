@@ -186,14 +186,17 @@ def test_system_prompt_and_tool_definitions_pass_the_scanner():
 
 def test_the_fixed_text_of_every_request_stays_small():
     """Instructions and tool schemas travel with every request (store: false allows no reuse), so they
-    are the bulk of what a job sends; 9,000 bytes keeps a 21-turn session under 5 KB per user turn
-    (bench/agent_cost.py). Grow them only with a reason worth paying for on every request."""
+    are the bulk of what a job sends; at most 5 KB for an ordinary job (issue 35: 8.7 KB before) keeps
+    a 21-turn session under 2.5 KB per user turn (bench/agent_cost.py); an edit task's schema adds
+    ``edit_result`` and stays within 5 KiB. Grow them only with a reason worth paying for on every
+    request."""
     from cmrunner.agentrt import wire
     from cmrunner.writer_proc import contract
 
-    conv = wire.conversation({"model": "m"}, system_prompt(), tools.definitions(contract.decision_json_schema(True)),
-                             "{}")
-    body = conv.body()
-    fixed = len(json.dumps({"instructions": body["instructions"], "tools": body["tools"]}, ensure_ascii=False,
-                           separators=(",", ":")).encode())
-    assert fixed <= 9_000, fixed
+    for edit, limit in ((False, 5_000), (True, 5_120)):
+        conv = wire.conversation({"model": "m"}, system_prompt(),
+                                 tools.definitions(contract.decision_json_schema(edit)), "{}")
+        body = conv.body()
+        fixed = len(json.dumps({"instructions": body["instructions"], "tools": body["tools"]}, ensure_ascii=False,
+                               separators=(",", ":")).encode())
+        assert fixed <= limit, (edit, fixed)
