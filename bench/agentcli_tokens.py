@@ -13,7 +13,7 @@ count, their bytes (each body serialized compactly) and ``ceil(bytes / 4)`` as t
 estimate as ``bench/agent_cost.py``; "fixed" is the first request's bytes besides the conversation
 (system prompt, tools and the CLI's own additions). The ledger's row for the job is shown beside it
 (the tokens the CLI reported, which here are the fake's own counts of ``bytes / 4``).
-Usage: ``python bench/agentcli_tokens.py [--write]``.
+Usage: ``python bench/agentcli_tokens.py [--write] [--label before|after]``.
 """
 
 from __future__ import annotations
@@ -120,6 +120,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--write", action="store_true")
     parser.add_argument("--runtimes", default="http,claude-code,codex,gemini")
+    parser.add_argument("--label", choices=("before", "after"), default="after",
+                        help="which table --write replaces: before or after a change to the runtimes")
     args = parser.parse_args()
     rows = ["| runtime | jobs | model requests | bytes sent | tokens (est., bytes/4) | fixed bytes of the first "
             "request (system, tools, the CLI's own parts) | ledger tokens in / out (source) | wall time |",
@@ -135,7 +137,7 @@ def main() -> None:
                       "Codex turns; the fake model on 127.0.0.1 as every runtime's provider).", "", *rows])
     print(body)
     if args.write:
-        write_section("agent-cli-tokens", body)
+        write_section("agent-cli-tokens" + ("-before" if args.label == "before" else ""), body)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ so they compete with the tests as equals.
 
 Usage: ``nice -n 10 .venv/bin/python bench/kill_windows.py [--runs 10] [--series quiet,busy]
 [--json /tmp/kill_windows.json] [--write] [TEST ...]``; prints a Markdown table (``--write``: into
-docs/benchmarks.md).
+docs/benchmarks.md). ``--from A.json,B.json`` renders the table from earlier runs' records instead of
+running (e.g. a quiet series run while the machine was idle and a busy one run later).
 """
 
 from __future__ import annotations
@@ -132,10 +133,16 @@ def main() -> None:
     parser.add_argument("--series", default="quiet,busy")
     parser.add_argument("--json", default=None, help="also write every repetition's record here")
     parser.add_argument("--write", action="store_true", help="write the table into docs/benchmarks.md")
+    parser.add_argument("--from", dest="sources", default=None,
+                        help="comma-separated --json files of earlier runs: render them, run nothing")
     parser.add_argument("tests", nargs="*", default=TESTS)
     args = parser.parse_args()
     results = []
-    for series in args.series.split(","):
+    if args.sources:
+        for source in args.sources.split(","):
+            with open(source, encoding="utf-8") as handle:
+                results.extend(json.load(handle))
+    for series in [] if args.sources else args.series.split(","):
         for n in range(args.runs):
             result = repetition(series, args.tests)
             results.append(result)
@@ -145,7 +152,9 @@ def main() -> None:
             if args.json:
                 with open(args.json, "w", encoding="utf-8") as handle:
                     json.dump(results, handle, indent=1)
-    body = (f"Machine: {machine()}; {args.runs} repetitions per series, all under `nice -n 10`.\n\n"
+    counts = ", ".join(f"{series} {sum(r['series'] == series for r in results)}"
+                       for series in dict.fromkeys(r["series"] for r in results))
+    body = (f"Machine: {machine()}; repetitions per series: {counts}; all under `nice -n 10`.\n\n"
             + table(results, args.tests))
     print(body)
     if args.write:

@@ -18,6 +18,7 @@ from cmrunner.commands import (  # noqa: F401 - registration
     manage,
     secrets,
     setup,
+    sync,
     synthetic,
     usage,
     work,

@@ -35,7 +35,6 @@ Stdlib only (the hook path).
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 
 # From the Claude Code 2.1.328 binary: every command object's ``name`` and ``aliases`` (type
@@ -72,15 +71,24 @@ GEMINI_BUILTINS = frozenset({
 })
 
 PLUGIN_WALK_LIMIT = 4000
-# ``/name`` up to a blank or the end; a second ``/`` first (a path) is not a command name.
-_NAME = re.compile(r"\s*/([^\s/]+)(?:\s|$)")
-_SAFE = re.compile(r"[A-Za-z0-9_.:?-]+")
+# The characters a command name may have; anything else cannot name a command or a file. Names are
+# parsed with string methods, not ``re``: this runs on every typed prompt, and loading ``re`` (with
+# ``enum``) would be most of what the hook imports beyond a bare interpreter.
+_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:?-")
 
 
 def command_name(prompt: str) -> str | None:
-    """The ``name`` of a prompt that starts ``/name``; ``None`` for anything else."""
-    match = _NAME.match(prompt)
-    return match.group(1) if match else None
+    """The ``name`` of a prompt that starts ``/name`` (after blanks), up to a blank or the end;
+    ``None`` for anything else, including ``/a/b`` (a path: a second ``/`` before any blank)."""
+    text = prompt.lstrip()  # blanks as str.isspace defines them, the same set as a pattern's \s
+    if not text.startswith("/"):
+        return None
+    end = 1
+    while end < len(text) and not text[end].isspace() and text[end] != "/":
+        end += 1
+    if end == 1 or (end < len(text) and text[end] == "/"):
+        return None
+    return text[1:end]
 
 
 def _ancestors(cwd: str) -> list[str]:
@@ -172,7 +180,7 @@ def _gemini_custom(name: str, cwd: str, env: Mapping[str, str]) -> bool:
 def is_command(host: str, prompt: str, cwd: str, env: Mapping[str, str] | None = None) -> bool:
     """True when ``host`` (``claude-code`` or ``gemini``) runs ``prompt`` as a command; see the contract."""
     name = command_name(prompt)
-    if name is None or not _SAFE.fullmatch(name):
+    if name is None or not _SAFE.issuperset(name):
         return False  # a "/word" with other characters cannot name a command or a file
     env = os.environ if env is None else env
     if host == "claude-code":

@@ -293,7 +293,7 @@ def test_connection_refused(home, tmp_path):
     paths, cfg = configure_remote(home, f"http://127.0.0.1:{port}/v1")
     admit(paths, TEXT, "e1")
     outcome = run_once(paths, cfg, make_agent(cfg))
-    assert (outcome.state, outcome.code) == ("retry", "UNAVAILABLE")
+    assert (outcome.state, outcome.code) == ("retry", "MODEL_UNREACHABLE")
     assert job_row(paths)[2] == {"stage": "network", "reason": "connection_refused", "retryable": True}
 
 

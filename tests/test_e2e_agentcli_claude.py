@@ -82,6 +82,11 @@ def test_claude_code_runs_the_memory_agent_and_the_next_session_knows(claude, ho
         # The decision came through the submit tool, and the job is committed.
         assert any("mcp__cm__submit_memory_decision" in json.dumps(r["body"]) for r in agent)
         assert db_rows(home, "SELECT state FROM jobs") == [("done",)]
+        # The run ended at the accepted submission: no closing request carried the submit call back
+        # to the model (cm's stop hook), which would re-send the whole conversation.
+        calls = [b.get("name") for r in agent for m in r["body"]["messages"] if m.get("role") == "assistant"
+                 and isinstance(m.get("content"), list) for b in m["content"] if b.get("type") == "tool_use"]
+        assert calls and "mcp__cm__submit_memory_decision" not in calls, calls
         # The Memory Agent's own session left no observation and got no memory injected.
         assert db_rows(home, "SELECT text FROM observations ORDER BY id") == [
             ("Please remember that my cat is called Miso-3357.",)]
@@ -123,6 +128,26 @@ def test_a_built_in_tool_the_model_asks_for_executes_nothing(claude, home, tmp_p
     refused = {b["tool_use_id"]: b.get("is_error") for b in results if b["tool_use_id"] in ("toolu_b1", "toolu_w1", "toolu_u1")}
     assert refused == {"toolu_b1": True, "toolu_w1": True, "toolu_u1": True}, refused
     assert "Helix-4410" in (Path(home) / "data" / "memory" / "profile.md").read_text()
+    settle(home)
+
+
+def test_a_rejected_submission_does_not_end_the_run(claude, home, tmp_path):
+    """cm's stop hook ends the run only after an accepted submission: a first submission cm rejects
+    goes back to the model as an error, and the run goes on to a valid one, which is committed."""
+    script = {"policy": "remember_user_turns", "inject": {"first": {"tool_calls": [
+        {"name": "mcp__cm__submit_memory_decision", "arguments": {"request_id": "not-this-job"},
+         "call_id": "toolu_s1"}]}}}
+    with fakemodel.running(str(tmp_path / "model"), script) as fake:
+        setup = Setup(claude, home, tmp_path, fake)
+        setup.session("Please remember that my terminal is Ghostty-5120.")
+        flushed = setup.flush()
+        assert flushed.returncode == 0, flushed.stdout + flushed.stderr
+        agent = setup.agent_requests()
+    results = [b for r in agent for m in r["body"]["messages"] if m.get("role") == "user"
+               and isinstance(m.get("content"), list) for b in m["content"] if b.get("type") == "tool_result"]
+    assert [b.get("is_error") for b in results if b["tool_use_id"] == "toolu_s1"][:1] == [True], results
+    assert "Ghostty-5120" in (Path(home) / "data" / "memory" / "profile.md").read_text()
+    assert db_rows(home, "SELECT state FROM jobs") == [("done",)]
     settle(home)
 
 

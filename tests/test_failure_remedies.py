@@ -47,10 +47,11 @@ def test_network_test_names_the_fix_for_the_failure(home, tmp_path, script, at_r
 
 
 def test_network_test_names_the_server_when_nothing_answers(home):
-    configure_remote(home, _closed_url())
+    url = _closed_url()
+    configure_remote(home, url)
     proc = run_cm(["network-test"], env=hook_env(COMMON_MEMORY_HOME=home))
     assert proc.returncode == 1
-    assert "\nfix:     nothing answered at remote.baseUrl: start the model server or fix the base URL" in \
+    assert f"\nfix:     nothing answered at {url}: start the model server or fix the base URL" in \
         proc.stdout.decode()
 
 

@@ -24,6 +24,7 @@ READERS = {
     "restore": ["t"], "retry": ["abcdefgh"], "cancel": ["abcdefgh"], "release": ["1"], "import": ["/tmp/x.md"],
     "eval": ["--synthetic", "careful", "--world", "remember-profile"],
     "agents": [], "agents install": ["claude-code"], "agents remove": ["claude-code"], "fix": ["profile"],
+    "sync": [], "sync init": ["/tmp/remote.git"], "sync status": [], "sync repair": [], "sync purge-history": ["--yes"],
 }
 # Commands that create the home they are given; `cm uninstall` needs a terminal before it reads one
 # (tests/test_uninstall.py); host entries have their own parsers and never fail a host.

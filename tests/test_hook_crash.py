@@ -20,7 +20,11 @@ import pytest
 from conftest import CM, Transcript, db_rows, event, hook_env, run_hook
 from support import killwindow
 
-pytestmark = pytest.mark.usefixtures("quiet_drain")  # inspect exactly what was admitted
+# The 60-trial tests run about 70 hook processes each, so their length scales with the load: at a
+# load average of 16 on 2 cores (docs/benchmarks.md, kill windows) one outlived the suite's 120 s
+# default. The bound only catches a hang; it is not a speed assertion.
+pytestmark = [pytest.mark.usefixtures("quiet_drain"),  # inspect exactly what was admitted
+              pytest.mark.timeout(600)]
 
 TRIALS = 60
 

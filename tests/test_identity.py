@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -76,3 +77,29 @@ def test_parse_key_reads_back_a_process_identity_and_never_a_bridge_chosen_name(
     assert identity.parse_key(me.key()) == me
     for explicit in ("test:host:1", "bench:1", "a:1:2", "pi:abc", "x-y:12:34"):
         assert identity.parse_key(explicit) is None
+
+
+def _explicit_instance_accepted(value: str) -> bool:
+    try:
+        identity.host_instance({identity.HOST_INSTANCE_ENV: value})
+    except CmError:
+        return False
+    return True
+
+
+def test_an_explicit_host_instance_is_checked_as_a_whole_string():
+    pattern = re.compile(r"[A-Za-z0-9][A-Za-z0-9:._-]{0,199}")
+    cases = ["pi:1", "codex.7_a-b", "a" * 200, "a" * 201, ":x", "-x", "é1", "x y", "", "x\n", "x٣", "X:9"]
+    results = {case: _explicit_instance_accepted(case) for case in cases}
+    assert any(results.values()) and not all(results.values())
+    for case, accepted in results.items():
+        assert accepted == (pattern.fullmatch(case) is not None), repr(case)
+
+
+def test_a_recorded_key_needs_a_boot_id_of_the_kind_boot_id_returns():
+    uuid = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
+    assert identity.parse_key(f"{uuid}:12:34") == identity.Identity(uuid, 12, 34)
+    assert identity.parse_key("boot-1700000000:12:34") is not None
+    for bad in (uuid.upper(), uuid.replace("-", ""), uuid[:-1] + "g", uuid + "\n", "boot-", "boot-12a", "boot-٣",
+                "0f1e2d3c-4b5a-6978-8796a-5b4c3d2e1f0"):
+        assert identity.parse_key(f"{bad}:12:34") is None, repr(bad)

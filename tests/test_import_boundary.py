@@ -32,8 +32,15 @@ PER_TURN_FORBIDDEN = ("hashlib", "_hashlib",
                       "cmrunner.capture.rollout", "cmrunner.capture.codex_consumer", "cmrunner.secrets.safety")
 
 
-def _imported(args: list[str], payload: bytes) -> set[str]:
-    proc = subprocess.run([sys.executable, "-X", "importtime", CM, *args], input=payload,
+# The form hosts are pinned to (`<python> -I -m cmrunner hook …`, manage/hostconfig.py) loads neither
+# `re` nor `enum` on a per-turn event: with them, a hook imported about a tenth more than a bare
+# interpreter. (The pip-generated `cm` script imports `re` itself, so this holds for the pinned form.)
+PINNED_PER_TURN_FORBIDDEN = ("re", "enum", "sre_compile", "_sre")
+
+
+def _imported(args: list[str], payload: bytes, pinned: bool = False) -> set[str]:
+    entry = ["-I", "-m", "cmrunner"] if pinned else [CM]
+    proc = subprocess.run([sys.executable, "-X", "importtime", *entry, *args], input=payload,
                           capture_output=True, env=hook_env(), timeout=30)
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     modules = set()
@@ -67,8 +74,7 @@ AGENT_EVENTS = {"claude": ("SessionStart", "UserPromptSubmit", "Stop", "PreCompa
                 "gemini": ("SessionStart", "BeforeAgent", "AfterAgent", "PreCompress", "SessionEnd")}
 
 
-@pytest.mark.parametrize("host,index", [(h, i) for h in AGENT_EVENTS for i in range(5)])
-def test_claude_and_gemini_hook_paths_are_light(home, workdir, host, index):
+def _agent_payload(home: str, workdir: str, host: str, index: int) -> bytes:
     name = AGENT_EVENTS[host][index]
     base = {"session_id": "s-1", "cwd": workdir, "transcript_path": "/t.jsonl"}
     if index:
@@ -76,9 +82,33 @@ def test_claude_and_gemini_hook_paths_are_light(home, workdir, host, index):
         run_cm(["hook", host, "--home", home], json.dumps(start).encode())
     payload = dict(base, hook_event_name=name, source="startup", prompt="hello", prompt_response="hi",
                    last_assistant_message="hi", trigger="auto", reason="other")
-    modules = _imported(["hook", host, "--home", home], json.dumps(payload).encode())
+    return json.dumps(payload).encode()
+
+
+@pytest.mark.parametrize("host,index", [(h, i) for h in AGENT_EVENTS for i in range(5)])
+def test_claude_and_gemini_hook_paths_are_light(home, workdir, host, index):
+    modules = _imported(["hook", host, "--home", home], _agent_payload(home, workdir, host, index))
     _assert_light(modules, PER_TURN_FORBIDDEN if index else ())
     assert f"cmrunner.hooks.{host}" in modules and "cmrunner.hooks.codex" not in modules
+
+
+@pytest.mark.parametrize("host", ["claude", "gemini"])
+def test_the_pinned_form_loads_no_pattern_engine_per_turn(home, workdir, host):
+    modules = _imported(["hook", host, "--home", home], _agent_payload(home, workdir, host, 1), pinned=True)
+    _assert_light(modules, PER_TURN_FORBIDDEN + PINNED_PER_TURN_FORBIDDEN)
+    assert f"cmrunner.hooks.{host}" in modules and "runpy" in modules  # it really ran as `-m`
+
+
+def test_the_pinned_codex_form_loads_no_pattern_engine_per_turn(home, tmp_path, workdir):
+    transcript = Transcript(str(tmp_path / "t.jsonl"), "s-1")
+    start = event("SessionStart", transcript, workdir, source="startup")
+    subprocess.run([CM, "hook", "codex", "--home", home], input=json.dumps(start).encode(),
+                   env=hook_env(), check=True, capture_output=True)
+    transcript.user_turn("t1", "hello")
+    prompt = event("UserPromptSubmit", transcript, workdir, turn_id="t1", prompt="hello")
+    modules = _imported(["hook", "codex", "--home", home], json.dumps(prompt).encode(), pinned=True)
+    _assert_light(modules, PER_TURN_FORBIDDEN + PINNED_PER_TURN_FORBIDDEN)
+    assert "cmrunner.hooks.codex" in modules and "runpy" in modules
 
 
 def test_claude_rejected_input_path_is_light(home):

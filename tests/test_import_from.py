@@ -227,7 +227,7 @@ def test_confirmation_grants_permission_then_imports_once(home, tmp_path):
 
     again = run_cm(["import", "--from", "codex", "--yes"], env=env)
     out = again.stdout.decode()
-    assert again.returncode == 0 and "0 files to import" in out and out.count(": unchanged, 0 of ") == 2
+    assert again.returncode == 0 and "0 files to import" in out and out.count(": unchanged, nothing to send (") == 2
     assert out.endswith("nothing new to import\n") and len(_imports(paths)) == 2
 
     _write(os.path.join(codex, "MEMORY.md"), "# Memory\n\n- prefers small pull requests\n- uses nushell\n")
@@ -419,7 +419,7 @@ def test_a_folder_claude_code_also_keeps_for_an_unregistered_path_is_not_guessed
     [ambiguous] = [line for line in lines if line.startswith(f"  skipped PROJECT_AMBIGUOUS: {shared}: ")]
     assert f"{other} and {mine.path}" in ambiguous and "--workspace" in ambiguous, out
     [unregistered] = [line for line in lines if line.startswith(f"  skipped NO_PROJECT: {lone}: ")]
-    assert f"`cm project register {infra} <name>`" in unregistered, out
+    assert f"`cm project register {infra} {os.path.basename(infra)} --allow`" in unregistered, out
     assert "claude:auto-memory/" not in out and "-720" not in out
 
     picked = run_cm(["import", "--from", "claude", "--workspace", mine.path, "--dry-run"], env=hook_env(HOME=user))
@@ -474,7 +474,7 @@ def test_the_folders_the_hosts_were_moved_to_are_where_their_memory_is_read(home
     assert "  claude:CLAUDE.md [personal] -> global: new, 1 part," in out, out
     assert f"({os.path.join(claude, 'CLAUDE.md')})" in out
     assert f"  claude:auto-memory/deploy [project fact] -> {project.scope}: new" in out
-    assert f"`cm project register {twin} <name>`" in out
+    assert f"`cm project register {twin} {os.path.basename(twin)} --allow`" in out
     out = run_cm(["import", "--from", "gemini", "--dry-run"], env=env).stdout.decode()
     assert "  gemini:GEMINI.md [personal] -> global: new" in out and gemini_home in out, out
 

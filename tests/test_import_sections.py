@@ -200,7 +200,7 @@ def test_from_a_source_plans_and_sends_only_the_changed_section(home, tmp_path):
         sent = _sent(fm.model_requests()[seen:])
         assert "zellij marker-b-" in sent and "marker-a-" not in sent and "marker-c-" not in sent
         again = _import(["--from", "codex", "--dry-run"], home, user)
-        assert "codex:MEMORY [personal] -> global: unchanged, 0 of " in again
+        assert "codex:MEMORY [personal] -> global: unchanged, nothing to send (" in again
 
 
 def test_sections_of_a_cancelled_part_are_sent_again_once_the_file_changes(home, tmp_path):
@@ -212,7 +212,8 @@ def test_sections_of_a_cancelled_part_are_sent_again_once_the_file_changes(home,
     wait_no_drain(home)
     assert run_cm(["cancel", import_id], env=hook_env(COMMON_MEMORY_HOME=home)).returncode == 0
     again = _import([path, "--no-wait"], home)  # the same text: its outcome is final, nothing is sent
-    assert "unchanged since its last import: nothing queued" in again and "part 1/1: cancelled" in again
+    assert "nothing new queued; its last import had not committed" in again and "part 1/1: cancelled" in again
+    assert "last import: not kept: its part was cancelled or quarantined" in again and "unchanged since" not in again
     _write(path, text.replace("beta", "beta, now gamma"))
     plan = _import([path, "--dry-run"], home)
     assert ("1 of 3 sections (1 edited, 0 added, 2 resent (their earlier part never reached memory), "

@@ -12,6 +12,7 @@ import cmrunner
 from cmrunner.capture import codex_consumer, hook_consumer, pi_inbox
 from cmrunner.core import drainfailures, poison, reasons
 from cmrunner.hooks import runner
+from cmrunner.sync import git as synced_git
 from cmrunner.writer_proc import drain, jobs
 
 PACKAGE = os.path.dirname(cmrunner.__file__)
@@ -33,6 +34,7 @@ SOURCES = [
         "writer.py", "shaping.py", "jobs.py", "tools.py", "reads.py", "contract.py",
         "apply.py", "commit.py", "publish.py", "receipts.py", "port.py")),
     *(f"agentrt/{name}" for name in ("agent.py", "wire.py", "errors_map.py", "netclient.py", "noproxy.py")),
+    "sync/engine.py", "sync/merge.py",
 ]
 
 # Constants in those modules that look like codes but are never recorded as an outcome: names of
@@ -48,6 +50,8 @@ NOT_RECORDED = {
     "DATA_ROOT_NOT_PRIVATE",  # fsutil.data_root_problem: what cm status and cm doctor print, never stored
     # A lost lease is never recorded: the job belongs to whoever holds it now (writer.py).
     "STALE_LEASE",
+    # git's own files of a merge or rebase started by hand (sync/engine.py looks for them).
+    "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD",
 }
 
 # Single-word codes are found where they are raised (``failure("TIMEOUT", ...)``, ``CmError("X", ...)``).
@@ -84,6 +88,7 @@ def recordable_codes() -> set[str]:
     found |= set(jobs.PERMANENT) | set(jobs.NOT_RETRYABLE) | set(jobs.QUARANTINE)
     found |= set(codex_consumer.ISOLATING) | set(pi_inbox.ISOLATING) | set(hook_consumer.ISOLATING)
     found |= {drainfailures.CRASH_CODE, drain.INTERRUPTED_CODE, poison.UNEXPECTED, runner.INTERNAL_CODE}
+    found |= set(synced_git.CODES)  # what a git run of a sync raises (recorded by sync/engine.py:run)
     return found - NOT_RECORDED
 
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
-from tui_support import KEY, configure_model, drive, first_run, open_action, temp_hosts, wait_for
+from tui_support import KEY, configure_model, drive, first_run, flat, open_action, temp_hosts, wait_for
 
-from cmrunner.core import config as config_mod
+from cmrunner.core import config as config_mod, projects
 from cmrunner.core.home import DataPaths
 from cmrunner.manage import memsources, setupstate
 from cmrunner.synthetic import fakemodel
@@ -105,7 +106,9 @@ def test_first_run_shows_the_plan_and_enter_imports_through_the_writer(home, tmp
                  "skipped NO_PROJECT:", "Codex CLI (chosen)", "codex:memory_summary [personal] → global: new, 1 part,",
                  "Gemini CLI (chosen)", "gemini:GEMINI.md [personal] → global: new, 1 part,",
                  "may become: profile (facts about you, never instructions to an agent), preferences",
-                 "To import: 3 files, about", "Permission: document imports are off",
+                 "To import: 3 files, ~", "tokens to process: fixed instructions ~", "+ your text with its framing ~",
+                 f"Sent to: the Memory Agent's model, fake-model at {fake.base_url}.",
+                 "Permission: document imports are off",
                  "Import 3 files and allow document imports", "Skip: import nothing"):
         assert line in plan, (line, plan)
     assert " bytes, ~" in plan and "tokens" in plan
@@ -115,7 +118,8 @@ def test_first_run_shows_the_plan_and_enter_imports_through_the_writer(home, tmp
     assert isinstance(result, str)
     assert "Granted: disclosure.allowedProvenance +document_import" in result
     for label in ("claude:CLAUDE.md", "codex:memory_summary", "gemini:GEMINI.md"):
-        assert f"{label} → global: processed" in result, (label, result)
+        assert f"{label} → global: kept in preferences" in result, (label, result)
+    assert "processed" not in result.split("Result:")[1]
     assert _allowed(home)
     assert posts  # the Memory Agent ran against the fake model
     kept = open(DataPaths(config_mod.load(home).data_root).document("preferences"), encoding="utf-8").read()
@@ -173,24 +177,93 @@ def test_nothing_found_says_so_and_the_first_run_goes_on(home, tmp_path, monkeyp
     assert json.load(open(os.path.join(home, "integrations.json")))
 
 
-def test_a_failed_import_shows_each_files_code_and_what_to_do(home, tmp_path, monkeypatch):
+def _words(screen: object) -> str:
+    """Every word the import screen holds in its plan, total and result widgets, scrolled into view
+    or not (``flat``)."""
+    found = [str(w.render()) for w in screen.query("#plan, #total, #progress")  # type: ignore[attr-defined]
+             if w.display]
+    return flat(" ".join(found))
+
+
+async def _settled(pilot: object, needle: str, timeout: float = 120) -> str:
+    """Wait until the import screen's words hold ``needle``; returns them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        await pilot.pause(0.05)  # type: ignore[attr-defined]
+        words = _words(pilot.app.screen)  # type: ignore[attr-defined]
+        if needle in words:
+            return words
+        assert time.monotonic() < deadline, f"waited {timeout} s for {needle!r}; the screen holds:\n{words}"
+
+
+def test_a_failed_import_says_failed_with_its_retry_and_plans_again_at_80x24(home, tmp_path, monkeypatch):
     user = _agents_memory(str(tmp_path))
     monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codexhome"))
+    seen: dict[str, str] = {}
     with fakemodel.running(str(tmp_path / "fake"), {"replies": [], "default": {"error": {"status": 401}}}) as fake:
         configure_model(home, fake.base_url)
         setupstate.finish(home)
 
         async def then(pilot):
-            await wait_for(pilot, _plan_shown, timeout=60)
+            await wait_for(pilot, "Import 3 files", timeout=60)
             await pilot.press("enter")
-            text = await wait_for(pilot, lambda t: "Result:" in t and "Enter continue" in t and "gemini:GEMINI.md →" in
-                                  t.split("Result:")[1], timeout=120)
-            result = text.split("Result:")[1]
-            for label in ("claude:CLAUDE.md", "codex:memory_summary", "gemini:GEMINI.md"):
-                assert f"{label} → global: dead (AUTHENTICATION; see `cm status`, then `cm retry " in result, result
-            assert KEY not in text and "Lisbon" not in text and "ferrous." not in text
+            seen["result"] = await _settled(pilot, "gemini:GEMINI.md → global:")
+            seen["result_screen"] = await wait_for(pilot, "Enter continue")
             await pilot.press("enter")
             await wait_for(pilot, "Model & Configuration")
+            # planned again: each file is failed with its retry, and is to import again (never "unchanged")
+            await open_action("import", lambda p: wait_for(p, "Import 3 files", timeout=60))(pilot)
+            seen["again"] = _words(pilot.app.screen)
+            await pilot.press("escape")
 
-        drive(CmApp(home, discover=temp_hosts(str(tmp_path)), user_home=user), open_action("import", then))
+        drive(CmApp(home, discover=temp_hosts(str(tmp_path)), user_home=user), open_action("import", then),
+              size=(80, 24))
+    result = seen["result"].split("Result:")[1]
+    for label in ("claude:CLAUDE.md", "codex:memory_summary", "gemini:GEMINI.md"):
+        assert f"{label} → global: failed — run `cm retry " in result, result
+    assert result.count("(AUTHENTICATION); see `cm status` (1 of 1 part)") == 3, result
+    assert "processed" not in result and "dead" not in result
+    assert "→ global: failed — run `cm retry " in seen["result_screen"]  # in view at 80×24, not below the fold
+    assert KEY not in seen["result"] and "Lisbon" not in seen["result"] and "ferrous." not in seen["result"]
     assert _allowed(home)  # the user chose Import: the grant stays, the parts wait for `cm retry`
+    again = seen["again"]
+    for label in ("claude:CLAUDE.md", "codex:memory_summary", "gemini:GEMINI.md"):
+        assert f"{label} [personal] → global: failed — run `cm retry " in again, (label, again)
+    assert again.count("(AUTHENTICATION); importing again retries it, 1 part to retry, ~") == 3, again
+    assert "unchanged" not in again and "To import: 3 files, ~" in again
+    assert "tokens to process: fixed instructions ~" in again and "+ your text with its framing ~" in again
+    assert f"Sent to: the Memory Agent's model, fake-model at {fake.base_url}." in again
+
+
+def test_started_inside_an_unregistered_project_one_choice_registers_and_allows_it_at_80x24(home, tmp_path,
+                                                                                          monkeypatch):
+    user = _agents_memory(str(tmp_path))
+    folder = os.path.join(str(tmp_path), "ferrous")
+    os.makedirs(folder)
+    memory = os.path.join(user, ".claude", "projects", memsources.claude_project_dir(folder), "memory")
+    _write(os.path.join(memory, "project_deploy.md"), "---\nname: deploy\ntype: project\n---\nReleases on Thursdays.\n")
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codexhome"))
+    monkeypatch.chdir(folder)
+    seen: dict[str, str] = {}
+    configure_model(home, "http://127.0.0.1:9/v1")  # planning only: nothing is sent
+    setupstate.finish(home)
+
+    async def then(pilot):
+        seen["before"] = await wait_for(pilot, "Register this folder (ferrous) as a project and allow its memory",
+                                        timeout=60)
+        seen["plan_before"] = _words(pilot.app.screen)
+        menu = pilot.app.screen.query_one("#choice")
+        menu.highlighted = [o.id for o in menu._options].index("register")
+        await pilot.press("enter")
+        seen["after"] = await _settled(pilot, "claude:auto-memory/deploy [project fact] → project:", timeout=60)
+        await pilot.press("escape")
+
+    drive(CmApp(home, discover=temp_hosts(str(tmp_path)), user_home=user), open_action("import", then),
+          size=(80, 24))
+    assert "skipped NO_PROJECT: ~/.claude/projects/" in seen["plan_before"]
+    assert f"`cm project register {folder} ferrous --allow`" in seen["plan_before"]
+    [project] = [p for p in projects.load(DataPaths(config_mod.load(home).data_root)) if p.path == folder]
+    data = config_mod.load(home).data
+    assert project.scope in data["disclosure"]["allowedScopes"] and project.scope in data["writableScopes"]
+    assert f"claude:auto-memory/deploy [project fact] → {project.scope}: new, 1 part" in seen["after"]
+    assert "NO_PROJECT: ~/.claude/projects/" + memsources.claude_project_dir(folder) not in seen["after"]

@@ -36,6 +36,11 @@ def _fake_claude(folder, runs, answer: str = ANSWER, status: int = 0) -> str:
     return path
 
 
+def _unframed(text: str) -> str:
+    """The flat screen text with the menu's frame at each wrapped line taken out."""
+    return text.replace(" ▎ ▊ ", " ")
+
+
 def _argvs(runs) -> list[list[str]]:
     return [open(os.path.join(runs, name)).read().splitlines() for name in sorted(os.listdir(runs))
             if name.startswith("argv.")]
@@ -56,7 +61,8 @@ def test_a_found_claude_is_offered_and_choosing_it_saves_the_agent_cli_without_a
         text = await wait_for(pilot, "1/4 Provider")
         assert "Use Claude Code" in text and "you already have (no API key)" in text
         assert "Use Codex" not in text and "Use Gemini" not in text
-        assert "Not found on PATH: Codex CLI, Gemini CLI" in text
+        assert ("Not found on PATH: Codex CLI (npm install -g @openai/codex), Gemini CLI (npm install -g "
+                "@google/gemini-cli)") in _unframed(text)
         await wait_for(pilot, "Use Claude Code 2.1.328 you already have")  # asked in the background
         await pilot.press("enter")  # the offer is listed first
         text = await wait_for(pilot, "Choose the agents cm should connect to", timeout=60)  # the next step
@@ -81,7 +87,7 @@ def test_no_agent_cli_on_path_is_not_offered(home, tmp_path):
         text = await wait_for(pilot, "1/4 Provider")
         assert "you already have" not in text
         # Claude Code's configuration folder alone runs nothing: it is named with how to install it.
-        assert "Not found on PATH: Claude Code, Codex CLI, Gemini CLI" in text
+        assert "Not found on PATH: Claude Code (npm install -g @anthropic-ai/claude-code), Codex CLI" in _unframed(text)
         await pilot.press("enter")  # the first choice is the first API-key preset
         await wait_for(pilot, "2/4 Base URL")
         await pilot.press("escape")

@@ -19,6 +19,8 @@ Contract:
   ``CmError`` is re-raised as ``CmError("DRAIN_CRASHED")``, so ``cm flush`` prints one line and
   never a traceback. A drain that later ends with nothing runnable or waiting marks earlier
   failures resolved.
+- When memory sync is set up, a drain that published starts a detached ``cm sync --auto`` on its
+  way out (``start_sync``): never waited for, never on a hook path.
 - While it holds the lease it writes the rotating drain log (``drainlog``): stages, job ids, codes
   and timings only.
 """
@@ -28,11 +30,12 @@ from __future__ import annotations
 import os
 import signal
 import sqlite3
+import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from cmrunner.core import config as config_mod, drainfailures, drainlease, identity, store
+from cmrunner.core import config as config_mod, drainfailures, drainlease, identity, records, store, syncstate
 from cmrunner.core.errors import CmError, InputError
 from cmrunner.core.home import DataPaths, resolve_home
 from cmrunner.secrets import safety, withhold
@@ -45,6 +48,7 @@ if TYPE_CHECKING:
 # How long an idle drain waits for more work before it gives the lease up: a burst of host events
 # usually follows the first one. Not a user setting; tests replace it (tests/support/seams.py).
 LINGER_MS = 1000
+SYNC_RETRY_MS = 300_000  # a failed sync is tried again by the first drain after this, commit or not
 POLL_SECONDS = 0.1
 INTERRUPTED_CODE = "DRAIN_INTERRUPTED"
 log = drainlog.get("drain")
@@ -298,9 +302,37 @@ def _request_recovery(cfg: config_mod.Config, recovery_id: str | None, code: str
         conn.close()
 
 
+def start_sync(paths: DataPaths, home: str, committed: list[str]) -> bool:
+    """Memory sync (issue 34), never in the way: when sync is set up and this drain published, or
+    the last sync failed more than ``SYNC_RETRY_MS`` ago, start a detached ``cm sync --auto`` that
+    commits the memory to git (its message names the receipts) and syncs under its own deadlines,
+    also when a user's commit (undo, restore, purge, fix) came after the last sync,
+    recording its outcome for ``cm status``. The drain never waits for it; hooks never get here."""
+    state = syncstate.read(paths)
+    if state is None:
+        return False
+    last = state.get("last") or {}
+    retry = last.get("outcome") == "failed" and int(time.time() * 1000) - int(last.get("at") or 0) > SYNC_RETRY_MS
+    if not committed and not retry:
+        # A user's commit (undo, restore, forget's purge, fix) since the last sync goes out too.
+        conn = store.open_existing(paths)
+        if conn is None:
+            return False
+        try:
+            newest = records.latest_commit_at(conn)
+        finally:
+            conn.close()
+        if newest is None or newest <= int(last.get("at") or 0):
+            return False
+    argv = [sys.executable, "-I", "-m", "cmrunner", "sync", "--auto", "--home", home]
+    if committed:
+        argv[-2:-2] = ["--receipts", ",".join(committed)]
+    drainlease.spawn_detached(argv)
+    return True
+
+
 def main(argv: list[str]) -> int:
     """Entry for ``cm session-drain …`` (argv excludes ``cm session-drain``)."""
-    import sys
 
     home_arg: str | None = None
     recover_id: str | None = None
@@ -333,8 +365,18 @@ def main(argv: list[str]) -> int:
         # The read path consults these deep-scan findings: hand edits since the last drain at
         # start, this drain's commits at the end.
         withhold.refresh(paths)
-        run(paths, lambda: consumers(paths, cfg), lambda: stopping["flag"], _linger_ms(), close=False)
+        committed: list[str] = []
+
+        def work() -> list[Consumer]:
+            found = consumers(paths, cfg)
+            for consumer in found:
+                if isinstance(consumer, WriterConsumer):
+                    consumer.on_outcome = lambda o: committed.append(o.job_id) if o.state == "committed" else None
+            return found
+
+        run(paths, work, lambda: stopping["flag"], _linger_ms(), close=False)
         withhold.refresh(paths)
+        start_sync(paths, home, committed)
         # Exit without interpreter teardown: the lease is already released and every write is
         # committed, so the only thing teardown would add is a window with two drains alive.
         os._exit(0)

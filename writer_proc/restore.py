@@ -5,7 +5,9 @@ commit through the Writer's path (``usercommit``), recorded as the user's ``rest
 commit marks the trash entry restored (``history.settle``), so it is injected again from the next
 session on. Fails closed, publishing nothing: ``UNKNOWN_TRASH_ID``, ``ALREADY_RESTORED``,
 ``VERSION_PURGED`` (its retention ended or it was purged), ``SECTION_EXISTS`` (a section with
-that title was created again meanwhile: rename or remove it first).
+that title was created again meanwhile: rename or remove it first). A section a sync conflict
+put in the trash (its removal's kind is ``sync_conflict``: the other machine's text was kept in
+its place) comes back in place of that text, which stays in history.
 """
 
 from __future__ import annotations
@@ -37,7 +39,12 @@ def run(paths: DataPaths, home: str, trash_id: str) -> Restored:
         if entry.state == "purged" or before is None or before.text is None:
             raise CmError("VERSION_PURGED", f"the text of {trash_id} was purged; it cannot come back")
         doc = commit.read_document(paths, entry.target)
-        if doc.by_title(before.title) is not None:
+        current = doc.by_title(before.title)
+        if current is not None and removing is not None and removing.kind == history.SYNC_CONFLICT:
+            swapped = sections.put_section_text(doc, current.ref, before.title, before.text)
+            receipt_id = usercommit.commit_change(session, {entry.target: doc}, {entry.target: swapped}, "restore")
+            return Restored(receipt_id, entry.target, before.title)
+        if current is not None:
             raise CmError("SECTION_EXISTS", f"{entry.target} has a section with that title again; rename or remove it, "
                                             f"then run `cm restore {trash_id}` again")
         restored = sections.put_section_text(doc, None, before.title, before.text)

@@ -6,7 +6,7 @@ Contract:
   interrupted (``commit.recover`` under the repository lock), and at the end releases the lease
   and starts a drain in the same transaction, so nothing a capture admitted meanwhile waits.
 - ``commit_change`` publishes the changed documents with a receipt of their own (job id
-  ``user-<hex>``, decision kind ``undo`` / ``restore`` / ``purge``, no observations, no model) by
+  ``user-<hex>``, decision kind ``undo`` / ``restore`` / ``purge`` / ``sync``, no observations, no model) by
   ``commit.commit``: repository lock → transaction → lease fence → CAS → publish → database side.
   Its history versions are the user's, staged before publishing like a Memory Agent commit's.
 - No model is ever called; nothing is published unless the whole change succeeds.
@@ -72,8 +72,11 @@ def exclusive(paths: DataPaths, home: str) -> Iterator[Session]:
 
 
 def commit_change(session: Session, snapshot: dict[str, Document], changed: dict[str, Document],
-                  kind: str) -> str:
-    """Publish ``changed`` (documents read into ``snapshot``) as the user's ``kind``; returns the receipt id."""
+                  kind: str, who: history.Provenance | None = None, trashed: frozenset[str] = frozenset()) -> str:
+    """Publish ``changed`` (documents read into ``snapshot``) as the user's ``kind``; returns the receipt id.
+
+    ``who`` names the change's origin in history (a sync: the device it came from); ``trashed`` the
+    section keys whose replaced text goes to the trash (``history.stage``)."""
     job_id = RECEIPT_PREFIX + uuid.uuid4().hex
     now = now_ms()
     receipt = {
@@ -84,7 +87,8 @@ def commit_change(session: Session, snapshot: dict[str, Document], changed: dict
         "watermarks": [],
     }
     with store.immediate(session.conn):
-        history.stage(session.conn, job_id, snapshot, changed, {}, history.Provenance(history.USER), now, kind=kind)
+        history.stage(session.conn, job_id, snapshot, changed, {}, who or history.Provenance(history.USER), now,
+                      kind=kind, trashed=trashed)
     commit.commit(session.paths, session.conn, job_id, lambda: drainlease.assert_held(session.conn, session.me),
                   snapshot, changed, receipt, now_ms)
     return job_id

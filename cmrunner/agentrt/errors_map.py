@@ -16,7 +16,11 @@ Contract (reference-facts 4.5 and the diagnostic vocabulary of 3.5):
 - ``too_large()`` and ``too_deep()`` are the failures of a provider that exceeds ``limits``.
 - ``from_transport(exc, via_proxy, after_headers)`` walks the exception's cause chain (at most 8
   links) for the allowlisted causes: proxy status, certificate verification, refused connection,
-  DNS, timeouts; everything else is ``network_error``. Proxy authentication and TLS verification
+  DNS, timeouts; everything else is ``network_error``. A connection the model's own host refused
+  (no proxy between) is ``MODEL_UNREACHABLE`` (reason ``connection_refused``, retryable): nothing
+  listens at the base URL, typically a local model server that is not running; the same code the
+  endpoint check gives before saving (``manage/providers.py``). Where it is shown, the URL comes
+  from the configuration (``reasons.provider_fix``), never from this error. Proxy authentication and TLS verification
   are not retryable; a proxy answering < 500 is not either.
 """
 
@@ -41,6 +45,8 @@ _MESSAGES = {
                      "then `cm retry` the job",
     "RATE_LIMITED": "the provider is rate limiting; the job will be retried after a backoff",
     "UNAVAILABLE": "the provider or the network route is unavailable; the job will be retried, see `cm status`",
+    "MODEL_UNREACHABLE": "nothing answered at the model's base URL; start the model server or fix remote.baseUrl, "
+                         "see `cm status`",
     "TIMEOUT": "the model request timed out; the job will be retried, see `cm status`",
     "INVALID_RESPONSE": "the provider's reply could not be used; see the job's diagnostic in `cm status`",
     "MODEL_REFUSAL": "the model refused the maintenance task; the batch stays recoverable with `cm retry`",
@@ -207,7 +213,9 @@ def from_transport(exc: BaseException, via_proxy: bool, after_headers: bool = Fa
     if any(isinstance(link, socket.gaierror) for link in chain):
         return failure("UNAVAILABLE", "network", "proxy_dns_error" if via_proxy else "dns_error", True)
     if any(isinstance(link, ConnectionRefusedError) for link in chain):
-        return failure("UNAVAILABLE", "network", "proxy_unavailable" if via_proxy else "connection_refused", True)
+        if via_proxy:
+            return failure("UNAVAILABLE", "network", "proxy_unavailable", True)
+        return failure("MODEL_UNREACHABLE", "network", "connection_refused", True)
     if after_headers:
         return failure("UNAVAILABLE", stage, "stream_interrupted", True)
     if via_proxy and "ConnectError" in names:

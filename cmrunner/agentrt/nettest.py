@@ -74,7 +74,8 @@ def run(cfg: config_mod.Config, **timeouts: float) -> dict:
         report["outcome"] = {"ok": True, "elapsedMs": int((time.monotonic() - started) * 1000), "usage": turn.usage}
     except AgentError as exc:
         report["outcome"] = {"ok": False, "code": exc.code, **exc.diagnostic,
-                             "remedy": reasons.provider_fix(exc.code, exc.diagnostic) or _table_fix(exc.code)}
+                             "remedy": reasons.provider_fix(exc.code, exc.diagnostic, remote["baseUrl"])
+                             or _table_fix(exc.code)}
     finally:
         client.close()
         conn.close()

@@ -482,6 +482,20 @@ def with_lost_parts(conn: sqlite3.Connection, namespaces: list[str]) -> set[str]
         " AND state IN ('cancelled', 'quarantined')", (json.dumps(namespaces),))}
 
 
+def waiting_imports(conn: sqlite3.Connection) -> int:
+    """Import parts queued and not yet processed (``cm status``: what a reached spend cap holds back)."""
+    return int(conn.execute("SELECT COUNT(*) FROM observations WHERE source = 'document_import'"
+                            " AND state IN ('buffered', 'pending', 'claimed')").fetchone()[0])
+
+
+def parts_in(conn: sqlite3.Connection, namespaces: list[str]) -> list[tuple[int, str, str | None, str | None]]:
+    """(id, state, job id, issue) of every observation in ``namespaces``, in order (``cm import``'s
+    plan: only a ``processed`` part committed what it carried)."""
+    return conn.execute(
+        "SELECT id, state, job_id, issue FROM observations WHERE namespace IN (SELECT value FROM json_each(?))"
+        " ORDER BY id", (json.dumps(namespaces),)).fetchall()
+
+
 def of_job(conn: sqlite3.Connection, job_id: str) -> list[tuple[int, str]]:
     """(id, state) of a job's observations."""
     return conn.execute("SELECT id, state FROM observations WHERE job_id = ? ORDER BY id", (job_id,)).fetchall()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -83,7 +84,7 @@ def import_command(ctx: click.Context, file: str | None, source: str | None, wor
                    label: str | None, no_wait: bool, dry_run: bool, yes: bool) -> None:
     """Import one Markdown file, or an agent's memory files (--from), through the Writer; exit 1
     unless every part was processed."""
-    from cmrunner.manage import importer, importplan
+    from cmrunner.manage import importer, importplan, memimport
 
     if source is not None and file is None:
         _import_from(ctx, source, workspace, no_wait, dry_run, yes)
@@ -92,20 +93,31 @@ def import_command(ctx: click.Context, file: str | None, source: str | None, wor
         raise CmError("INVALID_ARGUMENTS", "give either FILE or --from claude|codex|gemini|project")
     planned = importer.plan(_home(ctx), file, workspace, author, label)
     plan = planned.plan
-    daily = planned.cfg.spend["tokensPerDay"]
-    echo(f"plan: {plan.count} part{'s' if plan.count != 1 else ''}, {plan.file_bytes:,} bytes "
-         f"({plan.wire_bytes:,} as read by the Memory Agent), about {plan.tokens:,} tokens to process "
-         f"(estimate, {plan.token_method})"
-         + (f"; more than the daily cap of {daily:,} tokens: it spreads over several days" if daily and
-            plan.tokens > daily else ""))
+    sending = f"{plan.count} part{'s' if plan.count != 1 else ''}, {plan.file_bytes:,} bytes " \
+              f"({plan.wire_bytes:,} as read by the Memory Agent)" if plan.count else \
+        f"nothing new to send, {plan.file_bytes:,} bytes in the file"
+    if plan.retry_parts:
+        sending += f"; {plan.retry_parts} failed part{'s' if plan.retry_parts != 1 else ''} to retry " \
+                   f"({plan.retry_bytes:,} bytes as read)"
+    echo(f"plan: {sending}; {importplan.estimate_words(plan.tokens, plan.fixed_tokens)} "
+         f"(estimate, {plan.token_method})")
+    if plan.tokens:
+        echo(f"caps: {importplan.cap_words(plan.count + plan.retry_parts, plan.tokens, planned.cfg.spend)}")
+        echo(f"sent to: {memimport.destination(planned.cfg)}")
     if plan.delta is not None:
         delta = plan.delta
-        echo(f"changes since this file's last import: {delta.edited + delta.added} of {delta.total} sections "
-             f"({delta.edited} edited, {delta.added} added, "
-             + (f"{delta.resent} resent (their earlier part never reached memory), " if delta.resent else "")
-             + f"{delta.unchanged} unchanged); "
-             f"{plan.sent_bytes:,} bytes to send"
-             + (f"; {len(delta.removed)} removed from the file: nothing is forgotten" if delta.removed else ""))
+        if delta.changes or plan.carried.committed:
+            echo(f"changes since this file's last import: {delta.edited + delta.added} of {delta.total} sections "
+                 f"({delta.edited} edited, {delta.added} added, "
+                 + (f"{delta.resent} resent (their earlier part never reached memory), " if delta.resent else "")
+                 + f"{delta.unchanged} unchanged); "
+                 f"{plan.sent_bytes:,} bytes to send"
+                 + (f"; {len(delta.removed)} removed from the file: nothing is forgotten" if delta.removed else ""))
+        else:
+            echo(f"no section changed since this file's last import ({delta.total} sections)"
+                 + (f"; {len(delta.removed)} removed from the file: nothing is forgotten" if delta.removed else ""))
+        if not plan.carried.committed:
+            echo(f"last import: {memimport.last_import(plan.carried)}")
     if dry_run:
         echo("dry run: nothing was queued")
         return
@@ -113,7 +125,10 @@ def import_command(ctx: click.Context, file: str | None, source: str | None, wor
         confirm("Queue it?", f"this import is estimated above {importplan.CONFIRM_TOKENS:,} tokens (see --dry-run)")
     report = importer.run(_home(ctx), planned, not no_wait, echo_outcome)
     echo(f"import {report.import_id} into {report.scope}: "
-         + ("unchanged since its last import: nothing queued" if plan.count == 0 else
+         + (f"retried {plan.retry_parts} failed part{'s' if plan.retry_parts != 1 else ''}" + (
+             ", queued the changed sections" if plan.count else "") if plan.retries else
+            "unchanged since its last import: nothing queued" if plan.committed else
+            "nothing new queued; its last import had not committed (see its parts)" if plan.count == 0 else
             "duplicate of an earlier import (its metadata is kept)" if report.duplicate else "queued"))
     listed = report.parts if len(report.parts) <= PARTS_LISTED else \
         [p for p in report.parts if p["state"] in ("dead", "quarantined")][:PARTS_LISTED]
@@ -137,21 +152,28 @@ def import_command(ctx: click.Context, file: str | None, source: str | None, wor
 
 def _import_from(ctx: click.Context, source: str, workspace: str | None, no_wait: bool, dry_run: bool,
                  yes: bool) -> None:
-    from cmrunner.manage import memimport
+    from cmrunner.manage import importplan, memimport
 
     home = _home(ctx)
-    found = memimport.plan(home, source, workspace)
+    found = memimport.plan(home, source, workspace, cwd=os.getcwd())
     if not found.files and not found.skipped:
         echo(f"nothing found: no {source} memory files on this machine")
         return
     echo(f"plan for {source}: {len(found.new)} file{'s' if len(found.new) != 1 else ''} to import, "
-         f"about {found.tokens:,} tokens to process (estimate)")
+         f"{importplan.estimate_words(found.tokens, found.fixed_tokens)} (estimate)")
+    if found.tokens:
+        echo(f"caps: {importplan.cap_words(found.parts, found.tokens, found.cfg.spend)}")
+        echo(f"sent to: {memimport.destination(found.cfg)}")
     for f in found.files:
         p = f.plan
-        parts = "" if f.imported else f", {p.count} part{'s' if p.count != 1 else ''}"
-        sent, tokens = (0, 0) if f.imported else (p.sent_bytes, p.tokens)
-        echo(f"  {f.found.label} [{f.kind_label}] -> {p.scope}: {f.status}{parts}, {sent:,} of {p.file_bytes:,} "
-             f"bytes to send, ~{tokens:,} tokens ({f.found.path})")
+        if f.imported or p.count == 0:
+            sending = ", nothing to send" if f.imported else f", {p.retry_parts} part{'s' if p.retry_parts != 1 else ''} to retry, " \
+                                            f"~{p.tokens:,} tokens"
+            echo(f"  {f.found.label} [{f.kind_label}] -> {p.scope}: {f.status}{sending} ({f.found.path})")
+        else:
+            echo(f"  {f.found.label} [{f.kind_label}] -> {p.scope}: {f.status}, {p.count} part"
+                 f"{'s' if p.count != 1 else ''}, {p.sent_bytes:,} of {p.file_bytes:,} bytes to send, "
+                 f"~{p.tokens:,} tokens ({f.found.path})")
         if not f.imported:
             instructions = f.instruction_lines
             note = f"; {instructions} line{'s' if instructions != 1 else ''} read as instructions to an agent " \
@@ -176,8 +198,7 @@ def _import_from(ctx: click.Context, source: str, workspace: str | None, no_wait
         echo("granted: disclosure.allowedProvenance +document_import")
     reports = memimport.run(home, found, not no_wait, echo_outcome)
     for f, report in zip(found.new, reports, strict=True):
-        states = sorted({p["state"] for p in report.parts})
-        echo(f"{f.found.label} -> {report.scope}: {', '.join(states)}")
+        echo(f"{f.found.label} -> {report.scope}: {memimport.outcome(report)}")
     if reports and reports[0].note:
         echo(reports[0].note, err=True)
     complete = all(r.complete for r in reports)

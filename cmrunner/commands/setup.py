@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from cmrunner.commands.base import _home, cli, echo
+from cmrunner.commands.base import _home, cli, echo, is_terminal
 from cmrunner.core import config as config_mod, projects
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
@@ -86,6 +86,8 @@ def _print_status(report: dict) -> None:
         echo(line)
     if report.get("history"):
         echo(f"history:     {status_mod.history_line(report['history'])}")
+    if report.get("sync"):
+        echo(f"sync:        {status_mod.sync_line(report['sync'])}")
     drain = report["drain"]
     running = f"running (pid {drain['pid']})" if drain["alive"] else "not running"
     echo(f"drain:       {running}")
@@ -247,18 +249,33 @@ _HOW = {
 @click.option("--id", "project_id", default=None, metavar="ID",
               help="Join a project that is registered or known here (see `cm project list`) instead of "
                    "deriving the id from the repository.")
+@click.option("--allow", "allow_access", is_flag=True,
+              help="Also let cm read and write its memory (its scope in disclosure.allowedScopes and "
+                   "writableScopes) without asking.")
 @click.pass_context
-def project_register(ctx: click.Context, path: str, name: str, project_id: str | None) -> None:
-    """Register PATH (absolute) as a project called NAME.
+def project_register(ctx: click.Context, path: str, name: str, project_id: str | None, allow_access: bool) -> None:
+    """Register PATH (absolute) as a project called NAME; in a terminal, offer to allow its memory in the same step.
 
     The id comes from the git remote of PATH's repository, so the same repository gets the same id,
     and shares one memory, on every machine; without a remote it is generated."""
-    done = projects.register_here(_paths(ctx), path, name, project_id)
+    from cmrunner.manage import projectaccess
+
+    home = _home(ctx)
+    done = projectaccess.register(home, path, name, allow_access, project_id)
     found = done.project
-    echo(f"registered {found.id} -> {found.path}")
-    echo(_HOW[done.how].format(id=found.id, why=done.why))
-    echo(f"it grants nothing yet: to use it, `cm config set disclosure.allowedScopes +project:{found.id}` and "
-         f"`cm config set writableScopes +project:{found.id}`")
+    if done.new:
+        echo(f"registered {found.id} -> {found.path}")
+        echo(_HOW[done.how].format(id=found.id, why=done.why))
+    else:
+        echo(f"{found.path} is registered already as {found.id}")
+    if done.missing and sys.stdin is not None and sys.stdin.isatty() and is_terminal(err=True) and \
+            click.confirm(f"Allow cm to read and write this project's memory ({' and '.join(done.missing)} "
+                          f"+{found.scope})?", default=True, err=True):
+        done = projectaccess.Registered(found, done.new, projectaccess.allow(home, found), [])
+    if done.granted:
+        echo(f"allowed: {' and '.join(done.granted)} +{found.scope} (saved in config.json)")
+    if done.missing:
+        echo(f"it grants nothing yet: to use it, `{projectaccess.remedy(found.path, found.name)}`")
 
 
 @project.command("list")

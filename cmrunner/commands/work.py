@@ -29,6 +29,9 @@ def flush(ctx: click.Context) -> None:
     if report.open_turns:
         turns = "1 turn waits" if report.open_turns == 1 else f"{report.open_turns} turns wait"
         echo(f"{turns} in open sessions (sealed after ten settled interactions or when the session ends)")
+    from cmrunner.commands import sync as sync_command
+
+    sync_command.after_flush(_home(ctx), [o.job_id for o in report.outcomes if o.state == "committed"])
     if report.cap is not None:
         raise report.cap.error()
     if not report.complete:

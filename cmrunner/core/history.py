@@ -43,6 +43,8 @@ AGENT = "memory_agent"
 USER = "user"
 USER_KINDS = ("baseline", "hand_edit")
 RESTORING_KINDS = ("undo", "restore")  # a section they bring back leaves the trash
+SYNC_CONFLICT = "sync_conflict"  # a removal that keeps this machine's text when a sync kept the remote's
+TRASHING_KINDS = ("remove", SYNC_CONFLICT, "sync")  # a removal of these kinds puts the text in the trash
 
 
 class Change(NamedTuple):
@@ -186,20 +188,27 @@ def _user_edits(conn: sqlite3.Connection, doc: Document) -> list[Change]:
 
 
 def stage(conn: sqlite3.Connection, job_id: str, befores: Mapping[str, Document], afters: Mapping[str, Document],
-          decisions: Mapping[str, str], who: Provenance, at: int, kind: str | None = None) -> int:
+          decisions: Mapping[str, str], who: Provenance, at: int, kind: str | None = None,
+          trashed: frozenset[str] = frozenset()) -> int:
     """Write what the commit of ``job_id`` will add to history, before it publishes; returns rows.
 
     ``befores`` is the snapshot the commit's CAS holds each live file to; ``decisions`` maps a
     section key to the decision kind that changed it; ``kind`` names the commit's own changes
-    (``undo``, ``restore``) instead of put/replace/remove. The caller holds the drain lease, and
+    (``undo``, ``restore``, ``sync``) instead of put/replace/remove; a section whose key is in
+    ``trashed`` and that the commit replaces is first removed as a ``sync_conflict`` (its text goes
+    to the trash, restorable), then put anew. The caller holds the drain lease, and
     recovery has replayed every marked commit before an attempt starts, so no other commit's
     staged rows can still settle: they are deleted."""
     conn.execute("DELETE FROM section_changes_pending")
     rows: list[tuple[Change, str, str | None]] = []
     for target in sorted(afters):
         rows += [(change, USER, None) for change in _user_edits(conn, befores[target])]
-        rows += [(change._replace(kind=kind) if kind else change, who.author, decisions.get(change.key))
-                 for change in diff_documents(befores[target], afters[target])]
+        for change in diff_documents(befores[target], afters[target]):
+            if change.key in trashed and change.before is not None and change.after is not None:
+                rows.append((change._replace(after=None, kind=SYNC_CONFLICT), who.author, "sync conflict"))
+                rows.append((change._replace(before=None, kind=kind or "put"), who.author, None))
+            else:
+                rows.append((change._replace(kind=kind) if kind else change, who.author, decisions.get(change.key)))
     conn.executemany(
         "INSERT INTO section_changes_pending(job_id, seq, target, section_key, title, text, kind, author, decision, "
         "client, session_id, model, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -232,7 +241,7 @@ def settle(conn: sqlite3.Connection, job_id: str, at: int) -> list[int]:
         assert cursor.lastrowid is not None
         version_id = cursor.lastrowid
         heads[key] = (version_id, number)
-        if kind == "remove":
+        if text is None and kind in TRASHING_KINDS:
             trash_put(conn, version_id, target, key, at)
         elif text is not None and kind in RESTORING_KINDS:
             conn.execute("UPDATE trash SET state = 'restored' WHERE section_key = ? AND state = 'trashed'", (key,))

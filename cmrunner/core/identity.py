@@ -18,20 +18,38 @@ Stdlib only on Linux (hook path); psutil is imported only where ``/proc`` is mis
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 
 from cmrunner.core.errors import CmError
 
 HOST_INSTANCE_ENV = "COMMON_MEMORY_HOST_INSTANCE"
-_HOST_INSTANCE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._-]{0,199}$")
+# An explicit instance: an ASCII letter or digit, then up to 199 of those or ``:._-``. Checked with
+# sets, not ``re``: loading ``re`` (and ``enum``) is most of what a hook would import beyond the floor.
+_ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+_HOST_INSTANCE_CHARS = _ALNUM | frozenset(":._-")
+_HOST_INSTANCE_MAX = 200
 _BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 _MAX_ANCESTORS = 32
-# What ``boot_id`` returns: the kernel's random UUID, or psutil's boot time where /proc is missing.
-_BOOT_RE = re.compile(r"^(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|boot-\d+)$")
+_HEX = frozenset("0123456789abcdef")
+_DIGITS = frozenset("0123456789")
+_UUID_DASHES = (8, 13, 18, 23)
 # What stands between a host and its hook command: shells and wrappers, never the host itself.
 WRAPPERS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "busybox", "env", "timeout", "nice",
                       "nohup", "setsid", "stdbuf", "time"})
+
+
+def _is_host_instance(text: str) -> bool:
+    """Whether ``text`` may name a host instance (the whole string; no trailing newline)."""
+    return (0 < len(text) <= _HOST_INSTANCE_MAX and text[0] in _ALNUM
+            and _HOST_INSTANCE_CHARS.issuperset(text))
+
+
+def _is_boot_id(text: str) -> bool:
+    """Whether ``text`` is what ``boot_id`` returns: a lower-case UUID, or ``boot-<digits>``."""
+    if text.startswith("boot-"):
+        return len(text) > 5 and _DIGITS.issuperset(text[5:])
+    return (len(text) == 36 and all(text[i] == "-" for i in _UUID_DASHES)
+            and _HEX.issuperset(text.replace("-", "")) and text.count("-") == 4)
 
 
 class Identity:
@@ -153,7 +171,7 @@ def _exe_name(pid: int) -> str | None:
 
 def _explicit_instance(environ: dict[str, str] | os._Environ[str]) -> str | None:
     explicit = environ.get(HOST_INSTANCE_ENV)
-    if explicit is not None and not _HOST_INSTANCE_RE.match(explicit):
+    if explicit is not None and not _is_host_instance(explicit):
         raise CmError(
             "INVALID_HOST_INSTANCE",
             f"{HOST_INSTANCE_ENV} must be 1-200 characters of letters, digits and :._-; fix the bridge",
@@ -216,6 +234,6 @@ def launcher_instance(host: str) -> str:
 def parse_key(key: str) -> Identity | None:
     """The identity a ``key()`` string names, or ``None`` for an explicit (bridge-chosen) instance."""
     parts = key.rsplit(":", 2)
-    if len(parts) != 3 or not _BOOT_RE.match(parts[0]) or not parts[1].isdigit() or not parts[2].isdigit():
+    if len(parts) != 3 or not _is_boot_id(parts[0]) or not parts[1].isdigit() or not parts[2].isdigit():
         return None
     return Identity(parts[0], int(parts[1]), int(parts[2]))

@@ -32,11 +32,9 @@ Stdlib only (hooks resolve scope); git runs only when registering or upgrading, 
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import NamedTuple
 
 from cmrunner.core import fsutil, jsonfast, scopes
 from cmrunner.core.errors import CmError
@@ -73,10 +71,17 @@ class Project:
                 "remote": self.remote, "subpath": self.subpath}
 
 
-class Registered(NamedTuple):
-    project: Project
-    how: str  # "new", "known" (its memory was here already), "shared" (another path has the id), "generated", "joined"
-    why: str  # for "generated": why no id could be derived (one line); else ""
+class Registered:
+    """What a registration did. A plain class, not a ``typing.NamedTuple``: this module is on the hook
+    path (scope resolution), and ``typing`` loads ``re``, which the hook otherwise never needs."""
+
+    __slots__ = ("project", "how", "why")
+
+    def __init__(self, project: Project, how: str, why: str) -> None:
+        self.project = project
+        # "new", "known" (its memory was here already), "shared" (another path has the id), "generated", "joined"
+        self.how = how
+        self.why = why  # for "generated": why no id could be derived (one line); else ""
 
 
 def _invalid() -> CmError:
@@ -195,6 +200,10 @@ def _locked(paths: DataPaths) -> Iterator[None]:
 # -- ids ------------------------------------------------------------------------------------------
 
 def _slug(name: str) -> str:
+    # Registration only, never a hook: ``re`` is imported here so that the hook path, which resolves
+    # scopes through this module, does not load it.
+    import re
+
     slug = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()[:48]
     return slug or "project"
 

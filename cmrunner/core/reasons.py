@@ -19,12 +19,13 @@ Contract:
   refused names ``cm secrets allow <fingerprint>`` from the job's recorded rejection.
 - ``provider_fix(code, diagnostic)`` is the fix that matches how a provider failed, from the
   diagnostic's ``httpStatus`` and ``reason`` (a 404: the base URL's API path; 401/403: the key; an
-  unknown model: the model list; nothing answering: the server or the URL), or ``""`` when the
-  table's fix stands; ``remedy`` uses it when given the ``hint`` (``provider_hint``: only those
+  unknown model: the model list; nothing answering: the server or the URL, named when the caller
+  gives the configured ``remote.baseUrl``), or ``""`` when the table's fix stands; ``remedy`` uses it when given the ``hint`` (``provider_hint``: only those
   two fields) and `cm network-test` prints it.
 - ``cause`` renders a job's cause in one line (issue code, where the last rejection went wrong,
   the code the attempt ended with), the one form every surface shows.
-Reasons and remedies never contain user text: only codes, ids, setting names and commands.
+Reasons and remedies never contain user text: only codes, ids, setting names, commands and the
+configured base URL (validated to hold no credentials).
 Stdlib only, no imports from the Writer side.
 """
 
@@ -111,6 +112,11 @@ TABLE: dict[str, Reason] = {
     "SPEND_CAP_REACHED": Reason("a spend cap (config.json spend: tokens per day or month, requests per hour) was "
                                 "reached, so the Memory Agent waits; nothing is lost",
                                 "wait for the cap's window to end, or raise it with `cm usage caps`", WAIT),
+    "MODEL_UNREACHABLE": Reason("nothing answered at the model's base URL: its server is not running (a local "
+                                "model server such as Ollama or LM Studio) or remote.baseUrl is wrong",
+                                "start the model server or fix remote.baseUrl (`cm network-test` checks it); cm tries "
+                                "again after a backoff", AUTO,
+                                "start the model server or fix remote.baseUrl (`cm network-test` checks it)"),
     "UNAVAILABLE": Reason("the provider or the network route could not be reached",
                           "check the route with `cm network-test`; cm tries again after a backoff", AUTO,
                           "check the route with `cm network-test`"),
@@ -173,6 +179,32 @@ TABLE: dict[str, Reason] = {
     "INVALID_SECTION_TITLE": _decision("section title"),
     "INVALID_SECTION_BODY": _decision("section body"),
     # -- the memory files -----------------------------------------------------------------------
+    # -- memory sync (recorded in runtime/sync/state.json, shown by `cm status` and `cm sync status`) --
+    "GIT_NOT_FOUND": Reason("memory sync needs git and none is on PATH", "install git", WAIT),
+    "GIT_FAILED": Reason("a git command of the memory sync failed; the memory files are untouched",
+                         "run `cm sync repair`, then `cm sync`", WAIT),
+    "SYNC_TIMEOUT": Reason("the remote did not answer in time; the memory is committed locally",
+                           "nothing to do: cm syncs again after the next commit (or run `cm sync`)", AUTO),
+    "SYNC_BUSY": Reason("another sync of this memory was running", "nothing to do: it syncs the same memory", AUTO),
+    "SYNC_NOT_SET_UP": Reason("memory sync is not set up", "run `cm sync init <remote>`", NONE),
+    "SYNC_REPO_CORRUPT": Reason("the sync repository under runtime/sync is damaged; the memory files are untouched",
+                                "run `cm sync repair`: it rebuilds it from the files and the remote", WAIT),
+    "SYNC_MERGE_IN_PROGRESS": Reason("a git merge or rebase was started by hand in the sync repository, so cm "
+                                     "stopped rather than guess", "run `cm sync repair`", WAIT),
+    "SYNC_CONFLICT_MARKERS": Reason("a memory file holds git conflict markers written by hand",
+                                    "edit the markers out of that file, then run `cm sync`", WAIT),
+    "SYNC_REMOTE_UNREACHABLE": Reason("the remote could not be reached; the memory is committed locally",
+                                      "nothing to do: cm retries after the next commit (check the network or the "
+                                      "remote, or run `cm sync`)", AUTO),
+    "SYNC_REMOTE_REJECTED": Reason("the remote refused cm (access, or a protected branch); the memory is committed "
+                                   "locally", "check your access to the remote, then run `cm sync`", WAIT),
+    "SYNC_REMOTE_BUSY": Reason("the remote kept moving while cm merged", "nothing to do: cm syncs again", AUTO),
+    "SYNC_DOCUMENT_UNREADABLE": Reason("a copy of a memory file (here or on the remote) does not read as sections, so "
+                                       "it was not merged", "run `cm fix <document>` where it was edited, then "
+                                       "`cm sync`", WAIT),
+    "SYNC_SECTION_KEPT_LOCAL": Reason("a section the secret net withholds stays on this machine and is not pushed; "
+                                      "the rest of its file syncs", "if it is no secret, `cm secrets allow "
+                                      "<fingerprint>` (`cm secrets list` shows it)", NONE),
     "STALE_REVISION": Reason("a memory file changed while the agent worked (a hand edit or another job)",
                              "nothing to do: cm tries again on the new version", AUTO),
     "RECOVERY_CONFLICT": Reason("an interrupted commit found a memory file changed by someone else, so cm stopped "
@@ -302,7 +334,7 @@ def _secret_fix(rejection: Mapping[str, object] | None) -> str:
 
 
 _MODEL_SETUP = "(the model setup of `cm config` checks it)"
-_PROVIDER_CODES = ("INVALID_RESPONSE", "AUTHENTICATION", "UNAVAILABLE", "TIMEOUT")
+_PROVIDER_CODES = ("INVALID_RESPONSE", "AUTHENTICATION", "UNAVAILABLE", "MODEL_UNREACHABLE", "TIMEOUT")
 _UNREACHED = ("connection_refused", "dns_error", "connection_timeout")
 
 
@@ -314,8 +346,9 @@ def provider_hint(diagnostic: Mapping[str, object] | None) -> dict | None:
     return hint or None
 
 
-def provider_fix(code: str | None, diagnostic: Mapping[str, object] | None) -> str:
-    """The fix that matches how the provider failed (see module contract), or ``""``."""
+def provider_fix(code: str | None, diagnostic: Mapping[str, object] | None, url: str | None = None) -> str:
+    """The fix that matches how the provider failed (see module contract), or ``""``; ``url`` is the
+    configured ``remote.baseUrl``, named when nothing answered there."""
     if code not in _PROVIDER_CODES or not diagnostic:
         return ""
     status, reason = diagnostic.get("httpStatus"), diagnostic.get("reason")
@@ -327,19 +360,21 @@ def provider_fix(code: str | None, diagnostic: Mapping[str, object] | None) -> s
     if status in (401, 403) or code == "AUTHENTICATION":
         return f"the provider refused the API key (HTTP {status}): put the right key in the private .env {_MODEL_SETUP}"
     if reason in _UNREACHED:
-        return f"nothing answered at remote.baseUrl: start the model server or fix the base URL {_MODEL_SETUP}"
+        return f"nothing answered at {url or 'remote.baseUrl'}: start the model server or fix the base URL {_MODEL_SETUP}"
     return ""
 
 
 def remedy(code: str | None, state: str, ids: list[str] | None = None,
-           rejection: Mapping[str, object] | None = None, hint: Mapping[str, object] | None = None) -> str:
+           rejection: Mapping[str, object] | None = None, hint: Mapping[str, object] | None = None,
+           url: str | None = None) -> str:
     """One line: what to do about a group in ``state`` (``quarantined``, ``dead``, ``retry`` or
     ``isolated``). ``ids`` are the job ids (12 characters) to retry, or the recovery ids;
     ``rejection`` is the jobs' recorded last rejection, when ``code`` is its code; ``hint`` is
-    the provider's answer (``provider_hint``) when the failure came from it."""
+    the provider's answer (``provider_hint``) when the failure came from it; ``url`` the configured
+    ``remote.baseUrl`` (``provider_fix``)."""
     entry = explain(code)
     ids = ids or []
-    fix = provider_fix(code, hint) or entry.fix
+    fix = provider_fix(code, hint, url) or entry.fix
     if code == "SENSITIVE_CONTENT_REJECTED" and rejection and rejection.get("code") == code:
         fix = _secret_fix(rejection) or fix
     if code == "INVALID_DOCUMENT" and rejection and rejection.get("code") == code and rejection.get("target"):

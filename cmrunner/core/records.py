@@ -27,6 +27,12 @@ def add_receipt(conn: sqlite3.Connection, job_id: str, now: int) -> None:
     conn.execute("INSERT INTO receipts(id, job_id, committed_at) VALUES (?, ?, ?)", (job_id, job_id, now))
 
 
+def latest_commit_at(conn: sqlite3.Connection) -> int | None:
+    """When the newest commit (the Memory Agent's or the user's) was recorded, ms; None if none."""
+    row = conn.execute("SELECT MAX(committed_at) FROM receipts").fetchone()
+    return row[0] if row else None
+
+
 def set_version(conn: sqlite3.Connection, target: str, hash_: str) -> None:
     """The hash the Writer last published for ``target``."""
     conn.execute("INSERT OR REPLACE INTO document_versions(target, hash) VALUES (?, ?)", (target, hash_))

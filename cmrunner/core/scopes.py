@@ -10,12 +10,11 @@ Contract:
 - A target's document is ``profile.md``, ``preferences.md`` or ``projects/<id>.md`` below the
   memory folder (``document_name``).
 Every check is a whole-string match: no trailing newline or other slack is accepted.
-Stdlib only (``re``): the hook path and the config reader use it.
+No imports at all: the hook path and the config reader use it, and ``re`` (with ``enum``) would be
+most of what a hook loads beyond a bare interpreter, so the id check is a set test, not a pattern.
 """
 
 from __future__ import annotations
-
-import re
 
 GLOBAL = "global"
 PROJECT_PREFIX = "project:"
@@ -23,20 +22,25 @@ GLOBAL_TARGETS = ("profile", "preferences")
 PROJECT_ID = "[A-Za-z0-9_-]{1,128}"
 # The scope grammar as one anchored pattern, for JSON schemas that advertise it (MCP tools).
 SCOPE_PATTERN = rf"^(global|project:{PROJECT_ID})$"
+PROJECT_ID_MAX = 128
+# PROJECT_ID's alphabet; tests hold the set test equal to the pattern.
+_PROJECT_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
-_PROJECT_ID_RE = re.compile(PROJECT_ID)
+
+def _well_formed_id(text: str) -> bool:
+    return 0 < len(text) <= PROJECT_ID_MAX and _PROJECT_ID_CHARS.issuperset(text)
 
 
 def is_project_id(value: object) -> bool:
     """Whether ``value`` is a well-formed project id."""
-    return isinstance(value, str) and _PROJECT_ID_RE.fullmatch(value) is not None
+    return isinstance(value, str) and _well_formed_id(value)
 
 
 def project_id(value: object) -> str | None:
     """The id of a well-formed ``project:<id>``; ``None`` for anything else (``global`` included)."""
     if isinstance(value, str) and value.startswith(PROJECT_PREFIX):
         rest = value[len(PROJECT_PREFIX):]
-        if _PROJECT_ID_RE.fullmatch(rest):
+        if _well_formed_id(rest):
             return rest
     return None
 

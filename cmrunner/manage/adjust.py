@@ -184,7 +184,8 @@ def overview(home: str, limit: int = 20) -> Overview:
             if found:
                 requests.append({"entryId": entry_id, "scope": found[1], **found[0]})
         alive = drainlease.live_holder(conn) is not None
-        grouped = status.problems(conn)
+        remote = cfg.remote or {}
+        grouped = status.problems(conn, remote.get("baseUrl"))  # an agent CLI has no URL to name
         waiting = usage.read(conn, cfg, brief=True)["blocked"]
         failure = drainfailures.latest(conn)
     finally:

@@ -35,9 +35,9 @@ from cmrunner.core.errors import CmError
 from cmrunner.manage import configinit, providers
 from cmrunner.manage.integrations import agents as agents_mod, discovery
 
-INSTALL = {"claude-code": "install Claude Code (npm install -g @anthropic-ai/claude-code) and log in once",
-           "codex": "install Codex CLI (npm install -g @openai/codex) and log in once",
-           "gemini": "install Gemini CLI (npm install -g @google/gemini-cli) and log in once"}
+PACKAGES = {"claude-code": "@anthropic-ai/claude-code", "codex": "@openai/codex", "gemini": "@google/gemini-cli"}
+INSTALL = {agent: f"install {discovery.TITLES[agent]} (npm install -g {package}) and log in once"
+           for agent, package in PACKAGES.items()}
 
 
 @dataclass(frozen=True)

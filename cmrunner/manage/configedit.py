@@ -94,30 +94,45 @@ def _candidates(kind: str, current: object, text: str) -> list[object]:
 
 def set_value(home: str, key: str, text: str) -> Change:
     """Set ``key`` to ``text`` read as described in the module contract; validated, then saved."""
+    return set_values(home, [(key, text)])[0]
+
+
+def set_values(home: str, changes: list[tuple[str, str]]) -> list[Change]:
+    """Several settings, each read and validated as ``set_value`` reads one, applied in order and
+    saved once: all of them or none (``cm project register``'s scopes, one confirmation)."""
+    cfg = config_mod.load(home)
+    data = cfg.data
+    done: list[Change] = []
+    for key, text in changes:
+        change, data = _apply(cfg, data, key, text)
+        done.append(change)
+    if any(c.changed for c in done) or not cfg.exists:
+        config_mod.save(home, data)
+        if any(c.key.split(".")[0] == "spend" for c in done):
+            from cmrunner.manage import spendcaps
+
+            spendcaps.release_waiting(home)
+    return done
+
+
+def _apply(cfg: config_mod.Config, data: dict, key: str, text: str) -> tuple[Change, dict]:
+    """``data`` with ``key`` set to the first candidate of ``text`` that validates (see contract)."""
     kind = configmodel.field_kind(key)
     parts = key.split(".")
-    cfg = config_mod.load(home)
     if parts[0] == "remote" and len(parts) > 1 and cfg.remote is None:
         raise CmError("MODEL_NOT_CONFIGURED", "no model is configured yet; set one up with `cm config` or "
                                               "`cm config init --base-url URL --model NAME --api-key-stdin`, then "
                                               "change its settings here")
-    before = _lookup(cfg.data, parts)
+    before = _lookup(data, parts)
     first: CmError | None = None
     for candidate in _candidates(kind, before, text):
-        data = _with(cfg.data, parts, candidate)
+        changed = _with(data, parts, candidate)
         try:
-            config_mod.validate(data)
+            config_mod.validate(changed)
         except CmError as exc:
             first = first or exc
             continue
-        change = Change(key, before, candidate)
-        if change.changed or not cfg.exists:
-            config_mod.save(home, data)
-            if parts[0] == "spend":
-                from cmrunner.manage import spendcaps
-
-                spendcaps.release_waiting(home)
-        return change
+        return Change(key, before, candidate), changed
     assert first is not None
     raise first
 

@@ -35,6 +35,10 @@ Contract (specification "Importing a Markdown file", reference-facts §3.3 and �
     moved section is unchanged; a removed one is counted in the plan and never forgotten. No
     changed section: nothing is planned or queued, and the report shows the parts that carried
     this exact text before, if any.
+  - The plan says what became of the parts that carry the source's current sections
+    (``importplan.Carried``): only processed parts committed. A failed one (its job dead or
+    paused) is retried by importing again, as ``cm retry`` would, in the admitting transaction
+    (the same part, never a second copy); its tokens are in the estimate.
   - The rows are recorded in the transaction that admits the parts; a plan made before another
     import of the same source committed is refused with ``IMPORT_PLAN_STALE`` (plan again).
 - Refusals before anything is written: ``IMPORT_DISABLED`` unless ``document_import`` is in
@@ -62,10 +66,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from cmrunner.agentrt import budget
-from cmrunner.core import config as config_mod, importkinds, workspace
+from cmrunner.core import config as config_mod, importkinds, projects, workspace
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
-from cmrunner.manage import importdelta, importplan
+from cmrunner.manage import importdelta, importplan, projectaccess
 from cmrunner.secrets import safety
 
 if TYPE_CHECKING:
@@ -168,13 +172,33 @@ def check_author(author: str) -> str:
     return author
 
 
+def resolve_workspace(paths: DataPaths, workspace_path: str) -> projects.Project:
+    """The registered project ``--workspace`` names; outside any, ``UNREGISTERED_WORKSPACE`` with the
+    one command that registers the folder and allows its memory."""
+    try:
+        return workspace.resolve(paths, workspace_path)
+    except CmError as exc:
+        if exc.code != "UNREGISTERED_WORKSPACE":
+            raise
+        real = os.path.realpath(workspace_path)
+        raise CmError(exc.code, f"{real} is not inside a registered project; register it and allow its memory "
+                                f"with `{projectaccess.remedy(real)}`, then import again") from None
+
+
 def import_scope(cfg: config_mod.Config, paths: DataPaths, workspace_path: str | None) -> str:
-    scope = workspace.resolve(paths, workspace_path).scope if workspace_path is not None else "global"
+    project = resolve_workspace(paths, workspace_path) if workspace_path is not None else None
+    scope = project.scope if project is not None else "global"
     if scope not in cfg.allowed_scopes:
-        raise CmError("UNAUTHORIZED_SCOPE",
-                      f"{scope} is not in disclosure.allowedScopes; to import into it, "
-                      f"`cm config set disclosure.allowedScopes +{scope}`")
+        raise CmError("UNAUTHORIZED_SCOPE", unauthorized(scope, project))
     return scope
+
+
+def unauthorized(scope: str, project: projects.Project | None) -> str:
+    """Why an import may not go to ``scope``, and the one command that allows it (for a project:
+    ``cm project register … --allow``, which adds it to both scope lists)."""
+    fix = projectaccess.remedy(project.path, project.name) if project is not None else \
+        f"cm config set disclosure.allowedScopes +{scope}"
+    return f"{scope} is not in disclosure.allowedScopes; to import into it, `{fix}`"
 
 
 class Planned:
@@ -214,23 +238,37 @@ def source_key(path: str, label: str | None) -> str:
 
 
 def _known(paths: DataPaths | None, scope: str,
-           source: str) -> tuple[int, list[tuple[str, str, bool]], frozenset[str]]:
-    """The source's last import: its generation, its sections ((digest, place, current)) and the
-    digests of current sections whose carrying parts were cancelled or quarantined."""
+           source: str) -> tuple[int, list[tuple[str, str, bool]], frozenset[str], importplan.Carried, list[str]]:
+    """The source's last import: its generation, its sections ((digest, place, current)), the
+    digests of current sections whose carrying parts were cancelled or quarantined, what became of
+    the parts that carried its current sections, and the texts of those that failed (to retry)."""
     if paths is None:
-        return 0, [], frozenset()
+        return 0, [], frozenset(), importplan.Carried(), []
     from cmrunner.capture import importsections, observations
     from cmrunner.core import store
 
     conn = store.open_existing(paths)
     if conn is None:
-        return 0, [], frozenset()
+        return 0, [], frozenset(), importplan.Carried(), []
     try:
         basis, rows = importsections.known(conn, scope, source)
-        lost = observations.with_lost_parts(conn, sorted({r[3] for r in rows if r[2]}))
+        carriers = sorted({r[3] for r in rows if r[2] and r[3]})
+        lost = observations.with_lost_parts(conn, carriers)
+        parts = observations.parts_in(conn, carriers)
+        failed = [p for p in parts if p[1] in importplan.FAILED_STATES]
+        texts = observations.texts(conn, [p[0] for p in failed])
     finally:
         conn.close()
-    return basis, [r[:3] for r in rows], frozenset(r[0] for r in rows if r[2] and r[3] in lost)
+    jobs: dict[str, str | None] = {}
+    for _id, _state, job, issue in failed:
+        if job is not None:
+            jobs.setdefault(job, issue)
+    carried = importplan.Carried(
+        processed=sum(1 for p in parts if p[1] == "processed"),
+        waiting=sum(1 for p in parts if p[1] in importplan.WAITING_STATES),
+        failed=tuple(jobs.items()), lost=sum(1 for p in parts if p[1] in importplan.LOST_STATES))
+    retry = [t for t in (texts.get(p[0]) for p in failed) if t is not None]
+    return basis, [r[:3] for r in rows], frozenset(r[0] for r in rows if r[2] and r[3] in lost), carried, retry
 
 
 def prepare(cfg: config_mod.Config, paths: DataPaths, path: str, workspace_path: str | None, author: str,
@@ -260,7 +298,7 @@ def prepare_text(cfg: config_mod.Config, text: str, file_name: str, scope: str, 
     source = label if source is None else source
     blocks = blocks_of(text)
     current = importdelta.sections(text, blocks)
-    basis, known, lost = _known(paths, scope, source)
+    basis, known, lost, carried, retry = _known(paths, scope, source)
     context: list = ["markdown", "v2", import_id, scope]
     delta, update, send, send_blocks = None, None, text, blocks
     if basis:
@@ -292,12 +330,14 @@ def prepare_text(cfg: config_mod.Config, text: str, file_name: str, scope: str, 
             raise CmError("SENSITIVE_CONTENT_REJECTED",
                           f"part {index}/{count}: {rules}; remove or redact it, then import again")
         envelopes.append(_envelope(import_id, label, author, file_name, digest, index, count, piece, kind, update))
-    tokens, method = importplan.estimate_tokens(envelopes)
+    # importing again also retries the parts that failed (their own text, as queued): they cost again
+    tokens, method = importplan.estimate_tokens(envelopes + retry)
     namespace = "import:" + json.dumps(context, separators=(",", ":"))
     return importplan.Plan(scope, import_id, namespace, envelopes, len(text.encode("utf-8")),
                            sum(budget.wire_bytes(e) for e in envelopes), tokens, method, source,
                            [(s.digest, s.place, delta is None or i in delta.changes) for i, s in enumerate(current)],
-                           basis, delta, len(send.encode("utf-8")))
+                           basis, delta, len(send.encode("utf-8")), carried,
+                           sum(budget.wire_bytes(t) for t in retry), len(retry))
 
 
 def plan(home: str, path: str, workspace_path: str | None, author: str, label: str | None) -> Planned:
@@ -315,6 +355,7 @@ def queue(home: str, paths: DataPaths, planned: importplan.Plan, spawn_drain: bo
     """Admit the missing parts and request a flush in one transaction; ``True`` if all were there."""
     from cmrunner.capture import importsections, observations
     from cmrunner.core import drainlease, jobstore, store
+    from cmrunner.writer_proc import jobs
     conn = store.open_store(paths)
     try:
         with store.immediate(conn):
@@ -332,6 +373,10 @@ def queue(home: str, paths: DataPaths, planned: importplan.Plan, spawn_drain: bo
                 duplicate = False
                 observations.admit(conn, namespace=planned.namespace, entry_id=part_entry(index), text=envelope,
                                    scope=planned.scope, source="document_import", observed_at=now, agent="cm-import")
+            for job in planned.retries:  # still failed: revive it as `cm retry` does (a job retried since is left)
+                if jobstore.state_of(conn, job) in importplan.FAILED_STATES:
+                    jobs.retry(conn, job, int(datetime.datetime.now(datetime.UTC).timestamp() * 1000))
+                    duplicate = False
             jobstore.request_flush(conn)
             if spawn_drain:
                 drainlease.ensure_drain(conn, home)

@@ -18,7 +18,14 @@ Contract (any imported text: ``cm import <file.md>`` today, other sources later)
   (``cmrunner.agentrt.tokencount``, loaded only here, on the first estimate) and applies the
   cost shape measured by ``bench/import_cost.py`` (docs/benchmarks.md, "Import cost"): a part is
   read once and carried by the requests after its read, and each job's requests carry the fixed
-  instructions, tools and task.
+  instructions, tools and task; ``fixed_tokens``/``text_tokens`` name those two parts and
+  ``estimate_words`` says them ("~8,700 tokens to process: fixed instructions ~8,400 + your text
+  with its framing ~300": the text and its envelope, read twice per part).
+- ``cap_words`` states the requests a plan implies and, when it exceeds the hourly request cap or
+  the daily token cap, how long the caps stretch it over and the ``cm config set spend.…``
+  command that raises that cap.
+- ``Carried``: what became of the parts that last carried a source's current sections; a plan
+  is ``committed`` (the only "unchanged") when nothing is to send and all of them were processed.
 - ``MAX_IMPORT_BYTES`` (16 MiB, about 20 M tokens to process: months of the default caps) is the
   largest file cm imports at all (``IMPORT_TOO_LARGE``, checked before the file is read).
 """
@@ -136,6 +143,28 @@ def _title(lines: list[str], heading: dict) -> str:
     return lines[heading["lines"][0] - 1].lstrip("#").strip()
 
 
+FAILED_STATES = ("dead", "paused")
+WAITING_STATES = ("buffered", "pending", "claimed")
+LOST_STATES = ("cancelled", "quarantined")
+
+
+@dataclass(frozen=True, slots=True)
+class Carried:
+    """What became of the parts that last carried a source's current sections: only a
+    ``processed`` part committed what it carried; a failed one (dead or paused) can be retried
+    (``failed``: its job ids and issues, once each, oldest first); a waiting one is queued and not
+    yet processed; a lost one (cancelled, quarantined) is final for that text."""
+
+    processed: int = 0
+    waiting: int = 0
+    failed: tuple[tuple[str, str | None], ...] = ()
+    lost: int = 0
+
+    @property
+    def committed(self) -> bool:
+        return not (self.waiting or self.failed or self.lost)
+
+
 @dataclass(frozen=True, slots=True)
 class Plan:
     """A validated import split into parts, with its estimated cost (see module contract)."""
@@ -153,10 +182,34 @@ class Plan:
     basis: int = 0                    # the source's import this plan compares with (0: its first)
     delta: Delta | None = None        # against that import; None for a first import (all is sent)
     sent_bytes: int = 0               # UTF-8 bytes of the text the parts carry (the file's, or its changes)
+    carried: Carried = Carried()      # what became of the parts that last carried its current sections
+    retry_bytes: int = 0              # wire bytes of the failed parts that importing again retries
+    retry_parts: int = 0              # how many failed parts importing again retries
 
     @property
     def count(self) -> int:
         return len(self.envelopes)
+
+    @property
+    def committed(self) -> bool:
+        """Nothing to send and everything sent before reached memory: the only "unchanged"."""
+        return self.count == 0 and self.carried.committed
+
+    @property
+    def retries(self) -> list[str]:
+        """The failed jobs that importing this plan retries (``cm retry`` of each)."""
+        return [job for job, _issue in self.carried.failed]
+
+    @property
+    def fixed_tokens(self) -> int:
+        """The part of ``tokens`` that is the Memory Agent's fixed instructions, tools and task,
+        carried by every request of every part to process, whatever the file holds."""
+        return (self.count + self.retry_parts) * REQUESTS_PER_PART * FIXED_TOKENS_PER_REQUEST
+
+    @property
+    def text_tokens(self) -> int:
+        """The part of ``tokens`` that is the file's own text (with its envelope), read per part."""
+        return self.tokens - self.fixed_tokens
 
     @property
     def needs_confirmation(self) -> bool:
@@ -172,3 +225,34 @@ def estimate_tokens(envelopes: list[str]) -> tuple[int, str]:
         tokens, method = tokencount.estimate(envelope.encode("utf-8"))
         total += READS_PER_PART * tokens + REQUESTS_PER_PART * FIXED_TOKENS_PER_REQUEST
     return total, method
+
+
+def estimate_words(tokens: int, fixed: int) -> str:
+    """An estimate with its parts named: ``~8,700 tokens to process: fixed instructions ~8,400 +
+    your text with its framing ~300`` (the fixed instructions dominate a small file; they are not the file's size)."""
+    if tokens == 0:
+        return "~0 tokens to process"
+    return (f"~{tokens:,} tokens to process: fixed instructions ~{fixed:,} + your text with its framing "
+            f"~{tokens - fixed:,}")
+
+
+def cap_words(parts: int, tokens: int, spend: dict) -> str:
+    """The requests an import of ``parts`` parts implies (``REQUESTS_PER_PART`` each) and what the
+    spend caps (``Config.spend``) make of it and of ``tokens``: within them, or the time they
+    stretch it over with the one command that raises the cap it exceeds (its work waits, never
+    fails, while a cap is reached: ``core.spend``)."""
+    requests = parts * REQUESTS_PER_PART
+    said = f"~{requests:,} request{'s' if requests != 1 else ''} to the model ({REQUESTS_PER_PART} per part)"
+    hourly, daily = spend.get("requestsPerHour"), spend.get("tokensPerDay")
+    over = []
+    if hourly == 0 or daily == 0:
+        name = "requestsPerHour" if hourly == 0 else "tokensPerDay"
+        return (f"{said}; spend.{name} is 0, which turns the Memory Agent off: it waits queued until "
+                f"`cm config set spend.{name} N`")
+    if hourly is not None and requests > hourly:
+        over.append(f"more than the hourly cap of {hourly:,} requests: it takes at least "
+                    f"{-(-requests // hourly)} hours, or `cm config set spend.requestsPerHour {requests}`")
+    if daily is not None and tokens > daily:
+        over.append(f"more than the daily cap of {daily:,} tokens: it takes at least {-(-tokens // daily)} days, "
+                    f"or `cm config set spend.tokensPerDay {tokens}`")
+    return f"{said}; " + ("; ".join(over) if over else "within the spend caps")

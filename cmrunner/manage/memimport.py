@@ -15,13 +15,19 @@ Contract:
   Checked-in project files and everything in a per-project memory folder (``memsources``, Scope)
   target the project's scope only; only the user's own files (``personal``) target ``global``.
 - Identity is the importer's, per section within the file's source label and scope: a file
-  imported before and unchanged is ``unchanged`` in the plan and queues nothing; a changed file
+  imported before and unchanged is ``unchanged`` in the plan and queues nothing, but only when
+  every part that carried it was processed (committed): a failed part (dead) makes the file
+  ``failed — run `cm retry <job>` `` and one to import (importing retries that job), a queued one
+  makes it one to import (the Writer loop runs), a cancelled or quarantined one is ``not kept``
+  (final for that text); a changed file
   sends only its new or edited sections (``N of M sections changed``; bytes and tokens are those
   of what is sent); a section removed from the file is reported and never forgotten (the Writer's
   import guard keeps what the user said either way).
 - ``needs_permission``: ``document_import`` is not in ``disclosure.allowedProvenance``. The
   caller asks once; ``grant`` records it through the typed config path (``configedit``).
-- ``run`` queues every new file's parts and runs one Writer loop for them (``importer.run_many``).
+- ``run`` queues every new file's parts and runs one Writer loop for them (``importer.run_many``);
+  ``outcome`` says per file what that did (kept in which documents, nothing kept, failed and how
+  to retry) and ``destination`` where the text goes (the configured model or agent CLI).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cmrunner.core import config as config_mod, directives, importkinds, projects, workspace
+from cmrunner.core import config as config_mod, directives, importkinds, projects
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.manage import importer, importplan, memsources
@@ -44,7 +50,7 @@ if TYPE_CHECKING:
 class FilePlan:
     found: memsources.Found
     plan: importplan.Plan
-    imported: bool   # nothing to send: no section changed, or every part of this text is queued already
+    imported: bool   # nothing to do: no section changed and nothing failed or waits, or every part is queued already
 
     @property
     def status(self) -> str:
@@ -88,25 +94,38 @@ class SourcePlan:
     def tokens(self) -> int:
         return sum(f.plan.tokens for f in self.new)
 
+    @property
+    def parts(self) -> int:
+        """The parts importing this plan processes: new ones and failed ones retried."""
+        return sum(f.plan.count + f.plan.retry_parts for f in self.new)
 
-def plan(home: str, source: str, workspace_path: str | None, user_home: str | None = None) -> SourcePlan:
-    """Discover and plan one source (see module contract); nothing is queued."""
+    @property
+    def fixed_tokens(self) -> int:
+        """The part of ``tokens`` that is the Memory Agent's fixed instructions (``Plan.fixed_tokens``)."""
+        return sum(f.plan.fixed_tokens for f in self.new)
+
+
+def plan(home: str, source: str, workspace_path: str | None, user_home: str | None = None,
+         cwd: str | None = None) -> SourcePlan:
+    """Discover and plan one source (see module contract); nothing is queued. ``cwd``: the folder
+    cm runs in, which a skipped project's remedy can name."""
     if source not in memsources.SOURCES:
         raise CmError("INVALID_ARGUMENTS", "--from must be one of " + ", ".join(memsources.SOURCES))
     cfg = config_mod.load(home)
     paths = DataPaths(cfg.data_root)
     project = None
     if workspace_path is not None:
-        found_project = workspace.resolve(paths, workspace_path)
+        found_project = importer.resolve_workspace(paths, workspace_path)
         project = (found_project.path, found_project.scope)
-    registered = projects.load(paths) if source in ("claude", "gemini") else []
-    found, skipped = memsources.discover(source, user_home or os.path.expanduser("~"), project, registered)
+    registered = projects.load(paths)
+    found, skipped = memsources.discover(source, user_home or os.path.expanduser("~"), project,
+                                         registered if source in ("claude", "gemini") else [], cwd)
     result = SourcePlan(source, cfg, paths, skipped=list(skipped))
+    by_scope = {p.scope: p for p in registered}
     for item in found:
         if item.scope not in cfg.allowed_scopes:
             result.skipped.append(memsources.Skipped(
-                item.path, "UNAUTHORIZED_SCOPE",
-                f"{item.scope} is not in disclosure.allowedScopes; `cm config set disclosure.allowedScopes +{item.scope}`"))
+                item.path, "UNAUTHORIZED_SCOPE", importer.unauthorized(item.scope, by_scope.get(item.scope))))
             continue
         try:
             file_plan = importer.prepare_text(cfg, item.text, os.path.basename(item.path), item.scope, item.author,
@@ -122,8 +141,8 @@ def _imported(paths: DataPaths, file_plan: importplan.Plan) -> bool:
     from cmrunner.capture import observations
     from cmrunner.core import store
 
-    if file_plan.count == 0:  # no section changed since the source's last import
-        return True
+    if file_plan.count == 0:  # no section changed since the source's last import: done unless its parts are not
+        return not (file_plan.carried.failed or file_plan.carried.waiting)
     conn = store.open_existing(paths)
     if conn is None:
         return False
@@ -135,18 +154,69 @@ def _imported(paths: DataPaths, file_plan: importplan.Plan) -> bool:
 
 
 def status(file_plan: importplan.Plan, imported: bool) -> str:
-    """A plan's line for one file: ``new``, ``unchanged`` or ``N of M sections changed``, plus
-    what was removed from the file (``removed, not forgotten``)."""
+    """A plan's line for one file: ``new``, ``unchanged`` (only when every part that carried it
+    was processed), ``N of M sections changed``, or what became of its last import when that did
+    not commit (``failed — run `cm retry <job>` ``, queued, not kept), plus what was removed from
+    the file (``removed, not forgotten``)."""
     delta = file_plan.delta
     if delta is None:
         return "unchanged" if imported else "new"
-    said = "unchanged" if not delta.changes else \
+    said = last_import(file_plan.carried) if not delta.changes and not file_plan.carried.committed else \
+        "unchanged" if not delta.changes else \
         f"{delta.edited + delta.added} of {delta.total} section{'s' if delta.total != 1 else ''} changed"
+    if delta.changes and file_plan.carried.failed:
+        said += f"; its last import {last_import(file_plan.carried)}"
     if delta.resent:
         said += f", {delta.resent} resent (their earlier part never reached memory)"
     if delta.removed:
         said += f", {len(delta.removed)} removed (not forgotten)"
     return said
+
+
+def last_import(carried: importplan.Carried) -> str:
+    """What became of a source's last import when it did not commit, in the user's words."""
+    if carried.failed:
+        job, issue = carried.failed[0]
+        more = f" (and {len(carried.failed) - 1} more failed)" if len(carried.failed) > 1 else ""
+        return f"failed — run `cm retry {job}`" + (f" ({issue})" if issue else "") + more + \
+            "; importing again retries it"
+    if carried.waiting:
+        return "queued, not yet processed; importing again runs the Memory Agent on it"
+    return "not kept: its part was cancelled or quarantined (final for this text; change the file to send it again)"
+
+
+def outcome(report: importer.ImportReport) -> str:
+    """What one file's import did, in the user's words: the documents it was kept in, that it was
+    processed and nothing was kept, or what stopped it and what to do (``cm retry``, ``cm status``)."""
+    parts = report.parts
+    failed = [p for p in parts if p["state"] == "dead"]
+    waiting = [p for p in parts if p["state"] in ("pending", "claimed")]
+    lost = [p for p in parts if p["state"] in ("quarantined", "cancelled")]
+    kept = sorted({target for p in parts for target in p["retainedIn"]})
+    said = []
+    if failed:
+        issue = failed[0]["issue"]
+        said.append(f"failed — run `cm retry {failed[0]['jobId']}`" + (f" ({issue})" if issue else "")
+                    + f"; see `cm status` ({len(failed)} of {len(parts)} part{'s' if len(parts) != 1 else ''})")
+    if waiting:
+        said.append(f"{len(waiting)} part{'s' if len(waiting) != 1 else ''} still queued (see `cm status`)")
+    if lost:
+        said.append(f"{len(lost)} part{'s' if len(lost) != 1 else ''} not kept ({lost[0]['state']}: final for "
+                    "this text; change the file and its changed sections are sent again)")
+    if kept:
+        said.append("kept in " + ", ".join(kept))
+    elif not parts:
+        said.append("nothing was sent")
+    elif not (failed or waiting or lost):
+        said.append("processed; nothing was kept (the Memory Agent found nothing new worth keeping)")
+    return "; ".join(said)
+
+
+def destination(cfg: config_mod.Config) -> str:
+    """Where an import's text goes: the configured model or agent CLI (as Adjust Memory says it)."""
+    if cfg.remote is None:
+        return "no model is configured yet: it waits queued until one is (`cm config init`)"
+    return f"the Memory Agent's model, {config_mod.runtime_label(cfg.remote)}"
 
 
 def grant(home: str) -> None:

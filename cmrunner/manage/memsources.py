@@ -60,7 +60,7 @@ from dataclasses import dataclass
 
 from cmrunner.core import fsutil, importkinds, projects
 from cmrunner.core.errors import CmError
-from cmrunner.manage import importer
+from cmrunner.manage import importer, projectaccess
 
 SOURCES = ("claude", "codex", "gemini", "project")
 MAX_FILE_BYTES = 1 << 20   # memory files are kilobytes; a larger one is not what these agents write
@@ -179,13 +179,14 @@ def claude_project_dir(path: str) -> str:
 
 
 def discover(source: str, user_home: str, project: tuple[str, str] | None,
-             registered: Sequence[projects.Project] = ()) -> tuple[list[Found], list[Skipped]]:
+             registered: Sequence[projects.Project] = (), cwd: str | None = None) -> tuple[list[Found], list[Skipped]]:
     """The importable files of ``source`` and the skipped ones; ``project`` is (root, scope) of the
     registered project ``--workspace`` named, if any; ``registered`` the projects cm knows, to
-    which Gemini's per-project memory is matched (see module contract)."""
+    which Gemini's per-project memory is matched; ``cwd`` the folder cm runs in, a folder Claude
+    Code's memory may belong to (see module contract)."""
     walk = _Walk()
     if source == "claude":
-        _claude(walk, user_home, project, registered)
+        _claude(walk, user_home, project, registered, cwd)
     elif source == "codex":
         codex_home = os.environ.get("CODEX_HOME") or os.path.join(user_home, ".codex")
         for name, label in (("memory_summary.md", "codex:memory_summary"), ("MEMORY.md", "codex:MEMORY")):
@@ -202,7 +203,7 @@ def discover(source: str, user_home: str, project: tuple[str, str] | None,
 
 
 def _claude(walk: _Walk, user_home: str, project: tuple[str, str] | None,
-            registered: Sequence[projects.Project]) -> None:
+            registered: Sequence[projects.Project], cwd: str | None = None) -> None:
     moved = os.environ.get("CLAUDE_CONFIG_DIR")  # Claude Code then keeps everything, .claude.json too, there
     claude = moved or os.path.join(user_home, ".claude")
     walk.add(os.path.join(claude, "CLAUDE.md"), claude, "claude:CLAUDE.md", "personal", "global", "user")
@@ -214,7 +215,8 @@ def _claude(walk: _Walk, user_home: str, project: tuple[str, str] | None,
         dirs = sorted(os.listdir(base))
     except OSError:
         return
-    known = claude_known_roots(os.path.join(moved or user_home, ".claude.json"))
+    # the folder cm runs in is one Claude Code may have run in too: its memory's remedy can name it
+    known = claude_known_roots(os.path.join(moved or user_home, ".claude.json")) + ([cwd] if cwd else [])
     # --workspace: the folder its root spells, and those of the paths Claude Code ran it under (a link to it)
     wanted = None if project is None else {claude_project_dir(project[0])} | {
         claude_project_dir(path) for path in known if os.path.realpath(path) == project[0]}
@@ -266,8 +268,8 @@ def _claude_owner(walk: _Walk, memory: str, name: str, count: int, registered: S
         whose = candidates[0] if candidates else "<its path>"
         walk.skip(memory, "NO_PROJECT",
                   f"Claude Code's memory ({files}) of {whose}, a project cm has not registered (the folder name is "
-                  f"its path with every character but letters and digits as '-'); `cm project register {whose} "
-                  "<name>`, then import again")
+                  f"its path with every character but letters and digits as '-'); "
+                  f"`{projectaccess.remedy(candidates[0] if candidates else None)}`, then import again")
         return None
     return owners[candidates[0]]
 
@@ -369,7 +371,7 @@ def _gemini(walk: _Walk, user_home: str, project: tuple[str, str] | None,
         root = roots[0] if roots else None
         if owner is None:
             why = (f"Gemini's private notes for {root}, which is not a registered project; "
-                   f"`cm project register {root} <name>`, then import again") if root is not None else \
+                   f"`{projectaccess.remedy(root)}`, then import again") if root is not None else \
                 f"Gemini names no project root for {pid} (no tmp/{pid}/.project_root, not in projects.json)"
             walk.skip(memory, "NO_PROJECT", why)
             continue

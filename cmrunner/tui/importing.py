@@ -7,18 +7,25 @@ Contract:
   first, then the other sources present on this machine (``SOURCES``); planning queues and writes
   nothing. A source whose plan fails shows its code and message in place; the others still show.
 - The plan lists each file with its source label, kind, target scope, parts, bytes and estimated
-  tokens of what is sent (``new``, ``unchanged``, or ``N of M sections changed``: a changed file
-  sends only its changed sections, ``manage.importer``) and what it may become (the kind's
-  documents; lines read as instructions never reach the profile), every skipped file with its
-  code and reason, and the total. When a file needs ``document_import`` disclosure the screen
+  tokens of what is sent (``new``, ``unchanged`` only when every part that carried it was
+  processed, ``N of M sections changed``: a changed file sends only its changed sections,
+  ``manage.importer``; a file whose last import failed is ``failed — run `cm retry <job>` `` and is
+  planned again: Import retries it) and what it may become (the kind's documents; lines read as
+  instructions never reach the profile), every skipped file with its code and reason, and the
+  total, whose estimate names its parts (the fixed instructions every request carries, and the
+  files' text) and where the text goes (``memimport.destination``: the configured model or agent CLI). When a file needs ``document_import`` disclosure the screen
   says so, and that choosing Import grants it (``memimport.grant``, recorded in config.json)
   before anything is queued; Skip grants nothing.
 - Import (Enter on the highlighted first choice) runs ``memimport.run`` per source in a worker
-  thread with the Writer loop (``wait``): progress per processed job, then one line per file (its
-  parts' states). A failure is shown as its code and one-line remedy; nothing but labels, paths,
+  thread with the Writer loop (``wait``): progress per processed job, then one line per file in
+  the user's words (``memimport.outcome``: kept in which documents, processed with nothing kept,
+  failed with its ``cm retry``; never a bare "processed"). A failure is shown as its code and one-line remedy; nothing but labels, paths,
   codes and counts is ever shown (no file text, no key).
 - While the import runs, Esc only says to wait, and ``q`` warns once that cm exits only when the
   Writer loop has processed the queued parts (it runs in this process).
+- When a file is skipped only because the folder cm runs in is not a registered project, or its
+  project's memory is not allowed (``folder_offer``), a choice registers that folder under its own
+  name and allows its memory in one step (``projectaccess.register``), then plans again.
 - Skip (a visible choice, or Esc) imports nothing and writes nothing. When nothing is found the
   screen says so in one line; during the first run the flow then goes on to Home by itself with
   that line as Home's notice.
@@ -33,8 +40,9 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import OptionList
 
+from cmrunner.core import projects
 from cmrunner.core.errors import CmError
-from cmrunner.manage import memimport
+from cmrunner.manage import importplan, memimport, memsources, projectaccess
 from cmrunner.tui.widgets import CmScreen, Menu, Text, error_text, option
 
 if TYPE_CHECKING:
@@ -69,17 +77,34 @@ class Found:
         return any(p.needs_permission for p in self.ok)
 
 
-def plan_sources(home: str, chosen: list[str], user_home: str) -> Found:
+def plan_sources(home: str, chosen: list[str], user_home: str, cwd: str | None = None) -> Found:
     """Plan every source, the chosen agents' first (see module contract)."""
     order = sorted(SOURCES, key=lambda s: s[1] not in chosen)
     plans: list[tuple[str, str, memimport.SourcePlan | CmError]] = []
     for source, agent, title in order:
         heading = title + (" (chosen)" if agent in chosen else " (found on this machine)")
         try:
-            plans.append((source, heading, memimport.plan(home, source, None, user_home)))
+            plans.append((source, heading, memimport.plan(home, source, None, user_home, cwd)))
         except CmError as exc:
             plans.append((source, heading, exc))
     return Found(plans)
+
+
+def folder_offer(found: Found, cwd: str) -> str | None:
+    """The folder cm runs in, when a file was skipped only because that folder is not a registered
+    project (``NO_PROJECT``: Claude Code's memory of it) or its project's memory is not allowed
+    (``UNAUTHORIZED_SCOPE``): registering it and allowing its memory in one step imports it."""
+    real = os.path.realpath(cwd)
+    spelled = memsources.claude_project_dir(real)
+    for planned in found.ok:
+        registered = projects.match(projects.load(planned.paths), real)
+        for skip in planned.skipped:
+            if skip.code == "NO_PROJECT" and os.path.basename(os.path.dirname(skip.path)) == spelled:
+                return real
+            if skip.code == "UNAUTHORIZED_SCOPE" and registered is not None and \
+                    skip.reason.startswith(f"{registered.scope} is not"):
+                return registered.path
+    return None
 
 
 def _count(n: int, word: str) -> str:
@@ -105,6 +130,7 @@ def plan_lines(found: Found, user_home: str) -> list[str]:
         for f in planned.files:
             p = f.plan
             state = f.status if f.imported else \
+                f"{f.status}, {_count(p.retry_parts, 'part')} to retry, ~{p.tokens:,} tokens" if p.count == 0 else \
                 f"{f.status}, {_count(p.count, 'part')}, {p.sent_bytes:,} of {p.file_bytes:,} bytes, ~{p.tokens:,} tokens"
             lines.append(f"  {f.found.label} [{f.kind_label}] → {p.scope}: {state}")
             if not f.imported:
@@ -115,9 +141,15 @@ def plan_lines(found: Found, user_home: str) -> list[str]:
         for skip in planned.skipped:
             lines.append(f"  skipped {skip.code}: {_short(skip.path, user_home)} — {skip.reason}")
     tokens = sum(p.tokens for p in found.ok)
+    fixed = sum(p.fixed_tokens for p in found.ok)
     lines.append("")
-    lines.append(f"To import: {_count(found.new, 'file')}, about {tokens:,} tokens to process (estimate)."
-                 if found.new else "Nothing new to import: every file found is unchanged since its import, or skipped.")
+    lines.append(f"To import: {_count(found.new, 'file')}, {importplan.estimate_words(tokens, fixed)} "
+                 "(estimate)." if found.new else
+                 "Nothing new to import: every file found is unchanged since its import, or skipped.")
+    if found.new:
+        parts = sum(p.parts for p in found.ok)
+        lines.append(f"Requests: {importplan.cap_words(parts, tokens, found.ok[0].cfg.spend)}.")
+        lines.append(f"Sent to: {memimport.destination(found.ok[0].cfg)}.")
     if found.needs_permission:
         lines.append("Permission: document imports are off (disclosure.allowedProvenance lacks document_import). "
                      "Choosing Import grants it, saved in config.json; Skip leaves it off.")
@@ -125,18 +157,10 @@ def plan_lines(found: Found, user_home: str) -> list[str]:
 
 
 def result_lines(planned: memimport.SourcePlan, reports: list[ImportReport]) -> list[str]:
-    """One line per imported file: its parts' states, and what to do about a failed part."""
-    lines = []
-    for f, report in zip(planned.new, reports, strict=True):
-        states = sorted({part["state"] for part in report.parts})
-        line = f"{f.found.label} → {report.scope}: {', '.join(states)}"
-        failed = [part for part in report.parts if part["state"] == "dead"]
-        if failed:
-            issue = failed[0]["issue"]
-            line += f" ({issue + '; ' if issue else ''}see `cm status`, then `cm retry {failed[0]['jobId']}`)"
-        elif "quarantined" in states:
-            line += " (final for this content: change the file and the sections you change are sent again)"
-        lines.append(line)
+    """One line per imported file, in the user's words (``memimport.outcome``): kept in which
+    documents, nothing kept, or failed with what to do."""
+    lines = [f"{f.found.label} → {report.scope}: {memimport.outcome(report)}"
+             for f, report in zip(planned.new, reports, strict=True)]
     if reports and reports[0].note:
         lines.append(reports[0].note)
     return lines
@@ -151,6 +175,7 @@ class ImportScreen(CmScreen):
         self.chosen = chosen
         self.setup = setup
         self.found: Found | None = None
+        self.folder: str | None = None   # the folder cm runs in, when registering it would import skipped files
         self.running = False
         self.finished = False
 
@@ -170,7 +195,7 @@ class ImportScreen(CmScreen):
 
     def _discover(self) -> None:
         app = self.app
-        found = plan_sources(app.home, self.chosen, app.user_home)  # type: ignore[attr-defined]
+        found = plan_sources(app.home, self.chosen, app.user_home, os.getcwd())  # type: ignore[attr-defined]
         app.call_from_thread(self._shown, found)
 
     def _shown(self, found: Found) -> None:
@@ -184,12 +209,16 @@ class ImportScreen(CmScreen):
             return
         self.query_one("#plan", Text).set("\n".join(plan_lines(found, self.app.user_home)))  # type: ignore[attr-defined]
         menu = self.query_one("#choice", Menu)
+        menu.clear_options()
+        self.folder = folder_offer(found, os.getcwd())
+        register = [option("register", f"Register this folder ({os.path.basename(self.folder)}) as a project "
+                                       "and allow its memory")] if self.folder else []
         if found.new:
             grant = " and allow document imports" if found.needs_permission else ""
-            menu.add_options([option("import", f"Import {_count(found.new, 'file')}{grant}"),
+            menu.add_options([option("import", f"Import {_count(found.new, 'file')}{grant}"), *register,
                               option("skip", "Skip: import nothing")])
         else:
-            menu.add_options([option("skip", "Continue")])
+            menu.add_options([*register, option("skip", "Continue")])
         menu.highlighted = 0
         menu.display = True
         menu.focus()
@@ -197,8 +226,25 @@ class ImportScreen(CmScreen):
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         if event.option_id == "import":
             self.start_import()
+        elif event.option_id == "register":
+            self.register_folder()
         else:
             self.leave()
+
+    def register_folder(self) -> None:
+        """Register the folder cm runs in and allow its memory (one confirmation: this choice), then plan again."""
+        if self.folder is None or self.running:
+            return
+        try:
+            done = projectaccess.register(self.app.home, self.folder, os.path.basename(self.folder), True)  # type: ignore[attr-defined]
+        except CmError as exc:
+            self.notice.show(error_text(exc))
+            return
+        self.notice.show(f"Registered {done.project.name} as {done.project.scope} and allowed its memory "
+                         "(saved in config.json). Planning again …")
+        self.query_one("#choice", Menu).display = False
+        self.query_one("#plan", Text).set("Looking for memory files …")
+        self.run_worker(self._discover, thread=True, exclusive=True)
 
     def start_import(self) -> None:
         if self.running or self.found is None:

@@ -82,9 +82,9 @@ class ProviderScreen(CmScreen):
         menu = Menu([], id="providers")
         choices: list[Option] = [option(f"cli:{o.agent}", cli_label(o)) for o in found]
         if missing:  # beside the offers, so a short terminal shows it without scrolling
-            names = ", ".join(o.title for o in missing)
-            choices.append(Option(plain(f"Not found on PATH: {names} (install one and log in once to use it "
-                                        "without a key)"), id="cli-missing", disabled=True))
+            names = ", ".join(f"{o.title} (npm install -g {agentsetup.PACKAGES[o.agent]})" for o in missing)
+            choices.append(Option(plain(f"Not found on PATH: {names}; install one and log in once to use it "
+                                        "without a key"), id="cli-missing", disabled=True))
         choices += [option(p.id, f"{p.label}  ({'Responses' if p.api == 'responses' else 'Chat Completions'}"
                                  f"{'' if p.needs_key else ', no key'})") for p in providers.PRESETS]
         menu.add_options(choices)

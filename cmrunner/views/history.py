@@ -131,7 +131,8 @@ def trash(home: str) -> list[dict]:
             assert removing is not None
             out.append({"id": entry.id, "target": entry.target, "section": _label(removing),
                         "removedAt": history.iso(entry.removed_at), "expiresAt": history.iso(entry.removed_at + retention),
-                        "decision": removing.decision, "receipt": removing.receipt_id, "version": f"v{removing.id}"})
+                        "decision": removing.decision, "receipt": removing.receipt_id, "version": f"v{removing.id}",
+                        "reason": "sync conflict" if removing.kind == history.SYNC_CONFLICT else None})
         return out
     finally:
         conn.close()
@@ -165,6 +166,9 @@ def version_detail(v: dict) -> str:
 
 def trash_line(t: dict, where: bool = True) -> str:
     """One trash entry; ``where`` adds its id and the receipt that removed it."""
-    why = f"by a {t['decision']} decision" if t["decision"] else "by the Memory Agent"
+    if t.get("reason") == "sync conflict":
+        why = "by a sync conflict (the other machine's text was kept in its place)"
+    else:
+        why = f"by a {t['decision']} decision" if t["decision"] else "by the Memory Agent"
     line = f"{t['target']} / {t['section']}  removed {t['removedAt'][:10]} {why}, kept until {t['expiresAt'][:10]}"
     return f"{t['id']}  {line} (receipt {t['receipt']})" if where else line

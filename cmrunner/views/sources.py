@@ -62,6 +62,8 @@ def place(client: str | None, session: str | None, at: str | None, file_name: st
         who = f"MCP client {name[len('mcp-'):]}"
     elif name == "cm-adjust":
         return f"Adjust Memory, {stamp}" if stamp else "Adjust Memory"
+    elif name.startswith("sync from "):  # a change `cm sync` brought from another machine
+        return f"{name}, {stamp}" if stamp else name
     else:
         who = f"{CLIENTS.get(name, name)} session"
     return f"{who}, {stamp}" if stamp else who

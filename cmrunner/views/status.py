@@ -43,6 +43,7 @@ from cmrunner.core import (
     reasons,
     spend,
     store,
+    syncstate,
 )
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths, config_path, env_path
@@ -54,8 +55,9 @@ JOB_LIST_LIMIT = 20
 HOOK_TABLES_VERSION = 8
 
 
-def problems(conn: sqlite3.Connection) -> dict:
-    """Quarantined observations, dead jobs and isolated sessions grouped by code, with reason and remedy."""
+def problems(conn: sqlite3.Connection, model_url: str | None = None) -> dict:
+    """Quarantined observations, dead jobs and isolated sessions grouped by code, with reason and
+    remedy; ``model_url`` is the configured ``remote.baseUrl``, named where nothing answered there."""
     from cmrunner.writer_proc import jobs
 
     quarantined = []
@@ -72,7 +74,7 @@ def problems(conn: sqlite3.Connection) -> dict:
         dead.append({"code": group.issue, "cause": reasons.cause(group.issue, group.failure, group.rejection),
                      "failure": group.failure, "rejection": group.rejection, "count": len(group.ids),
                      "observations": group.held, "reason": entry.reason,
-                     "remedy": reasons.remedy(group.issue, "dead", short, group.rejection, group.hint),
+                     "remedy": reasons.remedy(group.issue, "dead", short, group.rejection, group.hint, model_url),
                      "jobIds": short})
     return {"quarantined": quarantined, "dead": dead, "isolated": isolated_groups(failures.listed(conn))}
 
@@ -128,6 +130,7 @@ def gather(home: str) -> dict:
     }
     code, detail = fsutil.data_root_problem(paths.root)
     report["dataRootProblem"] = None if code is None else {"code": code, "message": detail}
+    report["sync"] = sync_report(paths)
     try:  # read-only: an old registry format is read as it is, upgraded only by `cm project` commands
         registered = projects.load(paths)
         report["projects"] = {"registered": len({p.id for p in registered}),
@@ -178,17 +181,44 @@ def gather(home: str) -> dict:
              "reason": reasons.explain(row[1]).reason, "remedy": reasons.remedy(row[1], "isolated", [row[0]])}
             for row in failures.listed(conn)
         ]
-        report["problems"] = problems(conn)
+        report["problems"] = problems(conn, (report["model"] or {}).get("baseUrl"))
         report["jobList"] = job_list(conn)
         report["lastDrainFailure"] = drainfailures.latest(conn)
         if history.recorded(version):
             report["history"] = history_report(history.summary(conn), cfg.trash_retention_ms)
         report["spend"] = usage.read(conn, cfg, brief=True)
+        if report["spend"].get("blocked"):
+            report["spend"]["importParts"] = observations.waiting_imports(conn)
         holder = drainlease.live_holder(conn)
         report["drain"] = {"alive": holder is not None, "pid": holder.pid if holder else None}
     finally:
         conn.close()
     return report
+
+
+def sync_report(paths: DataPaths) -> dict | None:
+    """Memory sync (``core/syncstate.py``): where to, and the last run's outcome with its reason and
+    remedy; ``None`` when sync is not set up. Reads one small file, runs no git."""
+    state = syncstate.read(paths)
+    if state is None:
+        return None
+    last = state.get("last") or {}
+    code = last.get("code")
+    return {"remote": state.get("remote"), "branch": state.get("branch"),
+            "lastAt": last.get("at"), "outcome": last.get("outcome"), "code": code, "lastOk": state.get("lastOk"),
+            "reason": reasons.explain(code).reason if code else None,
+            "remedy": reasons.explain(code).fix if code else None}
+
+
+def sync_line(found: dict) -> str:
+    where = f"{found['remote']} (branch {found['branch']})"
+    if found["outcome"] is None:
+        return f"{where}; not synced yet"
+    when = _clock(found["lastAt"])
+    if found["outcome"] == "ok" and not found["code"]:
+        return f"{where}; last sync {when} ok"
+    said = "ok, but" if found["outcome"] == "ok" else "FAILED"
+    return f"{where}; last sync {when} {said} {found['code']}: {found['reason']}; remedy: {found['remedy']}"
 
 
 def isolated_groups(rows: list[tuple[str, str, int, str | None]]) -> list[dict]:
@@ -236,13 +266,18 @@ def _ids(ids: list, count: int) -> str:
     return shown + (f", … ({count - len(ids)} more)" if count > len(ids) else "")
 
 
-def job_line(job: dict, now: int) -> str:
-    """One unfinished job: short id, state, code and when it runs next."""
+def job_line(job: dict, now: int, model_url: str | None = None) -> str:
+    """One unfinished job: short id, state, code and when it runs next; a job waiting for a model
+    server that did not answer names the configured ``model_url``."""
     text = f"{job['id']} {job['state']}"
     if job["issue"]:
         text += f" ({job['cause']})"
     if job["state"] == "retry" and job["issue"] == spend.CODE:
         text += ", waits while a spend cap is reached (see `spend:`)"
+    elif job["state"] == "retry" and job["issue"] == "MODEL_UNREACHABLE" and model_url:
+        text += f", nothing answered at {model_url}: start the model server or fix remote.baseUrl"
+        if job["nextAttemptAt"] is not None:
+            text += f"; next attempt {_clock(job['nextAttemptAt'])} ({_in(job['nextAttemptAt'], now)})"
     elif job["state"] == "retry" and job["nextAttemptAt"] is not None:
         text += f", next attempt {_clock(job['nextAttemptAt'])} ({_in(job['nextAttemptAt'], now)})"
     elif job["state"] == "running" and job["leaseExpiresAt"] is not None:
@@ -297,9 +332,10 @@ def problem_lines(report: dict) -> list[str]:
     for rejected in report.get("hookRejections", []):
         lines.append(f"hook:        {rejected['count']} × {rejected['code']} from {rejected['host']}: {rejected['message']}")
         lines.append("             remedy: the host was not blocked; check its hook settings (`cm agents`) if this keeps growing")
+    model_url = (report.get("model") or {}).get("baseUrl")
     listing = report.get("jobList", {"jobs": [], "total": 0})
     for index, job in enumerate(listing["jobs"]):
-        lines.append(f"{'job ids:' if index == 0 else '':<13}{job_line(job, now)}")
+        lines.append(f"{'job ids:' if index == 0 else '':<13}{job_line(job, now, model_url)}")
     if listing["total"] > len(listing["jobs"]):
         lines.append(f"{'':<13}… and {listing['total'] - len(listing['jobs'])} more (oldest listed first)")
     return lines

@@ -168,6 +168,10 @@ def status_line(report: dict) -> str:
         text += f" (caps {', '.join(shown)})"
     if report["blocked"]:
         text += f"; WAITING: {report['blocked']['message']}"
+        waiting = report.get("importParts") or 0
+        if waiting:
+            verb = "waits" if waiting == 1 else "wait"
+            text += f" ({waiting} import part{'s' if waiting != 1 else ''} {verb} for it; those already processed are kept)"
     return text
 
 

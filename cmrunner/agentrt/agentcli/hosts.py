@@ -22,9 +22,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
+SUBMIT = "submit_memory_decision"
 SERVER = "cm"  # the MCP server's name the CLI sees; tool names reach the model as mcp__cm__<tool>
 
 _AUTH = re.compile(r"invalid api key|/login|not logged in|please log ?in|log in again|authenticat|unauthori[sz]ed|"
@@ -80,6 +82,10 @@ class Attempt:
     model: str | None
     max_turns: int
     tools: tuple[str, ...]
+    # Created by the attempt once cm accepted the submission (before the CLI hears so): a CLI that
+    # can be told to stop after a tool call (Claude Code's PostToolUse hook) checks it, so it ends
+    # without the closing model turn, which would re-send the whole conversation for a reply nobody reads.
+    accepted: str = ""
 
 
 class CliSpec:
@@ -112,8 +118,11 @@ class ClaudeCode(CliSpec):
     """``claude -p`` (hosts-more.md §6): ``--tools ""`` removes every built-in tool (and puts the MCP
     tools straight into the request), ``--strict-mcp-config`` loads only cm's server,
     ``--setting-sources ""`` loads no user, project or local settings (so none of their hooks,
-    plugins or MCP servers), ``--settings`` turns every remaining hook off, the session is not
-    saved. Not ``--bare``: it would read no subscription login (only ANTHROPIC_API_KEY)."""
+    plugins or MCP servers), the session is not saved. ``--settings`` holds one hook, cm's: after a
+    submit call it ends the run (``continue: false``) once cm accepted the submission (the
+    ``Attempt.accepted`` file exists), so there is no closing model turn re-sending the whole
+    conversation, and the CLI still prints its result with the usage. Not ``--bare``: it would read
+    no subscription login (only ANTHROPIC_API_KEY)."""
 
     agent = "claude-code"
     executable = "claude"
@@ -124,9 +133,10 @@ class ClaudeCode(CliSpec):
         config = {"mcpServers": {SERVER: {"type": "stdio", "command": attempt.relay[0], "args": attempt.relay[1:],
                                           "env": attempt.relay_env}}}
         _write_private(os.path.join(attempt.private, "mcp.json"), json.dumps(config))
-        _write_private(os.path.join(attempt.private, "settings.json"),
-                       json.dumps({"disableAllHooks": True, "permissions": {"allow": [
-                           f"mcp__{SERVER}__{t}" for t in attempt.tools]}}))
+        settings: dict = {"permissions": {"allow": [f"mcp__{SERVER}__{t}" for t in attempt.tools]},
+                          "hooks": {"PostToolUse": [{"matcher": f"mcp__{SERVER}__{SUBMIT}", "hooks": [
+                              {"type": "command", "command": _stop_when(attempt.accepted)}]}]}}
+        _write_private(os.path.join(attempt.private, "settings.json"), json.dumps(settings))
 
     def argv(self, attempt: Attempt) -> list[str]:
         argv = [attempt.binary, "-p", "--output-format", "json", "--tools", "",
@@ -152,6 +162,13 @@ class ClaudeCode(CliSpec):
                 float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None)
 
 
+def _stop_when(marker: str) -> str:
+    """The one hook cm's Claude Code run has: after a submit call, end the run (``continue: false``:
+    no further model turn; the CLI still prints its result and usage) once cm accepted it."""
+    stop = json.dumps({"continue": False, "stopReason": "cm accepted the decision"})
+    return f"test -e {shlex.quote(marker)} && printf '%s' {shlex.quote(stop)} || true"
+
+
 def _toml_string(value: str) -> str:
     return json.dumps(value)  # a JSON string is a valid TOML basic string
 
@@ -162,12 +179,16 @@ class Codex(CliSpec):
     shell, unified exec, multi-agent, goals, image, browser, computer-use, plugin, app, skill and
     web-search tools are switched off, and so are Codex's hooks; read-only sandbox, approvals never
     asked, no session files (``--ephemeral``); cm's system prompt replaces Codex's
-    (``model_instructions_file``). The user's own provider and login stay in force."""
+    (``model_instructions_file``). What Codex adds to every request and cm has no use for is left
+    out (0.169's switches): its permissions instructions, its environment context, the
+    ``view_image`` and ``request_user_input`` tools. The user's own provider and login stay in
+    force. Codex still makes a closing turn after the submission: its usage comes only with the
+    finished turn, so ending it earlier would leave the ledger an estimate."""
 
     agent = "codex"
     executable = "codex"
     FEATURES_OFF = ("shell_tool", "unified_exec", "multi_agent", "goals", "image_generation", "hooks", "plugins",
-                    "apps", "sleep_tool", "tool_suggest", "skill_search", "browser_use", "computer_use", "memories")
+                    "apps", "sleep_tool", "tool_suggest", "skill_search", "browser_use", "computer_use", "memories", "view_image")
 
     def prepare(self, attempt: Attempt) -> None:
         _write_private(os.path.join(attempt.private, "instructions.md"), attempt.system_prompt)
@@ -182,6 +203,9 @@ class Codex(CliSpec):
                 "-C", attempt.workdir, "-c", f"mcp_servers = {{ {SERVER} = {server} }}",
                 "-c", 'approval_policy = "never"', "-c", 'web_search = "disabled"',
                 "-c", "skills.include_instructions = false",
+                "-c", "include_permissions_instructions = false", "-c", "include_environment_context = false",
+                "-c", "include_apps_instructions = false", "-c", "include_collaboration_mode_instructions = false",
+                "-c", "tools.experimental_request_user_input.enabled = false",
                 "-c", f"model_instructions_file = {_toml_string(os.path.join(attempt.private, 'instructions.md'))}"]
         for feature in self.FEATURES_OFF:
             argv += ["--disable", feature]
@@ -213,7 +237,9 @@ class Gemini(CliSpec):
     and skills off; extensions are not loaded (``-e none``); cm's
     system prompt replaces Gemini's (``GEMINI_SYSTEM_MD``). The user's own auth settings stay in
     force. Not the system settings layer: Gemini skips that file when any parent directory is
-    world-writable (``/tmp``). Gemini 0.61 still records the run's chat file: no switch found."""
+    world-writable (``/tmp``). Gemini 0.61 still records the run's chat file: no switch found. It
+    still makes a closing turn after the submission: a hook might end the run, but hooks stay off
+    here (confinement; not tried), and its usage comes only at the end."""
 
     agent = "gemini"
     executable = "gemini"

@@ -15,6 +15,10 @@ Contract (``interface.MemoryAgentPort``; the Writer's commit path is the HTTP ru
   coverage, fencing and rejections as the HTTP runtime's), and each result passes the scanner before it leaves
   (``SENSITIVE_CONTENT_REJECTED``, the CLI is killed). The lease is checked at every call and
   every ``LEASE_POLL`` seconds; a lost lease kills the CLI (``STALE_LEASE``).
+- Once the submission is accepted, and before the CLI hears so, the attempt creates the file
+  ``hosts.Attempt.accepted`` in its private directory: a CLI that can end its run after a tool
+  call (Claude Code's stop hook) ends there instead of spending a closing model turn. A CLI that
+  goes on anyway gets ``AFTER_SUBMIT`` seconds for it.
 - The verdict is the submission the tool service received, never the CLI's exit status or prose:
   an accepted submission is success; otherwise a CLI not found is ``AGENT_CLI_NOT_FOUND``, output
   naming a login problem ``AGENT_CLI_AUTH``, a usage limit ``AGENT_CLI_QUOTA`` and an unreachable
@@ -91,6 +95,7 @@ class _Service:
         self.served = 0
         self.received = 0
         self.last_rejection: dict | None = None
+        self.accepted_marker = ""  # created once the submission is accepted (hosts.Attempt.accepted)
 
     def answer(self, request: dict) -> dict:
         if request.get("op") == "list":
@@ -116,6 +121,8 @@ class _Service:
             self.last_rejection = outcome.record
         if safety.scan_value(outcome.result):
             raise _Fatal(errors_map.failure("SENSITIVE_CONTENT_REJECTED", "request", "sensitive_content", False))
+        if outcome.submitted and self.accepted_marker:
+            hosts._write_private(self.accepted_marker, "")  # before the CLI hears of it (its stop hook reads it)
         text = json.dumps(outcome.result, ensure_ascii=False, separators=(",", ":"))
         self.served += len(text.encode("utf-8"))
         if self.served > self.byte_budget:
@@ -250,7 +257,8 @@ class AgentCliRuntime:
         token = secrets.token_hex(16)
         attempt = hosts.Attempt(binary, private, workdir, relay_command(),
                                 {relay.SOCKET_ENV: sock_path, relay.TOKEN_ENV: token}, self.prompt, prompt,
-                                self.remote.get("model"), self.max_turns, TOOL_NAMES)
+                                self.remote.get("model"), self.max_turns, TOOL_NAMES, os.path.join(private, "accepted"))
+        service.accepted_marker = attempt.accepted
         self.spec.prepare(attempt)
         task_path = os.path.join(private, "task.json")
         hosts._write_private(task_path, prompt)

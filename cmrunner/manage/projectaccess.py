@@ -1,0 +1,82 @@
+"""A project in one step: register it and, as the user confirms, let cm read and write its memory.
+
+Contract:
+- A registered project is used only when its scope (``project:<id>``) is in both
+  ``disclosure.allowedScopes`` (its memory may be read and sent) and ``writableScopes`` (the
+  Writer may write it). ``missing(cfg, scope)`` names the keys that lack it, in that order.
+- ``register(home, path, name, allow)`` registers the folder (``core.projects.register``) and, with
+  ``allow``, adds its scope to both keys through the one config-writing path, in one validated
+  save (``configedit.set_values``): both or neither. A folder registered already is not an error
+  when ``allow`` is asked: its project is the one allowed (so ``cm project register PATH NAME
+  --allow`` is the one remedy both for an unregistered folder and for a registered one not allowed).
+- ``allow(home, project)`` is the same grant for a project registered already.
+- ``remedy(path, name)`` is that one command, as plans and skip reasons print it.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass
+
+from cmrunner.core import config as config_mod, projects
+from cmrunner.core.errors import CmError
+from cmrunner.core.home import DataPaths
+
+KEYS = ("disclosure.allowedScopes", "writableScopes")
+
+
+@dataclass(frozen=True, slots=True)
+class Registered:
+    project: projects.Project
+    new: bool                 # registered now (False: it was registered already)
+    granted: list[str]        # the keys the scope was added to now
+    missing: list[str]        # the keys that still lack it (not allowed: the project is not used yet)
+    how: str = ""             # how its id was chosen (``projects.register_here``), when registered now
+    why: str = ""
+
+
+def missing(cfg: config_mod.Config, scope: str) -> list[str]:
+    """The keys (``KEYS``) whose lists lack ``scope``."""
+    found = []
+    if scope not in cfg.data.get("disclosure", {}).get("allowedScopes", []):
+        found.append(KEYS[0])
+    if scope not in cfg.data.get("writableScopes", []):
+        found.append(KEYS[1])
+    return found
+
+
+def allow(home: str, project: projects.Project) -> list[str]:
+    """Add the project's scope to the keys that lack it, in one save; returns those keys."""
+    from cmrunner.manage import configedit
+
+    keys = missing(config_mod.load(home), project.scope)
+    if keys:
+        configedit.set_values(home, [(key, "+" + project.scope) for key in keys])
+    return keys
+
+
+def register(home: str, path: str, name: str, allow_access: bool, project_id: str | None = None) -> Registered:
+    """Register ``path`` as ``name`` (``project_id``: join that project, ``projects.register_here``)
+    and (``allow_access``) allow its memory (see module contract)."""
+    paths = DataPaths(config_mod.load(home).data_root)
+    how = why = ""
+    try:
+        done = projects.register_here(paths, path, name, project_id)
+        project, new, how, why = done.project, True, done.how, done.why
+    except CmError as exc:
+        if exc.code != "PROJECT_ALREADY_REGISTERED" or not allow_access:
+            raise
+        real = os.path.realpath(path)
+        project, new = next(p for p in projects.load(paths) if p.path == real), False
+    granted = allow(home, project) if allow_access else []
+    return Registered(project, new, granted, missing(config_mod.load(home), project.scope), how, why)
+
+
+def remedy(path: str | None, name: str | None = None) -> str:
+    """The one command that registers ``path`` (if it is not yet) and allows its memory; the name
+    defaults to the folder's own, and an unknown path is a placeholder."""
+    if path is None:
+        return "cm project register <its path> <name> --allow"
+    name = name or os.path.basename(path.rstrip(os.sep)) or "project"
+    return f"cm project register {shlex.quote(path)} {shlex.quote(name)} --allow"
