@@ -19,8 +19,8 @@ Contract (any imported text: ``cm import <file.md>`` today, other sources later)
   cost shape measured by ``bench/import_cost.py`` (docs/benchmarks.md, "Import cost"): a part is
   read once and carried by the requests after its read, and each job's requests carry the fixed
   instructions, tools and task; ``fixed_tokens``/``text_tokens`` name those two parts and
-  ``estimate_words`` says them ("~8,700 tokens to process: fixed instructions ~8,400 + your text
-  with its framing ~300": the text and its envelope, read twice per part).
+  ``estimate_words`` says them ("~4,700 tokens to process: fixed instructions ~4,400 + your text
+  with its framing ~300": the text and its envelope, read once per part).
 - ``cap_words`` states the requests a plan implies and, when it exceeds the hourly request cap or
   the daily token cap, how long the caps stretch it over and the ``cm config set spend.…``
   command that raises that cap.
@@ -228,7 +228,7 @@ def estimate_tokens(envelopes: list[str]) -> tuple[int, str]:
 
 
 def estimate_words(tokens: int, fixed: int) -> str:
-    """An estimate with its parts named: ``~8,700 tokens to process: fixed instructions ~8,400 +
+    """An estimate with its parts named: ``~4,700 tokens to process: fixed instructions ~4,400 +
     your text with its framing ~300`` (the fixed instructions dominate a small file; they are not the file's size)."""
     if tokens == 0:
         return "~0 tokens to process"
