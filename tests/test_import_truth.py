@@ -50,6 +50,7 @@ def test_a_dead_import_plans_as_failed_with_its_retry_and_importing_again_retrie
         assert "unchanged" not in plan and "0 bytes to send" not in plan, plan
         assert plan.startswith("plan: nothing new to send, 42 bytes in the file; 1 failed part to retry"), plan
         assert f"last import: failed — run `cm retry {job}` (INVALID_RESPONSE); importing again retries it\n" in plan
+        assert "no section changed since this file's last import (2 sections)\n" in plan, plan
         assert "~0 tokens" not in plan and "fixed instructions ~4,400 + your text with its framing ~" in plan, plan
 
         _fix_url(home, fm.base_url)
@@ -84,3 +85,23 @@ def test_from_a_source_a_dead_file_is_failed_not_unchanged_and_the_result_names_
         assert code == 0 and "codex:MEMORY -> global: processed; nothing was kept" in out, out
         code, plan = _cm(["import", "--from", "codex", "--dry-run"], home, user)
         assert "codex:MEMORY [personal] -> global: unchanged, nothing to send (" in plan and "plan for codex: 0 files" in plan, plan
+
+
+def test_a_queued_import_not_yet_processed_is_not_unchanged(home, tmp_path):
+    from mcp_support import configure
+
+    configure(home)  # no model: what is queued stays queued
+    user = str(tmp_path / "user")
+    _write(os.path.join(user, ".codex", "memories", "MEMORY.md"), "# Tools\n\nI use zellij marker-c-\n")
+    path = _write(str(tmp_path / "notes.md"), "# Notes\n\nI use helix marker-d-\n")
+    code, out = _cm(["import", path, "--no-wait"], home)
+    assert code == 0, out
+    code, plan = _cm(["import", path, "--dry-run"], home)
+    assert "last import: queued, not yet processed; importing again runs the Memory Agent on it\n" in plan, plan
+    assert "unchanged" not in plan
+    code, out = _cm(["import", "--from", "codex", "--no-wait", "--yes"], home, user)
+    assert code == 0, out
+    code, plan = _cm(["import", "--from", "codex", "--dry-run"], home, user)
+    assert ("codex:MEMORY [personal] -> global: queued, not yet processed; importing again runs the Memory Agent "
+            f"on it ({os.path.join(user, '.codex', 'memories', 'MEMORY.md')})\n") in plan, plan
+    assert "plan for codex: 1 file to import" in plan and "unchanged" not in plan

@@ -140,3 +140,9 @@ def test_a_registered_project_not_allowed_gets_the_same_one_command(home, tmp_pa
     assert proc.returncode != 0
     assert proc.stderr.decode() == (f"cm: UNAUTHORIZED_SCOPE: {project.scope} is not in disclosure.allowedScopes; to "
                                     f"import into it, `cm project register {folder} Infra --allow`\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    proc = run_cm(["import", str(notes), "--workspace", str(elsewhere), "--dry-run"])
+    assert proc.stderr.decode() == (f"cm: UNREGISTERED_WORKSPACE: {elsewhere} is not inside a registered project; "
+                                    f"register it and allow its memory with `cm project register {elsewhere} "
+                                    "elsewhere --allow`, then import again\n")

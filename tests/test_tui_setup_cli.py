@@ -119,3 +119,32 @@ def test_a_failing_check_keeps_the_wizard_on_the_step_with_its_code(home, tmp_pa
     drive(CmApp(home, discover=hosts), steps, size=SIZE)
     assert not os.path.exists(os.path.join(home, "config.json"))
     assert len(_argvs(runs)) == 2
+
+
+def test_the_configured_cli_is_highlighted_and_choosing_it_again_changes_nothing(home, tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    claude = _fake_claude(str(tmp_path / "bin"), runs)
+    hosts = temp_hosts(str(tmp_path), pi=False, codex=False, path=f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    drive(CmApp(home, discover=hosts), _choose_claude, size=SIZE)  # the first run saves it
+    saved = open(os.path.join(home, "config.json")).read()
+    assert len(_argvs(runs)) == 1
+
+    async def again(pilot):
+        await wait_for(pilot, "1/4 Provider")
+        menu = pilot.app.screen.query_one("#providers")
+        assert menu.get_option_at_index(menu.highlighted).id == "cli:claude-code"
+        await pilot.press("enter")
+        text = await wait_for(pilot, "Model unchanged")
+        assert "nothing was saved" in text
+
+    drive(CmApp(home, start="config", discover=hosts), again, size=SIZE)
+    assert open(os.path.join(home, "config.json")).read() == saved
+    assert len(_argvs(runs)) == 1  # no second check run for an unchanged choice
+    assert _config(home)["remote"]["agentPath"] == claude
+
+
+async def _choose_claude(pilot) -> None:
+    await wait_for(pilot, "Use Claude Code")
+    await pilot.press("enter")
+    await wait_for(pilot, "Choose the agents cm should connect to", timeout=60)

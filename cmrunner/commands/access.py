@@ -114,7 +114,8 @@ def import_command(ctx: click.Context, file: str | None, source: str | None, wor
                  f"{plan.sent_bytes:,} bytes to send"
                  + (f"; {len(delta.removed)} removed from the file: nothing is forgotten" if delta.removed else ""))
         else:
-            echo(f"no section changed since this file's last import ({delta.total} sections)"
+            echo(f"no section changed since this file's last import ({delta.total} section"
+                 f"{'s' if delta.total != 1 else ''})"
                  + (f"; {len(delta.removed)} removed from the file: nothing is forgotten" if delta.removed else ""))
         if not plan.carried.committed:
             echo(f"last import: {memimport.last_import(plan.carried)}")
@@ -167,8 +168,8 @@ def _import_from(ctx: click.Context, source: str, workspace: str | None, no_wait
     for f in found.files:
         p = f.plan
         if f.imported or p.count == 0:
-            sending = ", nothing to send" if f.imported else f", {p.retry_parts} part{'s' if p.retry_parts != 1 else ''} to retry, " \
-                                            f"~{p.tokens:,} tokens"
+            sending = ", nothing to send" if f.imported else "" if not p.retry_parts else \
+                f", {p.retry_parts} part{'s' if p.retry_parts != 1 else ''} to retry, ~{p.tokens:,} tokens"
             echo(f"  {f.found.label} [{f.kind_label}] -> {p.scope}: {f.status}{sending} ({f.found.path})")
         else:
             echo(f"  {f.found.label} [{f.kind_label}] -> {p.scope}: {f.status}, {p.count} part"

@@ -118,7 +118,9 @@ def check_health(git: Git, paths: DataPaths) -> None:
     if head.returncode != 0:
         raise CmError("SYNC_REPO_CORRUPT", "the sync repository's HEAD is not a branch; run `cm sync repair`")
     named = git.run("rev-parse", "--verify", "--quiet", "HEAD", check=False).returncode == 0  # reads no object
-    if named and not git.ok("fsck", "--no-dangling", "--connectivity-only", "--no-progress"):
+    # The tip's commit and tree must read back (a full fsck would grow with history on every sync);
+    # damage deeper down surfaces as a failed git step, which `cm sync repair` handles the same way.
+    if named and not git.ok("cat-file", "-e", "HEAD^{tree}"):
         raise CmError("SYNC_REPO_CORRUPT", "the sync repository is damaged; run `cm sync repair` (it rebuilds it "
                                            "from your memory files and the remote)")
     for name, data in live_documents(paths).items():
@@ -201,6 +203,9 @@ def fetch(git: Git, branch: str) -> str | None:
         raise _network_error(found.returncode, found.stderr, "read")
     if not found.stdout.strip():
         return None
+    tip = found.stdout.split()[0].decode()
+    if tip == git.rev(f"refs/remotes/{REMOTE}/{branch}"):
+        return tip  # nothing new there: no fetch
     try:
         git.run("fetch", "--no-tags", "--quiet", REMOTE, f"+refs/heads/{branch}:refs/remotes/{REMOTE}/{branch}",
                 timeout=NETWORK_SECONDS)
