@@ -312,7 +312,8 @@ def run(paths: DataPaths, home: str, message: str | None = None, wait: float = L
             check_health(git, paths)
             outcome = _run(git, paths, home, state["branch"], message or f"cm: memory on {git.device}")
     except CmError as exc:
-        syncstate.record(paths, "failed", exc.code, str(exc)[:300])
+        if exc.code != "SYNC_BUSY":  # the running sync records its own outcome
+            syncstate.record(paths, "failed", exc.code, exc.message[:300])
         raise
     syncstate.record(paths, "ok", "SYNC_SECTION_KEPT_LOCAL" if outcome.withheld else None,
                      ", ".join(outcome.withheld) or None)
