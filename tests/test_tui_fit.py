@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from history_support import run_commits
 from tui_support import configure_model, drive, flat, model_form, open_action, screen_text, temp_hosts, wait_for
 
 from cmrunner.core import config as config_mod
@@ -284,3 +285,26 @@ def test_agents_keep_the_list_and_the_highlighted_limits_in_view_and_pgdn_scroll
         in_view(pilot, "Codex CLI, limits:")  # the limits follow the highlight and stay in view
 
     drive(CmApp(home, discover=hosts), open_action("agents", then), SIZE)
+
+
+def test_history_pgdn_reads_a_long_why_while_the_versions_stay_put_at_80x24(home, tmp_path):
+    run_commits(home, tmp_path, count=3)
+    configure_model(home, "http://127.0.0.1:9/v1")
+    setupstate.finish(home)
+
+    async def then(pilot):
+        await wait_for(pilot, "put by memory_agent (retain)")
+        await pilot.press("w")  # why: longer than what is left of 24 rows below three versions
+        await wait_for(pilot, "evidence of the commits that wrote its text")
+        footer_in_view(pilot)
+        in_view(pilot, "v3 preferences / Indentation remove by memory_agent (forget)")
+        box = pilot.app.screen.query_one("#detail-box")
+        versions = pilot.app.screen.query_one(".versions")
+        highlighted = versions.highlighted
+        assert box.max_scroll_y > 0
+        await pilot.press("pagedown")
+        await pilot.pause(0.2)
+        assert box.scroll_y > 0 and versions.highlighted == highlighted  # the why scrolled, not the list
+        in_view(pilot, "receipt")  # its last lines, the commit's receipt, are now readable
+
+    drive(CmApp(home), open_action("history", then), SIZE)

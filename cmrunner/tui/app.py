@@ -41,7 +41,8 @@ Menu, CheckList { height: auto; max-height: 16; margin: 1 0; }
 Input { margin-bottom: 1; }
 .label { color: $text-muted; }
 #caps { height: auto; }
-#plan-box, #details-box { height: 1fr; min-height: 3; }
+#plan-box, #details-box, #detail-box { height: 1fr; min-height: 3; }
+Menu.versions { max-height: 45%; }
 #limits { margin-bottom: 1; }
 #total { margin-top: 1; }
 #choice { margin: 1 0 0 0; }
