@@ -35,7 +35,7 @@ def _projects_line(found: dict) -> str:
     if "error" in found:
         return f"{found['error']['code']}: {found['error']['message']}"
     known = found["knownNotRegistered"]
-    line = f"{found['registered']} registered"
+    line = f"{found['registered']} project(s)"
     if known:
         line += (f", {len(known)} known but not registered here ({', '.join(known[:5])}{', …' if len(known) > 5 else ''}"
                  "; `cm project register PATH NAME` on its clone)")
@@ -67,7 +67,7 @@ def _print_status(report: dict) -> None:
     st = report["store"]
     schema = f"schema v{st['schemaVersion']}" if st["exists"] else "not created yet"
     echo(f"store:       {schema}")
-    echo(f"projects:    {_projects_line(report['projects'])}")
+    echo(f"registered:  {_projects_line(report['projects'])}")
     inbox = report["inbox"]
     echo(f"inbox:       codex {inbox['codex']}, pi {inbox['pi']}, claude/gemini hooks {inbox.get('hooks', 0)}, "
          f"prompt candidates {inbox['candidates']}")
