@@ -193,6 +193,10 @@ def test_a_purge_reaches_the_remotes_tip_and_purge_history_rewrites_it(tmp_path)
     assert "12 Elm Street" not in _tip(remote) and "12 Elm Street" in remote_log(remote)  # the past keeps it
     ok(home_b, "sync")
     assert "12 Elm Street" not in profile(paths_b)
+    # History and trash are each machine's own: b keeps what it saw, in its trash, as pulled.
+    [pulled] = trash(home_b)
+    assert pulled["section"] == "Old address" and pulled["reason"] == "removed on another machine"
+    assert "on another machine (brought by `cm sync`)" in ok(home_b, "trash")
     said = ok(home_a, "sync", "purge-history", "--yes")
     assert "other clones, forks and the hosting service may still hold the old commits" in said
     assert "12 Elm Street" not in remote_log(remote)
