@@ -14,10 +14,13 @@ each body's bytes), and the fake model's request log gives the largest single re
 received and, tokenized with o200k_base (``agentrt.tokencount``), what a real provider of
 that tokenizer would count; the plan's estimate (what `cm import` printed) stands beside both.
 
+Readers: ``--readers bulk,blocks`` runs each size once per reading style of the fake model: ``bulk``
+(the bulk ``read_ingest``) and ``blocks`` (the reference protocol's page-by-page reader:
+``inspect_ingest`` of each bundle, then each block from offset 0 following ``next``).
 Caps: ``--caps default`` keeps the default spend caps (a run stops where a new user's would);
 ``--caps off`` lifts them to see the whole cost of a file.
 Usage: `python bench/import_cost.py [--sizes 10k,100k,1m,5m] [--caps default|off] [--bound 900]
-[--write] [--label before|after]`.
+[--readers bulk,blocks] [--write] [--label before|after]`.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from cmrunner.core.home import DataPaths
 from cmrunner.synthetic import fakemodel
 
 KEY = "COMMON_MEMORY_API_KEY"
-SIZES = {"10k": 10_000, "100k": 100_000, "1m": 1_000_000, "5m": 5_000_000}
+SIZES = {"10k": 10_000, "100k": 100_000, "1m": 1_000_000, "2m": 2 * 1024 * 1024, "5m": 5_000_000}
 WORDS = ("the", "build", "cache", "keeps", "each", "module", "small", "and", "review", "tests", "before", "merging",
          "we", "prefer", "plain", "files", "over", "services", "when", "a", "deploy", "fails", "roll", "back",
          "first", "then", "read", "logs", "project", "notes", "record", "why", "decisions", "changed", "over",
@@ -95,10 +98,10 @@ def _ledger(home: str) -> dict:
             "jobs": jobs, "parts": parts}
 
 
-def run_one(label: str, size: int, caps_off: bool, bound: float) -> dict:
+def run_one(label: str, size: int, caps_off: bool, bound: float, reader: str = "bulk") -> dict:
     root = tempfile.mkdtemp(prefix="cm-bench-import-")
     try:
-        script = {"policy": "ignore"}
+        script = {"policy": "ignore", "reading": reader}
         with fakemodel.running(os.path.join(root, "model"), script, lifetime_seconds=bound + 120) as model:
             home = _home(root, model.base_url, caps_off)
             path = os.path.join(root, f"handbook-{label}.md")
@@ -149,17 +152,20 @@ def main() -> None:
     parser.add_argument("--sizes", default="10k,100k,1m,5m")
     parser.add_argument("--caps", choices=("default", "off"), default="default")
     parser.add_argument("--bound", type=float, default=900.0, help="seconds to wait for one import's drain")
+    parser.add_argument("--readers", default="bulk")
     parser.add_argument("--write", action="store_true")
     parser.add_argument("--label", choices=("before", "after"), default="after")
     args = parser.parse_args()
-    rows = ["| file | requests | bytes sent | sent / file | tokens (ledger) | o200k of the requests | plan's estimate | largest request (bytes) | "
+    rows = ["| file (reader) | requests | bytes sent | sent / file | tokens (ledger) | o200k of the requests | plan's estimate | largest request (bytes) | "
             "time | parts (observations) | jobs |", "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|"]
     for label in args.sizes.split(","):
-        result = run_one(label, SIZES[label], args.caps == "off", args.bound)
-        print(json.dumps({label: result}), flush=True)
-        rows.append(_row(label, result))
+        for reader in args.readers.split(","):
+            result = run_one(label, SIZES[label], args.caps == "off", args.bound, reader)
+            print(json.dumps({f"{label} {reader}": result}), flush=True)
+            rows.append(_row(f"{label}, {reader}", result))
     body = "\n".join([f"Machine: {machine()}. `cm import --no-wait` of generated Markdown prose, real detached "
-                      f"drain, fake model on 127.0.0.1 (diligent reader, policy ignore, one call per response, Responses protocol); "
+                      f"drain, fake model on 127.0.0.1 (diligent reader, policy ignore, one call per response, Responses protocol; reader: "
+                      f"{args.readers}); "
                       f"spend caps: {args.caps}; tokens are the ledger's (input + output).", "", *rows])
     print(body)
     if args.write:

@@ -40,7 +40,7 @@ def test_secrets_stay_out_of_every_request_on_a_committed_run(home, tmp_path):
         raw_log = open(fm.log_path, encoding="utf-8").read()
         requests = fm.model_requests()
         proxy_log = open(proxy.log_path, encoding="utf-8").read()
-    assert outcome.state == "committed" and len(requests) == 3  # bulk read, manifest with documents, submission
+    assert outcome.state == "committed" and len(requests) == 2  # the task, then the read of everything; submission
     for secret in _secrets():
         assert secret not in raw_log, "no secret in any logged body or header"
         assert secret not in proxy_log

@@ -177,6 +177,7 @@ def test_manifest_carries_document_text_and_marks_what_it_served_as_read(monkeyp
     with pytest.raises(CmError) as caught:
         reads.inspect_memory(reads.snapshot_handle, "profile", 120)
     assert caught.value.code == "NONCONTIGUOUS_READ"
-    assert reads.inspect_memory(reads.snapshot_handle, "profile", 60)["next"] is None
+    assert reads.inspect_memory(reads.snapshot_handle, "profile", 60)["next"] == 120, "pages are BULK_PAGE long"
+    assert reads.inspect_memory(reads.snapshot_handle, "profile", 120)["next"] is None
     assert reads.inspect_memory(reads.snapshot_handle, "preferences", 0)["next"] is None
     assert reads.fully_read_targets == {"profile", "preferences"}

@@ -177,7 +177,7 @@ def walk(node: Any, path: str = "$") -> list[tuple[str, dict[str, Any]]]:
 @pytest.mark.parametrize("edit_task", [False, True])
 def test_schema_uses_only_the_strict_mode_subset(edit_task: bool) -> None:
     nodes = walk(decision_json_schema(edit_task))
-    assert len(nodes) > 40
+    assert len(nodes) > 20
     objects = 0
     for path, node in nodes:
         assert set(node) <= PORTABLE_KEYWORDS, path
@@ -188,7 +188,7 @@ def test_schema_uses_only_the_strict_mode_subset(edit_task: bool) -> None:
             assert node["type"] == "object" and node["additionalProperties"] is False, path
             assert node["required"] == list(node["properties"]), path
         assert "type" in node or "anyOf" in node, path
-    assert objects == 1 + 4 + 3 * 2  # root, four decision shapes, two operations under three kinds
+    assert objects == 3  # root, one decision shape, one operation shape
     assert "$defs" not in orjson.dumps(decision_json_schema(edit_task)).decode()
 
 
@@ -201,17 +201,22 @@ def test_schema_variants_differ_only_in_edit_result() -> None:
     assert edit == plain
 
 
-def test_schema_shapes_list_exactly_the_model_fields() -> None:
+def _nullable(node: dict[str, Any]) -> bool:
+    return "null" in (node.get("type") or []) or {"type": "null"} in node.get("anyOf", [])
+
+
+def test_schema_shape_lists_every_model_field_and_nulls_exactly_those_some_kinds_lack() -> None:
     schema = decision_json_schema(True)
     assert set(schema["properties"]) == set(EditMaintenanceDecision.model_fields)
-    shapes = schema["properties"]["decisions"]["items"]["anyOf"]
-    models = [RetainDecision, ForgetDecision, MaintainDecision, IgnoreDecision]
-    for shape, model in zip(shapes, models, strict=True):
-        assert set(shape["properties"]) == set(model.model_fields)
-        if "operations" in shape:
-            ops = shape["properties"]["operations"]["items"]["anyOf"]
-            assert [set(o["properties"]) for o in ops] == [set(PutSection.model_fields),
-                                                           set(RemoveSection.model_fields)]
+    shape = schema["properties"]["decisions"]["items"]
+    kinds = [RetainDecision, ForgetDecision, MaintainDecision, IgnoreDecision]
+    every = set.intersection(*(set(m.model_fields) for m in kinds))
+    assert set(shape["properties"]) == set.union(*(set(m.model_fields) for m in kinds))
+    assert {k for k, v in shape["properties"].items() if _nullable(v)} == set(shape["properties"]) - every
+    op = shape["properties"]["operations"]["items"]
+    assert set(op["properties"]) == set(PutSection.model_fields) | set(RemoveSection.model_fields)
+    # ``section`` is nullable in put_section itself (null appends); title and body are put_section's only
+    assert {k for k, v in op["properties"].items() if _nullable(v)} == {"section", "title", "body"}
 
 
 def objects_in(node: Any) -> list[dict[str, Any]]:
@@ -222,28 +227,71 @@ def objects_in(node: Any) -> list[dict[str, Any]]:
     return []
 
 
+def full(payload: dict[str, Any]) -> dict[str, Any]:
+    """``payload`` in the schema's one shape: every field a kind or an operation does not use is null."""
+    payload = copy.deepcopy(payload)
+    for d in payload["decisions"]:
+        for key in ("admission", "lifetime", "operations"):
+            d.setdefault(key, None)
+        for op in d["operations"] or []:
+            op.setdefault("title", None)
+            op.setdefault("body", None)
+    return payload
+
+
+UNUSED = {("ignore", "admission"), ("ignore", "lifetime"), ("ignore", "operations"), ("forget", "admission"),
+          ("forget", "lifetime"), ("remove_section", "title"), ("remove_section", "body")}
+
+
 @pytest.mark.parametrize("edit_task", [False, True])
 def test_schema_and_models_agree_on_every_missing_or_extra_key(edit_task: bool) -> None:
     schema = jsonschema.Draft202012Validator(decision_json_schema(edit_task))
     extra = {"edit_result": "modified"} if edit_task else {}
     ctx = make_ctx(edit_task=edit_task, edit_scope="global" if edit_task else None)
-    valid = submission(decision("retain"), decision("forget", operations=[remove()]),
-                       decision("ignore"), **extra)
+    valid = full(submission(decision("retain"), decision("forget", operations=[remove()]),
+                            decision("ignore"), **extra))
     assert schema.is_valid(valid)
     validate_decision(valid, ctx)
     count = 0
     for k in range(len(objects_in(valid))):
         for key in list(objects_in(valid)[k]):
             broken = copy.deepcopy(valid)
-            del objects_in(broken)[k][key]
+            owner = objects_in(broken)[k]
+            unused = (owner.get("kind") or owner.get("op"), key) in UNUSED
+            del owner[key]
             assert not schema.is_valid(broken)
-            assert rejected(broken, ctx).code == "INVALID_DECISION"
+            if unused:  # the models' own shape, without the field the kind does not have: accepted too
+                validate_decision(broken, ctx)
+            else:
+                assert rejected(broken, ctx).code == "INVALID_DECISION"
             count += 1
         broken = copy.deepcopy(valid)
         objects_in(broken)[k]["surplus"] = 1
         assert not schema.is_valid(broken)
         assert rejected(broken, ctx).code == "INVALID_DECISION"
     assert count > 20
+
+
+@pytest.mark.parametrize("kind,field,value", [
+    ("ignore", "operations", [put()]), ("ignore", "admission", "remember"), ("forget", "lifetime", "stable"),
+    ("retain", "admission", None), ("retain", "lifetime", None), ("retain", "operations", None),
+    ("maintain", "operations", None),
+])
+def test_a_field_the_kind_lacks_must_be_null_and_one_it_needs_must_not(kind: str, field: str, value: Any) -> None:
+    payload = full(submission(decision(kind, operations=[remove()] if kind == "forget" else None)))
+    payload["decisions"][0][field] = value
+    error = rejected(payload, make_ctx())
+    assert (error.code, error.details["path"]) == ("INVALID_DECISION", f"$.decisions[0].{field}")
+
+
+@pytest.mark.parametrize("field", ["title", "body"])
+def test_remove_section_takes_no_title_or_body(field: str) -> None:
+    payload = full(submission(decision("forget", operations=[remove()])))
+    payload["decisions"][0]["operations"][0][field] = "text"
+    assert rejected(payload, make_ctx()).code == "INVALID_DECISION"
+    payload["decisions"][0]["operations"][0] = {**put(), "section": "s2", field: None}
+    payload["decisions"][0]["kind"] = "maintain"
+    assert rejected(payload, make_ctx()).code == "INVALID_DECISION"  # put_section needs both
 
 
 # ---------------------------------------------------------------- INVALID_DECISION

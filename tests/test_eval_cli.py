@@ -65,8 +65,8 @@ def test_a_provider_failure_leaves_that_world_not_run_and_the_others_run(tmp_pat
                    "--world", "remember-profile")
     out = proc.stdout.decode()
     assert proc.returncode == 1, proc.stderr
-    assert "| pineapple | remember | not run (AUTHENTICATION) | 1 | 3 |" in out  # two reads, then the refusal
-    assert "| forget-shell | forget | passed | 3 | 6 |" in out and "| remember-profile | remember | passed | 2 | 3 |" in out
+    assert "| pineapple | remember | not run (AUTHENTICATION) | 1 | 2 |" in out  # one read, then the refusal
+    assert "| forget-shell | forget | passed | 3 | 4 |" in out and "| remember-profile | remember | passed | 2 | 2 |" in out
     assert "## Not run" in out and "- **pineapple**: AUTHENTICATION:" in out
     assert "Score: **100%** — 2 of 2 worlds passed, 1 not run" in out
     assert os.listdir(tmp_path / "tmp") == [], "every temporary home is removed"
@@ -136,7 +136,7 @@ def test_the_markdown_report_names_the_failed_class_and_quotes_the_section(tmp_p
     assert proc.returncode == 1
     assert "Failed classes: third_party_as_user." in out
     assert "| third_party_as_user | violation | 1 | 0/1 | failed |" in out
-    assert "Cost: 3 requests," in out and "over 2 user turns; per user turn 1.5 requests," in out
+    assert "Cost: 2 requests," in out and "over 2 user turns; per user turn 1 requests," in out
     assert "> preferences › Editor: Prefers Emacs for everything." in out
     assert "[#" not in proc.stderr.decode(), "no progress bar when stderr is not a terminal"
 

@@ -66,7 +66,7 @@ def test_each_worlds_cost_is_what_its_ledger_recorded(careful_suite):
         log = os.path.join(careful_suite["kept"], world["id"], "model", "fakemodel.requests.jsonl")
         with open(log, encoding="utf-8") as handle:
             served = [json.loads(line) for line in handle]
-        assert world["cost"]["requests"] == len([r for r in served if r["reply"] is not None]) >= 3, world["id"]
+        assert world["cost"]["requests"] == len([r for r in served if r["reply"] is not None]) >= 2, world["id"]
         assert world["cost"]["bytesSent"] == sum(r["bytes"] for r in served if r["reply"] is not None)
     total = report["cost"]
     assert total["userTurns"] == sum(w.user_turns for w in world_mod.shipped())

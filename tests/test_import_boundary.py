@@ -10,7 +10,7 @@ import sys
 import pytest
 from conftest import CM, Transcript, event, hook_env, run_cm
 
-FORBIDDEN = ("cmrunner.writer_proc", "cmrunner.agentrt", "pydantic", "httpx", "httpx2", "openai", "mcp", "click", "asyncio",
+FORBIDDEN = ("cmrunner.writer_proc", "cmrunner.agentrt", "cmrunner.sync", "cmrunner.core.syncstate", "pydantic", "httpx", "httpx2", "openai", "mcp", "click", "asyncio",
              # not named by the issue, but each costs 20-50 ms (python-notes.md §1.3): keep them off too
              "psutil", "filelock", "dotenv", "orjson", "logging", "subprocess", "argparse",
              # the deep secret scan (detect-secrets and what it imports) runs off the hook path

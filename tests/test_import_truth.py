@@ -50,7 +50,8 @@ def test_a_dead_import_plans_as_failed_with_its_retry_and_importing_again_retrie
         assert "unchanged" not in plan and "0 bytes to send" not in plan, plan
         assert plan.startswith("plan: nothing new to send, 42 bytes in the file; 1 failed part to retry"), plan
         assert f"last import: failed — run `cm retry {job}` (INVALID_RESPONSE); importing again retries it\n" in plan
-        assert "~0 tokens" not in plan and "fixed instructions ~8,400 + your text with its framing ~" in plan, plan
+        assert "no section changed since this file's last import (2 sections)\n" in plan, plan
+        assert "~0 tokens" not in plan and "fixed instructions ~4,400 + your text with its framing ~" in plan, plan
 
         _fix_url(home, fm.base_url)
         queued = rows(paths, "SELECT COUNT(*) FROM observations")

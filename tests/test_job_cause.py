@@ -28,8 +28,8 @@ from cmrunner.writer_proc import jobs
 POLICIES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "support", "rejecting_policy.py")
 TOKEN = "Zq8vN3xK7pLw2Rt9Ym4Hb6Jd1Fs5Gc0Ae"  # what secret_then_prose writes (support/rejecting_policy.py)
 TEXT = "I prefer tabs over spaces in Go."
-# A one-observation job: the bulk read and the manifest (with its inline documents) come first.
-READS = 2
+# A one-observation job: one request, the task, answered by the read that returns everything (issue 35).
+READS = 1
 
 
 def _flush(home: str) -> tuple[int, str]:
@@ -113,7 +113,7 @@ def test_a_model_that_always_submits_invalid_decisions_costs_a_bounded_number_of
         code, printed = _flush(home)
         requests = fm.model_requests()
     bound = jobs.MAX_MODEL_FAILURES * (READS + agent.MAX_REJECTED_SUBMISSIONS)
-    assert bound == 10, "the bound docs/benchmarks.md and the architecture document state"
+    assert bound == 8, "the bound docs/benchmarks.md and the architecture document state (10 before issue 35)"
     assert len(requests) == bound, "the fake model's log: every request of every attempt"
     assert rows(paths, "SELECT COUNT(*) FROM ledger WHERE process = 'memory_agent'") == [(bound,)]
     assert [r["cue"] for r in requests].count("submit_memory_decision") == 2 * agent.MAX_REJECTED_SUBMISSIONS

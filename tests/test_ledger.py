@@ -143,8 +143,9 @@ def test_usage_totals_match_the_fake_models_own_log_byte_for_byte(home, tmp_path
         usage = run_cm(["usage", "--json"], env=hook_env(COMMON_MEMORY_HOME=home))
     assert usage.returncode == 0, usage.stderr.decode()
     total = json.loads(usage.stdout)["total"]
-    assert total["requests"] == len(log) == 12
+    assert total["requests"] == len(log) == 8
     assert total["bytesSent"] == sum(r["bytes"] for r in log)
+    assert total["cachedTokens"] == sum(r["usage"]["cached_tokens"] for r in log) > 0
     assert total["inputTokens"] == sum(r["usage"]["input_tokens"] for r in log)
     assert total["outputTokens"] == sum(r["usage"]["output_tokens"] for r in log)
     assert total["failed"] == 0 and total["estimatedRequests"] == 0

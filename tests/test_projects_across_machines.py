@@ -76,7 +76,7 @@ def test_one_repository_cloned_at_two_paths_on_two_machines_shares_one_id_and_me
     assert rows == [{"id": id_a, "name": None, "path": None, "registered": False}]
     status = json.loads(_cm(desktop, "status", "--json").stdout)
     assert status["projects"] == {"registered": 0, "knownNotRegistered": [id_a]}
-    assert f"0 registered, 1 known but not registered here ({id_a}" in _cm(desktop, "status").stdout.decode()
+    assert f"registered:  0 project(s), 1 known but not registered here ({id_a}" in _cm(desktop, "status").stdout.decode()
 
     id_b, said_b = _register(desktop, b, "my checkout")
     assert id_b == id_a

@@ -97,14 +97,14 @@ def test_a_cap_reached_mid_session_leaves_later_work_waiting_until_it_is_raised(
     env = hook_env(COMMON_MEMORY_HOME=home)
     with fakemodel.running(str(tmp_path / "fm"), policy()) as fm:
         paths, _cfg = configure_remote(home, fm.base_url)
-        _set_caps(home, requestsPerHour=5)  # one job takes three requests: the second job meets the cap
+        _set_caps(home, requestsPerHour=3)  # one job takes two requests: the second job meets the cap
         for n in range(3):
             admit(paths, f"Fact {n}: I review my own diffs before pushing.", f"e{n}", batch=f"batch-{n}")
         flush = run_cm(["flush"], env=env, timeout=120)
         assert flush.returncode == 1
         err = flush.stderr.decode()
-        assert err.startswith("cm: SPEND_CAP_REACHED: ") and "5 requests per hour" in err and "Traceback" not in err
-        assert len(fm.model_requests()) == 5, "the sixth request was never sent"
+        assert err.startswith("cm: SPEND_CAP_REACHED: ") and "3 requests per hour" in err and "Traceback" not in err
+        assert len(fm.model_requests()) == 3, "the fourth request was never sent"
         jobs = db_rows(home, "SELECT state, issue, retries FROM jobs ORDER BY created_at")
         assert jobs == [("done", None, 0), ("retry", "SPEND_CAP_REACHED", 0)], "waiting, never dead, no recovery spent"
         assert db_rows(home, "SELECT COUNT(*) FROM observations WHERE state = 'pending'") == [(1,)]
@@ -112,10 +112,10 @@ def test_a_cap_reached_mid_session_leaves_later_work_waiting_until_it_is_raised(
         status = run_cm(["status", "--json"], env=env)
         report = json.loads(status.stdout)
         blocked = report["spend"]["blocked"]
-        assert (blocked["cap"], blocked["limit"], blocked["used"]) == ("requestsPerHour", 5, 5)
+        assert (blocked["cap"], blocked["limit"], blocked["used"]) == ("requestsPerHour", 3, 3)
         assert blocked["until"] == spend.window("hour", int(time.time() * 1000))[1]
         text = run_cm(["status"], env=env).stdout.decode()
-        assert "WAITING: the Memory Agent reached its cap of 5 requests per hour" in text
+        assert "WAITING: the Memory Agent reached its cap of 3 requests per hour" in text
         assert "`cm usage caps --requests-per-hour N`" in text
 
         raised = run_cm(["usage", "caps", "--requests-per-hour", "50"], env=env)
@@ -123,7 +123,7 @@ def test_a_cap_reached_mid_session_leaves_later_work_waiting_until_it_is_raised(
         again = run_cm(["flush"], env=env, timeout=120)
         assert again.returncode == 0, again.stderr.decode()
         reap_drains(home)
-        assert len(fm.model_requests()) == 5 + 3 + 3
+        assert len(fm.model_requests()) == 3 + 2 + 2
     assert [r[0] for r in db_rows(home, "SELECT state FROM jobs")] == ["done", "done", "done"]
     assert db_rows(home, "SELECT COUNT(*) FROM observations WHERE state = 'processed'") == [(3,)]
 
@@ -144,7 +144,7 @@ def test_a_cap_of_zero_turns_the_agent_off_and_sends_nothing(home, tmp_path):
         assert caps.returncode == 0 and "tokensPerDay: no cap" in caps.stdout.decode()
         assert run_cm(["flush"], env=env, timeout=60).returncode == 0
         reap_drains(home)
-        assert len(fm.model_requests()) == 3
+        assert len(fm.model_requests()) == 2
 
 
 def test_a_raised_cap_releases_work_without_a_flush(home, tmp_path):
@@ -161,4 +161,4 @@ def test_a_raised_cap_releases_work_without_a_flush(home, tmp_path):
             time.sleep(0.1)
         reap_drains(home)
         assert db_rows(home, "SELECT state FROM observations") == [("processed",)]
-        assert len(fm.model_requests()) == 3
+        assert len(fm.model_requests()) == 2

@@ -66,7 +66,7 @@ def test_the_setup_wizard_then_edit_and_observation_tasks_run_against_it(served,
 
     async def wizard(pilot):
         await model_form(pilot, served.base_url, key="not-a-secret")
-        text = await wait_for(pilot, "1 models at")
+        text = await wait_for(pilot, "1 model at")
         assert "synthetic" in text
         await pilot.press("enter")
         await wait_for(pilot, "Agent Integration")

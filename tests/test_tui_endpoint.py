@@ -18,7 +18,8 @@ SMALL = (80, 24)
 async def _pick_preset(pilot: object, preset_id: str, base_url: str) -> None:
     await wait_for(pilot, "1/4 Provider")
     menu = pilot.app.screen.query_one("#providers")  # type: ignore[attr-defined]
-    menu.highlighted = providers.PRESET_IDS.index(preset_id)
+    ids = [menu.get_option_at_index(i).id for i in range(menu.option_count)]
+    menu.highlighted = ids.index(preset_id)  # by id: agent-CLI lines come before the presets
     await pilot.press("enter")  # type: ignore[attr-defined]
     await wait_for(pilot, "2/4 Base URL")
     pilot.app.screen.query_one("#url").value = base_url  # type: ignore[attr-defined]
@@ -59,7 +60,7 @@ def test_a_local_preset_asks_no_key_and_refuses_a_model_that_cannot_call_tools(h
     with fakemodel.running(str(tmp_path / "fake"), {"models": ["tiny"], "tools": False}) as fake:
         async def steps(pilot):
             await _pick_preset(pilot, "ollama", fake.base_url)
-            text = await wait_for(pilot, "1 models at")  # no key step for a local server
+            text = await wait_for(pilot, "1 model at")  # no key step for a local server
             assert "3/4 API key" not in text and "tiny" in text
             await pilot.press("enter")
             text = await wait_for(pilot, "MODEL_CANNOT_CALL_TOOLS")

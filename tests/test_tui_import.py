@@ -233,7 +233,7 @@ def test_a_failed_import_says_failed_with_its_retry_and_plans_again_at_80x24(hom
     assert "unchanged" not in again and "To import: 3 files, ~" in again
     assert "tokens to process: fixed instructions ~" in again and "+ your text with its framing ~" in again
     assert f"Sent to: the Memory Agent's model, fake-model at {fake.base_url}." in again
-    assert "Requests: ~9 requests to the model (3 per part); within the spend caps." in again  # 3 parts retried
+    assert "Requests: ~6 requests to the model (2 per part); within the spend caps." in again  # 3 parts retried
 
 
 def test_started_inside_an_unregistered_project_one_choice_registers_and_allows_it_at_80x24(home, tmp_path,

@@ -23,7 +23,7 @@ def test_first_run_configures_the_model_from_the_model_list_and_installs_codex(h
         async def steps(pilot):
             await model_form(pilot, fake.base_url + "/")
             text = await wait_for(pilot, "fake-model")
-            assert "1 models at" in text
+            assert "1 model at" in text
             await pilot.press("enter")
             text = await wait_for(pilot, "Agent Integration")
             assert "[x] Codex CLI" in text and "Pi (unavailable)" in text

@@ -434,7 +434,10 @@ def test_batches_never_mix_scope_or_provenance(env):
     w.close()
 
 
-def test_reads_are_paged_contiguous_and_utf8_safe(env):
+def test_reads_are_paged_contiguous_and_utf8_safe(env, monkeypatch):
+    from cmrunner.writer_proc import reads as reads_mod
+
+    monkeypatch.setattr(reads_mod, "BULK_PAGE", 8193)  # pages are job-sized (64 KiB): one page a byte too long
     paths, cfg = env
     admit(paths, "é" * 6000, "e1")  # 12,000 bytes: two pages, the cut inside no character
     pages = []

@@ -1,6 +1,6 @@
 """Regenerate the text captures in docs/screens/: ``python tests/tui_capture.py docs/screens``.
 
-Drives the real management UI with textual's pilot through every screen, in a scratch home under
+Drives the real management UI with textual's pilot through every screen at 80×24, in a scratch home under
 ``/tmp/cm-screens`` (deleted and recreated), with the loopback fake model, a Codex folder (with its
 memory files, for the import step), a Pi agent folder and a pretend ChatGPT.app.
 Each screen is written as plain text (what a person sees, without colour). Not a test: pytest does not collect it.
@@ -29,7 +29,7 @@ from cmrunner.synthetic import fakemodel
 from cmrunner.tui.app import CmApp
 
 ROOT = "/tmp/cm-screens"
-SIZE = (100, 34)
+SIZE = (80, 24)  # the smallest terminal the UI is made for (issue 36): what fits here fits anywhere
 
 
 class Shots:

@@ -6,13 +6,18 @@ Contract:
   (retain / forget / maintain / ignore), and ``edit_result`` only in the edit-task variant, where
   it is required. Section operations are ``put_section`` and ``remove_section``, discriminated by
   ``op``. Every model forbids extra keys and validates in strict mode (no coercion).
-- ``decision_json_schema(edit_task)`` is the schema handed to the model. It is written for the
+- ``decision_json_schema(edit_task)`` is the schema handed to the model: one decision shape and
+  one operation shape, where the fields a kind or an operation does not use are null (``admission``
+  and ``lifetime`` beside ``retain``, ``operations`` of ``ignore``, ``title`` and ``body`` of
+  ``remove_section``). Before the models validate, exactly those nulls are dropped; a value where
+  the kind has no such field is still an unexpected property, so the models judge as before and a
+  submission in the models' own shape (without the unused fields) is accepted too. It is written for the
   strictest common subset of provider strict modes (OpenAI, DeepSeek beta, Gemini, Anthropic):
   every object lists all its properties in ``required`` and has ``additionalProperties: false``;
   every ``enum`` carries ``"type": "string"``; single values are one-element enums, not ``const``;
   the nullable ``section`` is ``"type": ["string", "null"]``. Definitions are inlined, never
   ``$ref``/``$defs``: DeepSeek's strict mode mishandles ``$ref`` inside ``anyOf`` and older Gemini
-  has no references, and the schema is small enough that repetition costs little. Counts, lengths
+  has no references. A nullable enum is ``anyOf`` the enum and ``{"type": "null"}``. Counts, lengths
   and numeric ranges are never schema keywords, because several strict modes reject
   ``minItems``/``maxLength``/``minimum``: the Memory Agent's instructions (``memory_agent.md``)
   state them once and ``validate_decision`` enforces them. The schema travels with every request,
@@ -174,34 +179,39 @@ def _object(properties: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
-# No descriptions: every request re-sends this schema, and memory_agent.md states each field's meaning,
-# counts and limits once.
-def _operation_schemas() -> list[dict[str, Any]]:
-    put = _object({
-        "op": _enum(("put_section",)),
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` or null: the strict-mode form of a field only some shapes use (an enum keeps its
+    ``"type": "string"``, which DeepSeek's strict parser needs, inside an ``anyOf``)."""
+    if "enum" in schema:
+        return {"anyOf": [schema, {"type": "null"}]}
+    return {**schema, "type": [schema["type"], "null"]}
+
+
+# One shape per level, not one per kind (retain, forget, ...): the fields a kind or an operation does
+# not use are null, the Writer drops them (``_drop_unused``) and validates the kind's own model, so
+# every rule below still holds while every request sends a third of the schema. No descriptions:
+# memory_agent.md states each field's meaning, counts and limits once.
+def _operation_schema() -> dict[str, Any]:
+    return _object({
+        "op": _enum(("put_section", "remove_section")),
         "target": _text(),
-        "section": {"type": ["string", "null"]},
-        "title": _text(),
-        "body": _text(),
+        "section": _nullable(_text()),
+        "title": _nullable(_text()),
+        "body": _nullable(_text()),
     })
-    remove = _object({"op": _enum(("remove_section",)), "target": _text(), "section": _text()})
-    return [put, remove]
 
 
-def _decision_schema(kind: str) -> dict[str, Any]:
-    properties: dict[str, dict[str, Any]] = {
-        "kind": _enum((kind,)),
+def _decision_schema() -> dict[str, Any]:
+    return _object({
+        "kind": _enum(DECISION_KINDS),
         "applicability": _enum(APPLICABILITY),
         "confidence": {"type": "number"},
         "evidence": {"type": "array", "items": {"type": "string"}},
         "reason": _text(),
-    }
-    if kind == "retain":
-        properties["admission"] = _enum(ADMISSION)
-        properties["lifetime"] = _enum(LIFETIME)
-    if kind != "ignore":
-        properties["operations"] = {"type": "array", "items": {"anyOf": _operation_schemas()}}
-    return _object(properties)
+        "admission": _nullable(_enum(ADMISSION)),
+        "lifetime": _nullable(_enum(LIFETIME)),
+        "operations": {"type": ["array", "null"], "items": _operation_schema()},
+    })
 
 
 def decision_json_schema(edit_task: bool) -> dict[str, Any]:
@@ -209,11 +219,35 @@ def decision_json_schema(edit_task: bool) -> dict[str, Any]:
     properties: dict[str, dict[str, Any]] = {
         "version": _enum((PROTOCOL_VERSION,)),
         "request_id": _text(),
-        "decisions": {"type": "array", "items": {"anyOf": [_decision_schema(k) for k in DECISION_KINDS]}},
+        "decisions": {"type": "array", "items": _decision_schema()},
     }
     if edit_task:
         properties["edit_result"] = _enum(EDIT_RESULTS)
     return _object(properties)
+
+
+# The fields only some decision kinds and operations have: null there means "not used".
+_KIND_ONLY = {"admission": {"retain"}, "lifetime": {"retain"}, "operations": {"retain", "forget", "maintain"}}
+_PUT_ONLY = ("title", "body")
+
+
+def _drop_unused(payload: object) -> object:
+    """The submission without the null fields its decisions' kinds and operations do not use, as
+    the one-shape schema sends them; anything else is left for the models to judge (a value where
+    a kind has no such field stays, and is rejected as an unexpected property)."""
+    if not isinstance(payload, dict) or not isinstance(payload.get("decisions"), list):
+        return payload
+    decisions = []
+    for item in payload["decisions"]:
+        if isinstance(item, dict):
+            item = {k: v for k, v in item.items()
+                    if not (v is None and k in _KIND_ONLY and item.get("kind") not in _KIND_ONLY[k])}
+            if isinstance(item.get("operations"), list):
+                item["operations"] = [
+                    {k: v for k, v in op.items() if not (v is None and k in _PUT_ONLY and op.get("op") != "put_section")}
+                    if isinstance(op, dict) else op for op in item["operations"]]
+        decisions.append(item)
+    return {**payload, "decisions": decisions}
 
 
 # ---------------------------------------------------------------- context and result
@@ -395,7 +429,7 @@ def _parse(payload: object, edit_task: bool) -> MaintenanceDecision:
                           "resubmit one decision that matches the memory_maintenance_v2 schema") from None
     model = EditMaintenanceDecision if edit_task else MaintenanceDecision
     try:
-        return model.model_validate(payload)
+        return model.model_validate(_drop_unused(payload))
     except ValidationError as exc:
         raise _schema_rejection(exc.errors(include_url=False, include_input=False)[0]) from None
 

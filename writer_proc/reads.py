@@ -3,7 +3,16 @@
 Contract:
 - The agent sees handles, never raw source text or Markdown in its task: ``inspect_ingest``
   pages block descriptors (``MANIFEST_PAGE`` per page), ``read_ingest`` and ``inspect_memory`` page
-  bytes (``BYTE_PAGE`` per page, always ending on a UTF-8 boundary).
+  bytes (``BULK_PAGE`` per page, sized to a job rather than the reference's 8 KiB, always ending
+  on a UTF-8 boundary).
+- The first read returns everything the job holds when it fits: the attempt's first call of any
+  read tool (``inspect_ingest``, ``read_ingest`` of a block or the bulk read from offset 0,
+  ``inspect_memory`` of the manifest or a target) adds, when every source and every document
+  together fit ``BULK_PAGE`` bytes, ``complete: true``, ``sources`` (every block's compact
+  descriptor with its whole text, as the bulk read gives them; the bulk read's own ``blocks``
+  already are) and ``memory`` (the manifest's documents, each with its whole text; the manifest's
+  own ``documents`` already are), and marks all of it read. So a job is read in one call,
+  whatever tool the model starts with; a larger job is paged as before.
 - Bulk reads save round trips without weakening coverage: ``read_ingest_all`` (the tool's
   ``handle: null``) serves every bundle in task order, block after block, as much text as fits
   ``BULK_PAGE`` bytes, with each block's compact descriptor; its ``offset``/``next`` count bytes
@@ -38,7 +47,9 @@ from cmrunner.writer_proc import contract
 Accepted = tuple[contract.ValidatedDecision, dict[str, Document]]
 
 MANIFEST_PAGE = 32
-BYTE_PAGE = 8192
+# Every page is sized to a job, not to the reference's 8 KiB: the Writer sizes each job so that its
+# sources fit one such page (``budget.JOB_SOURCE_BYTES``), so a block or a document is one read
+# however the model pages, and no request grows past what the bulk read already sends.
 BULK_PAGE = 65536  # generous: one page holds a whole ordinary batch, or all documents up to their hard budgets
 
 
@@ -106,8 +117,10 @@ class Source:
         return entry
 
 
-def _page(data: bytes, offset: int, covered: int, size: int = BYTE_PAGE) -> tuple[bytes, int]:
-    """The page of ``data`` starting at ``offset`` (at most ``size`` bytes); checks boundaries and contiguity."""
+def _page(data: bytes, offset: int, covered: int, size: int | None = None) -> tuple[bytes, int]:
+    """The page of ``data`` starting at ``offset`` (at most ``size`` bytes, ``BULK_PAGE`` by
+    default); checks boundaries and contiguity."""
+    size = BULK_PAGE if size is None else size
     if offset < 0 or offset > len(data) or (offset < len(data) and (data[offset] & 0xC0) == 0x80):
         raise ReadRejected("INVALID_PAGE_OFFSET", "offset must be a character boundary inside the content")
     if offset > covered:
@@ -145,6 +158,7 @@ class ReadPort:
         self._check_lease = check_lease
         self._ingest_covered = {h: 0 for h in self.sources}
         self._memory_covered = {t: 0 for t in self.snapshot}
+        self._first_read_done = False
         self.submission: Accepted | None = None
 
     # -- coverage --------------------------------------------------------------------------
@@ -173,7 +187,7 @@ class ReadPort:
             raise ReadRejected("INVALID_INGEST_HANDLE", "unknown ingest handle; use the handles from the task")
         if offset != 0:
             raise ReadRejected("INVALID_PAGE_OFFSET", "this bundle has a single manifest page; use offset 0")
-        return {"handle": handle, "offset": 0, "next": None, "blocks": [source.descriptor()]}
+        return self._first({"handle": handle, "offset": 0, "next": None, "blocks": [source.descriptor()]})
 
     def read_ingest(self, handle: str, block: str, offset: int = 0) -> dict:
         self._guard()
@@ -184,17 +198,23 @@ class ReadPort:
             raise ReadRejected("INVALID_BLOCK_REFERENCE", "unknown block; use the block ids from inspect_ingest")
         chunk, end = _page(source.data, offset, self._ingest_covered[handle])
         self._ingest_covered[handle] = max(self._ingest_covered[handle], end)
-        return {"handle": handle, "block": block, "offset": offset, "bytes": len(chunk),
-                "text": chunk.decode("utf-8"), "next": end if end < len(source.data) else None,
-                "descriptor": source.descriptor()}
+        return self._first({"handle": handle, "block": block, "offset": offset, "bytes": len(chunk),
+                            "text": chunk.decode("utf-8"), "next": end if end < len(source.data) else None,
+                            "descriptor": source.descriptor()})
 
     def read_ingest_all(self, offset: int = 0) -> dict:
         """One bulk page over every bundle in task order (see module contract)."""
         self._guard()
-        order = list(self.sources.values())
-        total = sum(len(s.data) for s in order)
+        total = sum(len(s.data) for s in self.sources.values())
         if offset < 0 or offset > total:
             raise ReadRejected("INVALID_PAGE_OFFSET", "offset must be 0 or the 'next' of the previous bulk page")
+        blocks, position = self._bulk_blocks(offset)
+        return self._first({"offset": offset, "next": position if position < total else None, "blocks": blocks},
+                           has_sources=True)
+
+    def _bulk_blocks(self, offset: int) -> tuple[list[dict], int]:
+        """The blocks of one bulk page from ``offset`` (coverage updated) and where the page ends."""
+        order = list(self.sources.values())
         index, local = 0, offset
         while index < len(order) and local >= len(order[index].data) and (local > 0 or order[index].data):
             local -= len(order[index].data)
@@ -217,37 +237,57 @@ class ReadPort:
             if end < len(source.data):
                 break
             index, local = index + 1, 0
-        return {"offset": offset, "next": position if position < total else None, "blocks": blocks}
+        return blocks, position
+
+    def _manifest(self) -> list[dict]:
+        """The manifest's documents, with their text while ``BULK_PAGE`` lasts (coverage updated)."""
+        documents, budget = [], BULK_PAGE
+        for t, listed in self.snapshot.items():
+            entry: dict = {"target": t, "hash": listed.hash, "bytes": len(listed.data), "writable": t in self.writable,
+                           "sections": [_unit(s) for s in listed.sections],
+                           "soft_budget_bytes": listed.budgets.soft, "hard_budget_bytes": listed.budgets.hard}
+            chunk, end = _page(listed.data, 0, 0, budget) if budget > 0 else (b"", 0)
+            if chunk or not listed.data:
+                self._memory_covered[t] = max(self._memory_covered[t], end)
+                budget -= len(chunk)
+                entry.update({"text": chunk.decode("utf-8"), "next": end if end < len(listed.data) else None})
+            else:
+                entry["next"] = 0
+            documents.append(entry)
+        for t, code in self.blocked.items():
+            documents.append({"target": t, "blocked": code, "writable": t in self.writable, "sections": [],
+                              "text": "", "next": None})
+        return documents
+
+    def _first(self, result: dict, has_sources: bool = False, has_memory: bool = False) -> dict:
+        """``result``, plus everything the job holds when this is the attempt's first read and it all
+        fits one page (module contract)."""
+        if self._first_read_done:
+            return result
+        self._first_read_done = True
+        held = sum(len(s.data) for s in self.sources.values()) + sum(len(d.data) for d in self.snapshot.values())
+        if held > BULK_PAGE:
+            return result
+        if not has_sources:
+            result["sources"] = self._bulk_blocks(0)[0]
+        if not has_memory:
+            result["memory"] = self._manifest()
+        result["complete"] = True
+        return result
 
     def inspect_memory(self, handle: str, target: str | None = None, offset: int = 0) -> dict:
         self._guard()
         if handle != self.snapshot_handle:
             raise ReadRejected("INVALID_SNAPSHOT_HANDLE", "unknown snapshot handle; use the one from the task")
         if target is None:
-            documents, budget = [], BULK_PAGE
-            for t, listed in self.snapshot.items():
-                entry: dict = {"target": t, "hash": listed.hash, "bytes": len(listed.data), "writable": t in self.writable,
-                               "sections": [_unit(s) for s in listed.sections],
-                               "soft_budget_bytes": listed.budgets.soft, "hard_budget_bytes": listed.budgets.hard}
-                chunk, end = _page(listed.data, 0, 0, budget) if budget > 0 else (b"", 0)
-                if chunk or not listed.data:
-                    self._memory_covered[t] = max(self._memory_covered[t], end)
-                    budget -= len(chunk)
-                    entry.update({"text": chunk.decode("utf-8"), "next": end if end < len(listed.data) else None})
-                else:
-                    entry["next"] = 0
-                documents.append(entry)
-            for t, code in self.blocked.items():
-                documents.append({"target": t, "blocked": code, "writable": t in self.writable, "sections": [],
-                                  "text": "", "next": None})
-            return {"handle": handle, "documents": documents}
+            return self._first({"handle": handle, "documents": self._manifest()}, has_memory=True)
         doc = self.snapshot.get(target)
         if doc is None:
             raise ReadRejected("INVALID_TARGET_REFERENCE", "that target is not in this snapshot")
         chunk, end = _page(doc.data, offset, self._memory_covered[target])
         self._memory_covered[target] = max(self._memory_covered[target], end)
-        return {"handle": handle, "target": target, "offset": offset, "bytes": len(chunk),
-                "text": chunk.decode("utf-8"), "next": end if end < len(doc.data) else None}
+        return self._first({"handle": handle, "target": target, "offset": offset, "bytes": len(chunk),
+                            "text": chunk.decode("utf-8"), "next": end if end < len(doc.data) else None})
 
     def processing_state(self) -> dict:
         self._guard()

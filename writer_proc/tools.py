@@ -34,7 +34,7 @@ from cmrunner.agentrt.interface import SUBMIT, TOOL_NAMES, ToolOutcome
 from cmrunner.core.errors import CmError
 from cmrunner.secrets import safety
 from cmrunner.writer_proc import contract
-from cmrunner.writer_proc.reads import BULK_PAGE, BYTE_PAGE, ReadPort
+from cmrunner.writer_proc.reads import BULK_PAGE, ReadPort
 
 NOTES_LIMIT = 16 * 1024
 ARGUMENTS_LIMIT = limits.TOOL_ARGUMENTS_LIMIT
@@ -79,19 +79,18 @@ def definitions(decision_schema: dict) -> list[dict]:
     """Name, description and JSON-Schema parameters of each tool, in a fixed order."""
     return [
         {"name": "inspect_ingest", "parameters": _params({"handle": _HANDLE, "offset": _OFFSET}),
-         "description": "Block descriptors of one bundle."},
+         "description": "A bundle's block descriptors."},
         {"name": "read_ingest", "parameters": _params({"handle": _NULLABLE_TEXT, "block": _NULLABLE_TEXT,
                                                        "offset": _OFFSET}),
-         "description": f"Source text; handle and block null: all bundles, {_KIB} KiB pages."},
+         "description": f"Source text, {_KIB} KiB pages; null handle and block: all bundles."},
         {"name": "inspect_memory",
          "parameters": _params({"handle": _HANDLE, "target": _NULLABLE_TEXT, "offset": _OFFSET}),
-         "description": f"target null: manifest with document text ({_KIB} KiB); else one document, "
-                        f"{BYTE_PAGE // 1024} KiB pages."},
-        {"name": "processing_state", "parameters": _params({}), "description": "Required source bytes read."},
+         "description": "Manifest with texts (target null), or one document."},
+        {"name": "processing_state", "parameters": _params({}), "description": "Required bytes read."},
         {"name": "record_working_notes", "parameters": _params({"notes": {"type": "string"}}),
-         "description": "Replace your private notes."},
+         "description": "Replace private notes."},
         {"name": SUBMIT, "parameters": decision_schema,
-         "description": "Submit the decision; the first valid one ends the task."},
+         "description": "The first valid one ends the task."},
     ]
 
 

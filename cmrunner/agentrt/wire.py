@@ -6,6 +6,14 @@ Contract:
   user message, then for each turn the model's tool calls and their results. Rejected calls are
   replayed with blank arguments ``{}``; assistant prose is not replayed (it is never a decision,
   and not echoing it keeps every request free of model-invented text).
+- The static prefix is byte-identical across the requests of an attempt and across jobs: the body
+  serializes the model, instructions, tools and options first and the conversation (task, calls,
+  results) last, so a provider's prefix cache serves them. For providers that cache only at
+  explicit breakpoints (``cache_breakpoints``: the hosted Anthropic preset, OpenRouter's
+  ``anthropic/`` models) the Chat system message carries ``cache_control: {type: ephemeral}``.
+  Cached input tokens are read wherever the provider reports them: OpenAI's
+  ``input_tokens_details``/``prompt_tokens_details.cached_tokens``, DeepSeek's
+  ``prompt_cache_hit_tokens``, Anthropic's ``cache_read_input_tokens``.
 - Request options follow the reference payload hook: Responses ``store: false``,
   ``max_output_tokens`` and ``reasoning: {effort}`` only when configured; Chat ``max_tokens``,
   ``thinking`` and ``enable_thinking`` only when configured, and ``stream_options.include_usage``.
@@ -64,11 +72,20 @@ def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
+# Where providers report the input tokens their prompt cache served, beside OpenAI's
+# ``<inputs>_details.cached_tokens``: DeepSeek's ``prompt_cache_hit_tokens`` and Anthropic's
+# ``cache_read_input_tokens`` (as gateways relay it), both at the top of the usage object.
+_CACHE_HITS = ("prompt_cache_hit_tokens", "cache_read_input_tokens")
+
+
 def _usage(usage: dict, inputs: str, outputs: str) -> dict[str, int | None]:
     """A usage object in cm's names; the protocols differ only in the names of the two counts
     (Responses ``input_tokens``/``output_tokens``, Chat ``prompt_tokens``/``completion_tokens``)."""
+    cached = _count(_dict(usage.get(f"{inputs}_details")).get("cached_tokens"))
+    for name in _CACHE_HITS:
+        cached = _count(usage.get(name)) if cached is None else cached
     return {"input_tokens": _count(usage.get(inputs)), "output_tokens": _count(usage.get(outputs)),
-            "cached_input_tokens": _count(_dict(usage.get(f"{inputs}_details")).get("cached_tokens")),
+            "cached_input_tokens": cached,
             "reasoning_tokens": _count(_dict(usage.get(f"{outputs}_details")).get("reasoning_tokens"))}
 
 
@@ -171,7 +188,7 @@ class ResponsesConversation(Conversation):
         self.items: list[dict] = [{"type": "message", "role": "user", "content": task_text}]
 
     def body(self) -> dict:
-        body: dict = {"model": self.remote["model"], "instructions": self.system_prompt, "input": self.items}
+        body: dict = {"model": self.remote["model"], "instructions": self.system_prompt}
         if self.tools:
             body["tools"] = [{"type": "function", "name": t["name"], "description": t["description"],
                               "parameters": t["parameters"], "strict": True} for t in self.tools]
@@ -180,6 +197,7 @@ class ResponsesConversation(Conversation):
             body["max_output_tokens"] = self.remote["maxOutputTokens"]
         if "reasoningEffort" in self.remote:
             body["reasoning"] = {"effort": self.remote["reasoningEffort"]}
+        body["input"] = self.items  # last: everything before it is the same for every request of every job
         return body
 
     def history(self) -> list[dict]:
@@ -279,11 +297,14 @@ class ChatConversation(Conversation):
 
     def __init__(self, remote: dict, system_prompt: str, tools: list[dict], task_text: str) -> None:
         super().__init__(remote, system_prompt, tools, task_text)
-        self.messages: list[dict] = [{"role": "system", "content": system_prompt},
-                                     {"role": "user", "content": task_text}]
+        system: str | list[dict] = system_prompt
+        if cache_breakpoints(remote):
+            # One explicit breakpoint after the system prompt: the provider caches tools and instructions.
+            system = [{"type": "text", "text": system_prompt, "cache_control": {"type": "ephemeral"}}]
+        self.messages: list[dict] = [{"role": "system", "content": system}, {"role": "user", "content": task_text}]
 
     def body(self) -> dict:
-        body: dict = {"model": self.remote["model"], "messages": self.messages}
+        body: dict = {"model": self.remote["model"]}
         if self.tools:
             body["tools"] = [{"type": "function", "function": {"name": t["name"], "description": t["description"],
                                                                "parameters": t["parameters"]}} for t in self.tools]
@@ -294,6 +315,7 @@ class ChatConversation(Conversation):
             body["thinking"] = {"type": self.remote["thinking"]["type"]}
         if "enableThinking" in self.remote:
             body["enable_thinking"] = self.remote["enableThinking"]
+        body["messages"] = self.messages  # last: everything before the task is the same for every request of every job
         return body
 
     def history(self) -> list[dict]:
@@ -367,6 +389,13 @@ class ChatConversation(Conversation):
             slot = slots[index]
             turn.calls.append(ToolCall(slot["id"] or f"call_{n}", slot["name"], "".join(slot["arguments"])))
         return turn
+
+
+def cache_breakpoints(remote: dict) -> bool:
+    """Whether the provider caches a prompt only at explicit ``cache_control`` breakpoints: Claude
+    models, through the hosted Anthropic preset or OpenRouter's ``anthropic/`` models."""
+    model = str(remote.get("model") or "")
+    return remote.get("preset") == "anthropic" or (remote.get("preset") == "openrouter" and model.startswith("anthropic/"))
 
 
 def conversation(remote: dict, system_prompt: str, tools: list[dict], task_text: str) -> Conversation:

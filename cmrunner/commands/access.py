@@ -114,7 +114,8 @@ def import_command(ctx: click.Context, file: str | None, source: str | None, wor
                  f"{plan.sent_bytes:,} bytes to send"
                  + (f"; {len(delta.removed)} removed from the file: nothing is forgotten" if delta.removed else ""))
         else:
-            echo(f"no section changed since this file's last import ({delta.total} sections)"
+            echo(f"no section changed since this file's last import ({delta.total} section"
+                 f"{'s' if delta.total != 1 else ''})"
                  + (f"; {len(delta.removed)} removed from the file: nothing is forgotten" if delta.removed else ""))
         if not plan.carried.committed:
             echo(f"last import: {memimport.last_import(plan.carried)}")

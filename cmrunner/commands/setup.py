@@ -35,7 +35,7 @@ def _projects_line(found: dict) -> str:
     if "error" in found:
         return f"{found['error']['code']}: {found['error']['message']}"
     known = found["knownNotRegistered"]
-    line = f"{found['registered']} registered"
+    line = f"{found['registered']} project(s)"
     if known:
         line += (f", {len(known)} known but not registered here ({', '.join(known[:5])}{', …' if len(known) > 5 else ''}"
                  "; `cm project register PATH NAME` on its clone)")
@@ -67,7 +67,7 @@ def _print_status(report: dict) -> None:
     st = report["store"]
     schema = f"schema v{st['schemaVersion']}" if st["exists"] else "not created yet"
     echo(f"store:       {schema}")
-    echo(f"projects:    {_projects_line(report['projects'])}")
+    echo(f"registered:  {_projects_line(report['projects'])}")
     inbox = report["inbox"]
     echo(f"inbox:       codex {inbox['codex']}, pi {inbox['pi']}, claude/gemini hooks {inbox.get('hooks', 0)}, "
          f"prompt candidates {inbox['candidates']}")
@@ -173,6 +173,10 @@ def config_init(ctx: click.Context, data_root: str | None, base_url: str | None,
         if not key:
             raise CmError("API_KEY_EMPTY", "no API key arrived on stdin; pipe it in, e.g. `cm config init … --api-key-stdin < keyfile`")
         keys[api_key_env] = key
+    if preset is not None and agent is None:
+        from cmrunner.manage import providers
+
+        keys = providers.with_local_key(home, data, keys)  # a local server's placeholder, checked or not
     if not skip_check:
         from cmrunner.manage import endpoint
 

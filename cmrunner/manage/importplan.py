@@ -19,8 +19,8 @@ Contract (any imported text: ``cm import <file.md>`` today, other sources later)
   cost shape measured by ``bench/import_cost.py`` (docs/benchmarks.md, "Import cost"): a part is
   read once and carried by the requests after its read, and each job's requests carry the fixed
   instructions, tools and task; ``fixed_tokens``/``text_tokens`` name those two parts and
-  ``estimate_words`` says them ("~8,700 tokens to process: fixed instructions ~8,400 + your text
-  with its framing ~300": the text and its envelope, read twice per part).
+  ``estimate_words`` says them ("~4,700 tokens to process: fixed instructions ~4,400 + your text
+  with its framing ~300": the text and its envelope, read once per part).
 - ``cap_words`` states the requests a plan implies and, when it exceeds the hourly request cap or
   the daily token cap, how long the caps stretch it over and the ``cm config set spend.…``
   command that raises that cap.
@@ -45,12 +45,12 @@ MAX_IMPORT_BYTES = 16 << 20
 # (docs/benchmarks.md, "Default spend caps"); a file of up to about 130 KB of prose passes without a question.
 CONFIRM_TOKENS = 100_000
 # The cost shape of one part (one job), measured by bench/import_cost.py with a reader that makes
-# one tool call per response: three requests (the task; the read; the memory manifest, after
-# which the submission ends the attempt), so the envelope is sent READS_PER_PART times and the
-# fixed instructions, tools and task REQUESTS_PER_PART times.
-READS_PER_PART = 2
-REQUESTS_PER_PART = 3
-FIXED_TOKENS_PER_REQUEST = 2_800
+# one tool call per response: two requests (the task; then the first read, which returns the part
+# and the memory documents whole, after which the submission ends the attempt), so the envelope is
+# sent READS_PER_PART times and the fixed instructions, tools and task REQUESTS_PER_PART times.
+READS_PER_PART = 1
+REQUESTS_PER_PART = 2
+FIXED_TOKENS_PER_REQUEST = 2_200
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +228,7 @@ def estimate_tokens(envelopes: list[str]) -> tuple[int, str]:
 
 
 def estimate_words(tokens: int, fixed: int) -> str:
-    """An estimate with its parts named: ``~8,700 tokens to process: fixed instructions ~8,400 +
+    """An estimate with its parts named: ``~4,700 tokens to process: fixed instructions ~4,400 +
     your text with its framing ~300`` (the fixed instructions dominate a small file; they are not the file's size)."""
     if tokens == 0:
         return "~0 tokens to process"

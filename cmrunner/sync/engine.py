@@ -118,7 +118,9 @@ def check_health(git: Git, paths: DataPaths) -> None:
     if head.returncode != 0:
         raise CmError("SYNC_REPO_CORRUPT", "the sync repository's HEAD is not a branch; run `cm sync repair`")
     named = git.run("rev-parse", "--verify", "--quiet", "HEAD", check=False).returncode == 0  # reads no object
-    if named and not git.ok("fsck", "--no-dangling", "--connectivity-only", "--no-progress"):
+    # The tip's commit and tree must read back (a full fsck would grow with history on every sync);
+    # damage deeper down surfaces as a failed git step, which `cm sync repair` handles the same way.
+    if named and not git.ok("cat-file", "-e", "HEAD^{tree}"):
         raise CmError("SYNC_REPO_CORRUPT", "the sync repository is damaged; run `cm sync repair` (it rebuilds it "
                                            "from your memory files and the remote)")
     for name, data in live_documents(paths).items():
@@ -201,6 +203,9 @@ def fetch(git: Git, branch: str) -> str | None:
         raise _network_error(found.returncode, found.stderr, "read")
     if not found.stdout.strip():
         return None
+    tip = found.stdout.split()[0].decode()
+    if tip == git.rev(f"refs/remotes/{REMOTE}/{branch}"):
+        return tip  # nothing new there: no fetch
     try:
         git.run("fetch", "--no-tags", "--quiet", REMOTE, f"+refs/heads/{branch}:refs/remotes/{REMOTE}/{branch}",
                 timeout=NETWORK_SECONDS)
@@ -229,7 +234,7 @@ def push(git: Git, branch: str) -> bool:
     text = (found.stdout + found.stderr).decode("utf-8", "replace")
     if re.search(r"non-fast-forward|fetch first|\[rejected\]", text):
         return False
-    raise _network_error(found.returncode, found.stderr, "push")
+    raise _network_error(found.returncode, found.stdout + found.stderr, "push")
 
 
 def integrate(git: Git, paths: DataPaths, home: str, local: str | None, remote: str,
@@ -307,7 +312,8 @@ def run(paths: DataPaths, home: str, message: str | None = None, wait: float = L
             check_health(git, paths)
             outcome = _run(git, paths, home, state["branch"], message or f"cm: memory on {git.device}")
     except CmError as exc:
-        syncstate.record(paths, "failed", exc.code, str(exc)[:300])
+        if exc.code != "SYNC_BUSY":  # the running sync records its own outcome
+            syncstate.record(paths, "failed", exc.code, exc.message[:300])
         raise
     syncstate.record(paths, "ok", "SYNC_SECTION_KEPT_LOCAL" if outcome.withheld else None,
                      ", ".join(outcome.withheld) or None)

@@ -23,6 +23,12 @@ Contract:
   ``delay_seconds`` (pause after the first event, so a client can be interrupted mid-stream).
 - Streams both wire protocols: Responses SSE (``response.created`` … ``response.completed``) and Chat
   Completions SSE (``chat.completion.chunk`` … ``data: [DONE]``); ``"stream": false`` gets one JSON body.
+- Prompt caching: every answer's usage reports as cached input the longest byte prefix its request
+  body shares with one of the server's earlier requests (``PromptCache``), a quarter of those bytes
+  as tokens, unless the reply's ``usage`` names ``cached_tokens`` itself; the script's
+  ``cache_report`` says in which provider's fields (``fakewire.CACHE_REPORTS``: ``openai``, the
+  default, ``input_tokens_details``/``prompt_tokens_details.cached_tokens``; ``deepseek``,
+  ``prompt_cache_hit_tokens``; ``anthropic``, ``cache_read_input_tokens``; ``none``).
 - Speaks the hosts' own providers from the same script (``fakehostwire``): Anthropic Messages
   (``POST /v1/messages``, SSE or JSON; ``/v1/messages/count_tokens`` consumes nothing) for Claude
   Code, and Gemini (``POST /v1beta/models/<m>:generateContent`` / ``:streamGenerateContent?alt=sse``;
@@ -33,7 +39,9 @@ Contract:
   ``file.py:function`` or ``module:function``) answers every request after the scripted replies
   (and any reply with ``"policy": true``) by reading the conversation so far and calling the next
   read tool, then ``submit_memory_decision`` with the policy's decision; once a submission was
-  accepted it answers with text. ``"batch": true`` emits every independent next call in one turn.
+  accepted it answers with text. ``"batch": true`` emits every independent next call in one turn;
+  ``"reading"`` is the policy's reading style (``fakepolicy.READING_STYLES``: ``bulk``, the default,
+  or ``blocks``, the page-by-page reader of the reference protocol).
   ``"inject": {cue: reply | [replies]}`` replaces the policy's answer the first time(s) a cue comes
   up: ``first`` (the first model request), a tool name the policy is about to call
   (``inspect_ingest``, ``read_ingest``, ``inspect_memory``, ``submit_memory_decision`` or its alias
@@ -81,7 +89,14 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from cmrunner.synthetic import fakehostwire, fakepolicy, fakeprobe
-from cmrunner.synthetic.fakewire import chat_chunks, chat_completion, error_body, reported_usage, responses_events
+from cmrunner.synthetic.fakewire import (
+    CACHE_REPORTS,
+    chat_chunks,
+    chat_completion,
+    error_body,
+    reported_usage,
+    responses_events,
+)
 
 HOST = "127.0.0.1"
 DEFAULT_TEXT = "Hello from the fake model."
@@ -93,6 +108,7 @@ CUES = frozenset({"first", "inspect_ingest", "read_ingest", "inspect_memory", "s
                   "done"})
 CALL_KEYS = frozenset({"name", "arguments", "call_id", "namespace"})
 MAX_BODY = 64 * 1024 * 1024
+PROMPT_CACHE_BODIES = 256
 FLOOD_DELTA = "x" * 512
 FLOOD_BATCH = 256 * 1024
 
@@ -143,9 +159,12 @@ def load_full_script(raw: object) -> tuple[list[dict], dict, dict | None]:
     """Validate a script document; returns (replies, default reply, policy settings or None)."""
     if isinstance(raw, list):
         raw = {"replies": raw}
-    if not isinstance(raw, dict) or set(raw) - {"replies", "default", "policy", "inject", "batch", "tools", "models"}:
+    if not isinstance(raw, dict) or set(raw) - {"replies", "default", "policy", "inject", "batch", "reading", "tools",
+                                                     "models", "cache_report"}:
         raise ScriptError("the script must be a list of replies or {replies, default, policy?, inject?, batch?, "
-                          "tools?, models?}")
+                          "reading?, tools?, models?, cache_report?}")
+    if raw.get("cache_report", "openai") not in CACHE_REPORTS:
+        raise ScriptError(f"cache_report must be one of {', '.join(CACHE_REPORTS)}")
     if not isinstance(raw.get("tools", True), bool):
         raise ScriptError("tools must be true or false")
     listed = raw.get("models", [])
@@ -170,9 +189,12 @@ def load_full_script(raw: object) -> tuple[list[dict], dict, dict | None]:
         for cue, value in inject.items():
             items = value if isinstance(value, list) else [value]
             queues[cue] = [_check_reply(r, f"inject.{cue}[{i}]") for i, r in enumerate(items)]
-        policy = {"spec": raw["policy"], "inject": queues, "batch": raw.get("batch") is True}
-    elif "inject" in raw or "batch" in raw:
-        raise ScriptError("inject and batch need a policy")
+        reading = raw.get("reading", "bulk")
+        if reading not in fakepolicy.READING_STYLES:
+            raise ScriptError(f"reading must be one of {', '.join(fakepolicy.READING_STYLES)}")
+        policy = {"spec": raw["policy"], "inject": queues, "batch": raw.get("batch") is True, "reading": reading}
+    elif "inject" in raw or "batch" in raw or "reading" in raw:
+        raise ScriptError("inject, batch and reading need a policy")
     fallback = {"policy": True} if policy is not None else {"text": DEFAULT_TEXT}
     default = _check_reply(raw.get("default", fallback), "default")
     return checked, default, policy
@@ -218,6 +240,22 @@ class RequestLog:
             return self._seq
 
 
+class PromptCache:
+    """What a provider's prefix cache would serve: the longest byte prefix a request body shares
+    with an earlier one (the last ``PROMPT_CACHE_BODIES`` bodies), as providers that cache by exact
+    prefix match count it. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._bodies: list[bytes] = []
+        self._lock = threading.Lock()
+
+    def hit(self, raw: bytes) -> int:
+        with self._lock:
+            best = max((len(os.path.commonprefix([raw, seen])) for seen in self._bodies), default=0)
+            self._bodies = [*self._bodies[-(PROMPT_CACHE_BODIES - 1):], raw]
+        return best
+
+
 class FakeModelHandler(BaseHTTPRequestHandler):
     """One request; every reply closes the connection, so there is no keep-alive state to get wrong."""
 
@@ -227,6 +265,8 @@ class FakeModelHandler(BaseHTTPRequestHandler):
     script: Script
     log: RequestLog
     driver: fakepolicy.Driver
+    cache: PromptCache
+    cache_report: str
     models: tuple[str, ...] | None = ("fake-model",)
     calls_tools = True
 
@@ -242,11 +282,12 @@ class FakeModelHandler(BaseHTTPRequestHandler):
         return hashlib.sha256(value.encode()).hexdigest() if value is not None else None
 
     def _read_body(self) -> tuple[object, int]:
-        """The parsed body and its size in bytes as received."""
+        """The parsed body and its size in bytes as received (the bytes themselves: ``self.raw``)."""
+        self.raw = b""
         length = int(self.headers.get("Content-Length") or 0)
         if length <= 0 or length > MAX_BODY:
             return None, 0
-        raw = self.rfile.read(length)
+        raw = self.raw = self.rfile.read(length)
         try:
             return json.loads(raw), len(raw)
         except ValueError:
@@ -359,6 +400,9 @@ class FakeModelHandler(BaseHTTPRequestHandler):
                 self.log.record("POST", self.path, headers, authorized, body, index, "policy_failed", size=size)
                 self._send_json(500, {"error": {"message": "the fake model's policy failed", "type": "server_error"}})
                 return
+        if reply.get("error") is None and "cached_tokens" not in reply.get("usage", {}):
+            reply = {**reply, "usage": {**reply.get("usage", {}), "cached_tokens": self.cache.hit(self.raw) // 4},
+                     "cache_report": self.cache_report}
         usage = None if reply.get("error") is not None else reported_usage(reply, body)
         seq = self.log.record("POST", self.path, headers, authorized, body, index, cue, self._auth_hash(), size, usage)
         if reply.get("header_delay_seconds"):
@@ -422,7 +466,8 @@ def run_server(raw: object, lifetime: float, on_ready: Callable[[int], None], *,
     replies, default, policy = load_full_script(raw)
     settings = raw if isinstance(raw, dict) else {}
     handler = type("Handler", (FakeModelHandler,), {"script": Script(replies, default), "log": RequestLog(log_path),
-                                                    "driver": fakepolicy.Driver(policy),
+                                                    "driver": fakepolicy.Driver(policy), "cache": PromptCache(),
+                                                    "cache_report": settings.get("cache_report", "openai"),
                                                     "models": None if "models" in settings and settings["models"]
                                                     is None else tuple(settings.get("models") or models),
                                                     "calls_tools": settings.get("tools", True)})

@@ -11,7 +11,9 @@ Contract:
   is null, every block listed by an ``inspect_ingest`` read to its end, the ``inspect_memory``
   manifest (with its inline document text), then every non-empty document not yet read to its end,
   page by page from where the manifest stopped; an empty list means everything has been read. With ``batch`` every independent next call is returned at
-  once (several calls in one turn), else only the first.
+  once (several calls in one turn), else only the first. ``reading="blocks"`` is the reference
+  protocol's page-by-page reader instead of the bulk read: ``inspect_ingest`` of each bundle, then
+  each listed block with ``read_ingest`` from offset 0 following ``next``.
 - ``decide(view, policy)`` builds the ``submit_memory_decision`` arguments from a policy: a
   callable ``policy(state) -> body | [decisions]`` given ``{task, sources, documents, rejections,
   submissions}`` (sources carry the reassembled text). Built-ins: ``remember_user_turns`` (each
@@ -43,6 +45,7 @@ from cmrunner.synthetic import careful, faulty
 Policy = Callable[[dict], object]
 SUBMIT = "submit_memory_decision"
 TOOLS = ("inspect_ingest", "read_ingest", "inspect_memory", "processing_state", "record_working_notes", SUBMIT)
+READING_STYLES = ("bulk", "blocks")
 
 
 def _parse(text: object) -> object:
@@ -78,6 +81,11 @@ class View:
     @property
     def submissions(self) -> list[dict]:
         return [c["result"] for c in self.calls if c["name"] == SUBMIT and isinstance(c["result"], dict)]
+
+    def complete(self) -> dict | None:
+        """The read that returned everything the job holds (``complete: true``), if one did."""
+        return next((c["result"] for c in self.calls if c["name"] in TOOLS[:3] and isinstance(c["result"], dict)
+                     and c["result"].get("complete") is True), None)
 
     @property
     def submitted(self) -> bool:
@@ -239,6 +247,9 @@ def _documents(seen: View) -> tuple[dict | None, dict[str, list[dict]]]:
     """The snapshot manifest (or None) and each document's pages: inline manifest text, then target reads."""
     memory = seen.results("inspect_memory")
     manifest = next((r for a, r in memory if a.get("target") is None and "documents" in r), None)
+    everything = seen.complete()
+    if manifest is None and everything is not None:
+        manifest = {"documents": everything.get("memory") or everything.get("documents") or []}
     pages: dict[str, list[dict]] = {}
     for doc in (manifest or {}).get("documents") or []:
         inline = [{"offset": 0, "text": doc["text"], "next": doc.get("next")}] if isinstance(doc.get("text"), str) else []
@@ -246,11 +257,18 @@ def _documents(seen: View) -> tuple[dict | None, dict[str, list[dict]]]:
     return manifest, pages
 
 
-def next_calls(seen: View, batch: bool = False) -> list[tuple[str, dict]]:
+def next_calls(seen: View, batch: bool = False, reading: str = "bulk") -> list[tuple[str, dict]]:
     task = seen.task or {}
     calls: list[tuple[str, dict]] = []
+    if seen.complete() is not None:
+        return calls  # one read returned every source and document the job holds
     reads = seen.results("read_ingest")
-    if task.get("bundles"):
+    if reading == "blocks":
+        # The reference protocol's reader: each bundle's block list, then each block page by page.
+        listed = {a.get("handle") for a, _page in seen.results("inspect_ingest")}
+        calls += [("inspect_ingest", {"handle": b["ingest_id"], "offset": 0}) for b in task.get("bundles") or []
+                  if b.get("ingest_id") not in listed]
+    elif task.get("bundles"):
         at = _next_offset(_pages(reads, _bulk))
         if at is not None:
             calls.append(("read_ingest", {"handle": None, "block": None, "offset": at}))
@@ -275,10 +293,13 @@ def next_calls(seen: View, batch: bool = False) -> list[tuple[str, dict]]:
     return calls if batch else calls[:1]
 
 
-def _source_pieces(reads: list[tuple[dict, dict]]) -> dict[tuple[str, str], dict]:
-    """Every block seen, in first-seen order: its descriptor fields and text pieces by offset."""
+def _source_pieces(reads: list[tuple[dict, dict]], everything: dict | None = None) -> dict[tuple[str, str], dict]:
+    """Every block seen, in first-seen order: its descriptor fields and text pieces by offset
+    (``everything``: a read that returned all sources in ``sources``, as bulk entries)."""
     blocks: dict[tuple[str, str], dict] = {}
-    for args, page in reads:
+    pages = list(reads) + ([({"handle": None, "block": None}, {"blocks": everything["sources"]})]
+                           if everything is not None and isinstance(everything.get("sources"), list) else [])
+    for args, page in pages:
         if _bulk(args):
             for entry in page.get("blocks") or []:
                 key = (entry["handle"], entry["block_id"])
@@ -304,7 +325,7 @@ def _source_next(reads: list[tuple[dict, dict]], handle: str, block: str) -> int
 
 def policy_state(seen: View) -> dict:
     """What a policy decides from: the task, reassembled sources and documents, earlier rejections."""
-    blocks = _source_pieces(seen.results("read_ingest"))
+    blocks = _source_pieces(seen.results("read_ingest"), seen.complete())
     for _args, page in seen.results("inspect_ingest"):
         for block in page.get("blocks") or []:
             info = blocks.setdefault((page["handle"], block["block_id"]), {"pieces": {}})
@@ -413,6 +434,7 @@ class Driver:
 
     def __init__(self, settings: dict | None) -> None:
         self.batch = bool(settings and settings["batch"])
+        self.reading = settings.get("reading", "bulk") if settings else "bulk"
         self.policy = load_policy(settings["spec"]) if settings else None
         self._inject = {cue: list(items) for cue, items in (settings or {}).get("inject", {}).items()}
         self._first = True
@@ -427,7 +449,7 @@ class Driver:
             # Not a Memory Agent task (``cm network-test``'s probe, or any plain prompt): a short
             # plain answer, as a model would give, instead of a policy step that needs a task.
             return {"text": "OK"}, "not_a_task"
-        calls = next_calls(seen, self.batch)
+        calls = next_calls(seen, self.batch, self.reading)
         cue = "done" if seen.submitted else (calls[0][0] if calls else SUBMIT)
         with self._lock:
             cues = (["first"] if self._first else []) + [cue] + (["submit"] if cue == SUBMIT else [])

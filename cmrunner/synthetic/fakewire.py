@@ -2,7 +2,9 @@
 
 Contract: ``responses_events`` and ``chat_chunks`` return the events of one scripted reply in wire
 order (``fakemodel`` frames and sends them); ``chat_completion`` is the non-streaming Chat body and
-``error_body`` an HTTP error body. Reply keys: ``text``, ``tool_calls``, ``usage``, ``raw_usage`` (sent
+``error_body`` an HTTP error body. Reply keys: ``text``, ``tool_calls``, ``usage`` (``input_tokens``,
+``output_tokens``, ``cached_tokens``), ``cache_report`` (the provider's fields for the cached tokens,
+``CACHE_REPORTS``), ``raw_usage`` (sent
 as the usage object verbatim, whatever it holds; ``null`` sends none), ``refusal``,
 ``finish: "length"`` (cut by the token limit) and ``stream_error`` (an error inside the stream).
 Stdlib only.
@@ -19,6 +21,10 @@ def _arguments(call: dict) -> str:
     return args if isinstance(args, str) else json.dumps(args, separators=(",", ":"))
 
 
+# Where each provider reports the input tokens its prompt cache served (``fakemodel``'s ``cache_report``).
+CACHE_REPORTS = ("openai", "deepseek", "anthropic", "none")
+
+
 def _usage(reply: dict, body: object) -> tuple[int, int]:
     usage = reply.get("usage", {})
     # Rough default counts so that token-limit knobs (auto-compaction) react to real sizes.
@@ -27,13 +33,32 @@ def _usage(reply: dict, body: object) -> tuple[int, int]:
     return usage.get("input_tokens", prompt), usage.get("output_tokens", produced)
 
 
+def _cached(reply: dict, body: object) -> int:
+    """The input tokens the prompt cache served: never more than the input."""
+    return min(reply.get("usage", {}).get("cached_tokens", 0), _usage(reply, body)[0])
+
+
+def _chat_usage(reply: dict, body: object) -> dict:
+    """A Chat Completions usage object, the cached tokens in the fields of ``reply["cache_report"]``."""
+    tokens_in, tokens_out = _usage(reply, body)
+    usage: dict = {"prompt_tokens": tokens_in, "completion_tokens": tokens_out, "total_tokens": tokens_in + tokens_out}
+    cached, report = _cached(reply, body), reply.get("cache_report", "openai")
+    if report == "openai":
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
+    elif report == "deepseek":
+        usage.update({"prompt_cache_hit_tokens": cached, "prompt_cache_miss_tokens": tokens_in - cached})
+    elif report == "anthropic":
+        usage.update({"cache_read_input_tokens": cached, "cache_creation_input_tokens": 0})
+    return usage
+
+
 def reported_usage(reply: dict, body: object) -> object:
     """The usage the reply reports, as the request log records it: ``raw_usage`` verbatim when the
-    reply has one (``None`` then means no usage at all), else the input and output token counts."""
+    reply has one (``None`` then means no usage at all), else the input, cached and output token counts."""
     if "raw_usage" in reply:
         return reply["raw_usage"]
     tokens_in, tokens_out = _usage(reply, body)
-    return {"input_tokens": tokens_in, "output_tokens": tokens_out}
+    return {"input_tokens": tokens_in, "cached_tokens": _cached(reply, body), "output_tokens": tokens_out}
 
 
 def responses_events(reply: dict, seq: int, model: str, body: object) -> list[dict]:
@@ -96,7 +121,7 @@ def responses_events(reply: dict, seq: int, model: str, body: object) -> list[di
         events.append({"type": "response.output_item.done", "output_index": idx, "item": done})
         output.append(done)
     tokens_in, tokens_out = _usage(reply, body)
-    usage: dict = {"usage": {"input_tokens": tokens_in, "input_tokens_details": {"cached_tokens": 0},
+    usage: dict = {"usage": {"input_tokens": tokens_in, "input_tokens_details": {"cached_tokens": _cached(reply, body)},
                              "output_tokens": tokens_out, "output_tokens_details": {"reasoning_tokens": 0},
                              "total_tokens": tokens_in + tokens_out}}
     if "raw_usage" in reply:
@@ -143,9 +168,7 @@ def chat_chunks(reply: dict, seq: int, model: str, body: object, include_usage: 
         if reply["raw_usage"] is not None:
             chunks.append({**base, "choices": [], "usage": reply["raw_usage"]})
     elif include_usage:
-        tokens_in, tokens_out = _usage(reply, body)
-        chunks.append({**base, "choices": [], "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
-                                                        "total_tokens": tokens_in + tokens_out}})
+        chunks.append({**base, "choices": [], "usage": _chat_usage(reply, body)})
     return chunks
 
 
@@ -157,10 +180,9 @@ def chat_completion(reply: dict, seq: int, model: str, body: object) -> dict:
     message: dict = {"role": "assistant", "content": reply.get("text", "" if not calls else None)}
     if calls:
         message["tool_calls"] = calls
-    tokens_in, tokens_out = _usage(reply, body)
     return {"id": f"chatcmpl-{seq:06d}", "object": "chat.completion", "created": int(time.time()), "model": model,
             "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
-            "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out, "total_tokens": tokens_in + tokens_out}}
+            "usage": _chat_usage(reply, body)}
 
 
 def _chunks(text: str, size: int = 16) -> list[str]:

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import VerticalScroll
 from textual.widgets import OptionList
 
 from cmrunner.core import config as config_mod
 from cmrunner.core.errors import CmError
 from cmrunner.manage import setupstate
 from cmrunner.manage.integrations import checks, discovery, manager, txn
-from cmrunner.tui.widgets import CheckList, CmScreen, Menu, Text, error_text
+from cmrunner.tui.widgets import PRIORITY_PAGING, CheckList, CmScreen, Menu, Text, error_text
 
 
 def _state_line(host: discovery.Host, installed: dict) -> str:
@@ -40,7 +41,9 @@ def _limits_line(host: discovery.Host) -> str:
 
 class AgentsScreen(CmScreen):
     TITLE_TEXT = "Agent Integration"
-    HINT = "↑↓ move · Space toggle · Enter apply · Esc cancel"
+    HINT = "↑↓ move · Space toggle · Enter apply · PgDn details · Esc cancel"
+    BINDINGS = PRIORITY_PAGING
+    PAGE_TARGET = "#details-box"
 
     def __init__(self, setup: bool = False, preselect: list[str] | None = None) -> None:
         super().__init__()
@@ -70,8 +73,15 @@ class AgentsScreen(CmScreen):
         yield CheckList([(h.id, h.title + ("" if h.id in usable else "  (unavailable)"),
                           h.id in chosen and h.id in usable, h.id not in usable) for h in self.hosts.values()],
                         id="agents")
-        yield Text("\n".join(_state_line(h, self.installed) for h in self.hosts.values()), id="details")
         yield Text("", id="limits")  # the highlighted agent's limits: five agents' worth would push errors off screen
+        with VerticalScroll(id="details-box"):  # long paths wrap: at 80×24 this part scrolls, not the list
+            yield Text("\n".join(_state_line(h, self.installed) for h in self.hosts.values()), id="details")
+
+    def quit_question(self) -> str:
+        if self.setup:
+            return ("Quit setup? The model is saved; no agent is connected yet, and the next `cm` opens this "
+                    "step again.")
+        return super().quit_question()
 
     def on_mount(self) -> None:
         checklist = self.query_one("#agents", CheckList)
@@ -177,15 +187,15 @@ class DisclosureScreen(CmScreen):
 
 class ResultScreen(CmScreen):
     TITLE_TEXT = "Agent Integration · Result"
-    HINT = "Enter or Esc to continue"
+    HINT = "PgUp/PgDn scroll · Enter or Esc to continue"
     BINDINGS = [Binding("enter", "onward", show=False)]
 
     def __init__(self, planned: manager.Plan, setup: bool) -> None:
         super().__init__()
         self.planned = planned
         self.setup = setup
-        if setup:
-            self.HINT = "Enter open cm's home screen · Esc quit"
+        if setup:  # the same promise as the body's last setup line
+            self.HINT = "PgDn scroll · Enter next: bring in what your agents know, then Home · Esc quit"
 
     def body(self) -> ComposeResult:
         names = lambda hosts: ", ".join(discovery.TITLES[h] for h in hosts) or "none"  # noqa: E731
@@ -219,8 +229,12 @@ class ResultScreen(CmScreen):
         else:
             self.app.pop_screen()
 
+    def quit_question(self) -> str:
+        return "Quit cm? Setup is complete; `cm` opens the home screen next time." if self.setup \
+            else super().quit_question()
+
     def action_back(self) -> None:
-        if self.setup:
-            self.app.exit()
-        else:
+        if not self.setup:
             self.app.pop_screen()
+        elif self.may_quit("escape"):
+            self.app.exit()

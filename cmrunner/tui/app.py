@@ -28,18 +28,24 @@ from cmrunner.tui.widgets import CmScreen, Text, error_text
 CSS = """
 Screen { padding: 0 1; }
 #title { text-style: bold; background: $primary; color: $text; padding: 0 1; margin-bottom: 1; }
-#hint { dock: bottom; color: $text-muted; }
-#notice { margin-top: 1; }
+#footer { dock: bottom; height: auto; }
+#hint { color: $text-muted; }
+#notice { display: none; margin-top: 1; }
 .error { color: $error; }
 .ok { color: $success; }
 .column { width: 1fr; height: auto; border: round $primary; margin-right: 1; }
 .column-title { text-style: bold; }
 #columns { height: auto; }
 Menu, CheckList { height: auto; max-height: 16; margin: 1 0; }
+#providers { height: 1fr; max-height: 100%; }
 Input { margin-bottom: 1; }
 .label { color: $text-muted; }
 #caps { height: auto; }
-#plan-box { height: auto; max-height: 60%; }
+#plan-box, #details-box, #detail-box { height: 1fr; min-height: 3; }
+Menu.versions { max-height: 45%; }
+#limits { margin-bottom: 1; }
+#total { margin-top: 1; }
+#choice { margin: 1 0 0 0; }
 #progress { margin-top: 1; }
 .cap { width: 1fr; height: auto; margin-right: 1; }
 """
@@ -51,6 +57,7 @@ UNCHANGED = "The model configuration is as it was: nothing was saved, and no cli
 class ErrorScreen(CmScreen):
     TITLE_TEXT = "cm"
     HINT = "Esc quit"
+    ASKS_BEFORE_QUIT = False  # nothing to do here but leave
 
     def __init__(self, message: str) -> None:
         super().__init__()
@@ -62,6 +69,7 @@ class ErrorScreen(CmScreen):
 
 class DoneScreen(CmScreen):
     HINT = "Enter or Esc to leave"
+    ASKS_BEFORE_QUIT = False
     BINDINGS = [Binding("enter", "back", show=False)]
 
     def __init__(self, title: str, message: str) -> None:
@@ -195,7 +203,7 @@ class CmApp(App):
 
 class CheckScreen(CmScreen):
     TITLE_TEXT = "Agent Integration · Installation check"
-    HINT = "Esc back"
+    HINT = "PgUp/PgDn scroll · Esc back"
 
     def body(self) -> ComposeResult:
         yield Text("Checking …", id="checks")

@@ -9,7 +9,9 @@ Contract:
   own ``y``, the CLI's ``--force``).
   ``w`` shows, in place of the diff, why that section says what it says (``views.why``, as
   ``cm why``: its commits and the words that were its evidence), for a removed version too, and
-  scrolls it into view.
+  scrolls it into view. The diff or the why sits in its own box below the list (at most 45% of the
+  screen): PgUp/PgDn scroll it whatever has focus, so at 80×24 a long one is read whole while ↑↓
+  keep picking versions.
 - Trash lists what the Memory Agent removed (``views.history.trash``); Enter asks to restore the
   highlighted entry (``writer_proc.restore``), ``x`` to purge it for good (``writer_proc.purge``).
 - The work runs off the UI thread (an action may wait for a running drain); a ``CmError`` is shown
@@ -23,10 +25,11 @@ from collections.abc import Callable
 
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import VerticalScroll
 from textual.widgets import OptionList
 
 from cmrunner.core.errors import CmError
-from cmrunner.tui.widgets import ConfirmingScreen, Menu, Text, error_text, option
+from cmrunner.tui.widgets import PRIORITY_PAGING, ConfirmingScreen, Menu, Text, error_text, option
 from cmrunner.views import history as history_view
 
 QUESTION = " y yes · n no"
@@ -36,6 +39,8 @@ class _ActionScreen(ConfirmingScreen):
     """A list read from the store, one confirmed action at a time, re-read after it."""
 
     LIST_ID = "items"
+    BINDINGS = PRIORITY_PAGING  # ↑↓ pick a version; PgUp/PgDn read its diff or why, however long
+    PAGE_TARGET = "#detail-box"
 
     def __init__(self) -> None:
         super().__init__()
@@ -43,8 +48,9 @@ class _ActionScreen(ConfirmingScreen):
 
     def body(self) -> ComposeResult:
         yield Text("Reading …", id="summary")
-        yield Menu([], id=self.LIST_ID)
-        yield Text("", id="detail")
+        yield Menu([], id=self.LIST_ID, classes="versions")
+        with VerticalScroll(id="detail-box"):  # a diff or a why runs long: it scrolls here, at 80×24 too
+            yield Text("", id="detail")
 
     def on_mount(self) -> None:
         self._start(None)
@@ -164,6 +170,7 @@ class HistoryScreen(_ActionScreen):
         """The answer in place of the diff, scrolled into view (at 80×24 it starts below the list)."""
         detail = self.query_one("#detail", Text)
         detail.set(text)
+        self.query_one("#detail-box", VerticalScroll).scroll_home(animate=False)
         detail.scroll_visible(animate=False)
 
     def action_ask_undo(self) -> None:

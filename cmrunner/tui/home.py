@@ -67,6 +67,7 @@ def restart_line(home: str, what: str) -> str:
 class HomeScreen(CmScreen):
     TITLE_TEXT = "cm · Common Memory"
     HINT = "↑↓ move · ←→ column · Enter open · Esc quit"
+    ASKS_BEFORE_QUIT = False  # the top: Esc and q leave at once, as its footer says
     BINDINGS = [Binding("left", "column(-1)", show=False), Binding("right", "column(1)", show=False)]
 
     def __init__(self, notice: str | None = None) -> None:

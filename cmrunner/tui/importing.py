@@ -16,6 +16,9 @@ Contract:
   files' text) and where the text goes (``memimport.destination``: the configured model or agent CLI). When a file needs ``document_import`` disclosure the screen
   says so, and that choosing Import grants it (``memimport.grant``, recorded in config.json)
   before anything is queued; Skip grants nothing.
+- Layout (usable at 80×24): the per-file plan scrolls in its own box, PgUp/PgDn scroll it whatever
+  has focus; the total and the permission line sit below the box and above the choices, so they
+  are never below the fold; the result replaces the plan in that box, so no result line is cut.
 - Import (Enter on the highlighted first choice) runs ``memimport.run`` per source in a worker
   thread with the Writer loop (``wait``): progress per processed job, then one line per file in
   the user's words (``memimport.outcome``: kept in which documents, processed with nothing kept,
@@ -43,7 +46,7 @@ from textual.widgets import OptionList
 from cmrunner.core import projects
 from cmrunner.core.errors import CmError
 from cmrunner.manage import importplan, memimport, memsources, projectaccess
-from cmrunner.tui.widgets import CmScreen, Menu, Text, error_text, option
+from cmrunner.tui.widgets import PRIORITY_PAGING, CmScreen, Menu, Text, error_text, option
 
 if TYPE_CHECKING:
     from cmrunner.manage.importer import ImportReport
@@ -118,7 +121,7 @@ def _short(path: str, user_home: str) -> str:
 
 
 def plan_lines(found: Found, user_home: str) -> list[str]:
-    """The plan as the screen shows it: per source its files and skipped files, then the total."""
+    """The plan's details as the screen's scrolling box shows them: per source its files and skipped files."""
     lines: list[str] = []
     for _source, heading, planned in found.plans:
         if isinstance(planned, CmError):
@@ -140,9 +143,14 @@ def plan_lines(found: Found, user_home: str) -> list[str]:
                     if instructions else ""))
         for skip in planned.skipped:
             lines.append(f"  skipped {skip.code}: {_short(skip.path, user_home)} — {skip.reason}")
+    return lines
+
+
+def total_lines(found: Found) -> list[str]:
+    """The plan's total and the permission it needs: shown below the scrolling box, never below the fold."""
+    lines: list[str] = []
     tokens = sum(p.tokens for p in found.ok)
     fixed = sum(p.fixed_tokens for p in found.ok)
-    lines.append("")
     lines.append(f"To import: {_count(found.new, 'file')}, {importplan.estimate_words(tokens, fixed)} "
                  "(estimate)." if found.new else
                  "Nothing new to import: every file found is unchanged since its import, or skipped.")
@@ -168,7 +176,9 @@ def result_lines(planned: memimport.SourcePlan, reports: list[ImportReport]) -> 
 
 class ImportScreen(CmScreen):
     TITLE_TEXT = "Agent Integration · Bring in what your agents already know"
-    HINT = "↑↓ move · Enter choose · Esc skip"
+    HINT = "↑↓ move · PgUp/PgDn scroll · Enter choose · Esc skip"
+    BINDINGS = PRIORITY_PAGING
+    PAGE_TARGET = "#plan-box"
 
     def __init__(self, chosen: list[str], setup: bool = False) -> None:
         super().__init__()
@@ -183,14 +193,16 @@ class ImportScreen(CmScreen):
         yield Text("cm can import the memory your agents already keep (their memory and instruction files). "
                    "Each file goes through the Memory Agent, which keeps what is worth keeping; nothing is sent "
                    "before you choose Import.")
-        with VerticalScroll(id="plan-box"):  # a long plan scrolls here; the choices stay on screen
+        with VerticalScroll(id="plan-box"):  # a long plan (or result) scrolls here, with PgUp/PgDn
             yield Text("Looking for memory files …", id="plan")
+        yield Text("", id="total")  # what choosing Import does: outside the box, so always in view
         yield Text("", id="progress")
         yield Menu([], id="choice")
 
     def on_mount(self) -> None:
         self.query_one("#choice", Menu).display = False
         self.query_one("#progress", Text).display = False
+        self.query_one("#total", Text).display = False
         self.run_worker(self._discover, thread=True, exclusive=True)
 
     def _discover(self) -> None:
@@ -208,6 +220,8 @@ class ImportScreen(CmScreen):
             self._done()
             return
         self.query_one("#plan", Text).set("\n".join(plan_lines(found, self.app.user_home)))  # type: ignore[attr-defined]
+        self.query_one("#total", Text).set("\n".join(total_lines(found)))
+        self.query_one("#total", Text).display = True
         menu = self.query_one("#choice", Menu)
         menu.clear_options()
         self.folder = folder_offer(found, os.getcwd())
@@ -243,6 +257,7 @@ class ImportScreen(CmScreen):
         self.notice.show(f"Registered {done.project.name} as {done.project.scope} and allowed its memory "
                          "(saved in config.json). Planning again …")
         self.query_one("#choice", Menu).display = False
+        self.query_one("#total", Text).display = False
         self.query_one("#plan", Text).set("Looking for memory files …")
         self.run_worker(self._discover, thread=True, exclusive=True)
 
@@ -281,13 +296,16 @@ class ImportScreen(CmScreen):
 
     def _imported(self, lines: list[str]) -> None:
         self.running = False
-        self.query_one("#progress", Text).set("Result:\n" + "\n".join(lines))
+        # the result takes the plan's place in the scrolling box: however long, none of it is cut
+        self.query_one("#progress", Text).display = False
+        self.query_one("#total", Text).display = False
+        self.query_one("#plan", Text).set("Result:\n" + "\n".join(lines))
+        self.query_one("#plan-box", VerticalScroll).scroll_home(animate=False)
         self._done()
 
     def _done(self) -> None:
         self.finished = True
-        self.HINT = "Enter continue · Esc back"
-        self.query_one("#hint", Text).set(self.HINT)
+        self.set_hint("PgUp/PgDn scroll · Enter continue · Esc back")
         menu = self.query_one("#choice", Menu)
         menu.clear_options()
         menu.add_options([option("skip", "Continue")])

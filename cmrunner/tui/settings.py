@@ -50,15 +50,16 @@ class NetworkScreen(CmScreen):
         self.mode = "direct"
 
     def body(self) -> ComposeResult:
+        # compact widgets and the saved state first: the whole form fits 80×24 with room for an error
         yield Text("How model calls reach the provider (this changes nothing for your agents' own traffic):")
-        yield Menu(MODES, id="mode")
-        yield Text("Custom proxy URL (stored privately; leave empty to keep the saved one):", classes="label")
-        yield Input(password=True, placeholder="http://user:password@proxy:8080", id="proxy")
-        yield Text("Custom bypass list (hosts, .domain, *.domain, IPs, CIDRs, *):", classes="label")
-        yield Input(placeholder="localhost, .internal.example", id="noproxy")
-        yield Text("Extra CA certificate file (absolute path to PEM, ≤ 1 MiB; empty for none):", classes="label")
-        yield Input(placeholder="/path/to/ca.pem", id="cafile")
         yield Text("", id="current")
+        yield Menu(MODES, id="mode", compact=True)
+        yield Text("Custom proxy URL (stored privately; leave empty to keep the saved one):", classes="label")
+        yield Input(password=True, placeholder="http://user:password@proxy:8080", id="proxy", compact=True)
+        yield Text("Custom bypass list (hosts, .domain, *.domain, IPs, CIDRs, *):", classes="label")
+        yield Input(placeholder="localhost, .internal.example", id="noproxy", compact=True)
+        yield Text("Extra CA certificate file (absolute path to PEM, ≤ 1 MiB; empty for none):", classes="label")
+        yield Input(placeholder="/path/to/ca.pem", id="cafile", compact=True)
 
     def on_mount(self) -> None:
         try:
@@ -208,7 +209,10 @@ class UninstallScreen(CmScreen):
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         if event.option_id == "cancel" or self.planned is None:
-            self.action_back()
+            if self.at_first_screen():  # `cm uninstall`: Cancel is the answer, not a question
+                self.app.exit()
+            else:
+                self.app.pop_screen()
         else:
             self.app.push_screen(DataChoiceScreen(self.planned))
 

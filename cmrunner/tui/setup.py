@@ -10,8 +10,9 @@ one too. A wrong URL (``ENDPOINT_NOT_FOUND``: probably missing ``/v1``), a serve
 (``MODEL_UNREACHABLE``) or a refused key is shown in place with Retry and Back (the URL); a list
 the server cannot give (a 404 offers Back too) offers Retry and "type the name", and the check
 then decides. A failed
-check or Esc leaves the configuration as it was. The key is typed into a password field and never
-displayed; when one is configured, an empty field keeps it. Local presets (no key) skip the key
+check or Esc leaves the configuration as it was: Esc goes back a step, and on the first step (or
+with ``q`` on any step) it asks before quitting, saying that nothing was saved. The key is typed into a password field
+and never displayed; when one is configured, an empty field keeps it. Local presets (no key) skip the key
 step and store ``providers.LOCAL_KEY``.
 
 The Provider step also offers each agent CLI found on ``PATH`` (Claude Code, Codex, Gemini CLI;
@@ -31,7 +32,7 @@ from textual.widgets.option_list import Option
 from cmrunner.core import config as config_mod, envfile
 from cmrunner.core.errors import CmError
 from cmrunner.manage import agentsetup, endpoint, providers
-from cmrunner.tui.widgets import CmScreen, Menu, Text, error_text, option, plain
+from cmrunner.tui.widgets import FormScreen, Menu, Text, error_text, option, plain
 
 
 class ModelFlow:
@@ -66,7 +67,7 @@ def cli_label(offer: agentsetup.Offer, version: str | None = None) -> str:
     return f"Use {offer.title}{' ' + version if version else ''} you already have (no API key)"
 
 
-class ProviderScreen(CmScreen):
+class ProviderScreen(FormScreen):
     TITLE_TEXT = "Model setup · 1/4 Provider"
 
     def __init__(self, flow: ModelFlow) -> None:
@@ -124,7 +125,7 @@ class ProviderScreen(CmScreen):
         self.app.push_screen(BaseUrlScreen(self.flow))
 
 
-class BaseUrlScreen(CmScreen):
+class BaseUrlScreen(FormScreen):
     TITLE_TEXT = "Model setup · 2/4 Base URL"
     HINT = "Enter continue · Esc back"
 
@@ -158,7 +159,7 @@ class BaseUrlScreen(CmScreen):
             self.app.push_screen(ModelScreen(self.flow))
 
 
-class KeyScreen(CmScreen):
+class KeyScreen(FormScreen):
     TITLE_TEXT = "Model setup · 3/4 API key"
     HINT = "Enter continue · Esc back · the key is hidden and stored only in the private .env"
 
@@ -189,7 +190,7 @@ class KeyScreen(CmScreen):
         self.app.push_screen(ModelScreen(self.flow))
 
 
-class ModelScreen(CmScreen):
+class ModelScreen(FormScreen):
     TITLE_TEXT = "Model setup · 4/4 Model"
 
     def __init__(self, flow: ModelFlow) -> None:
@@ -235,7 +236,8 @@ class ModelScreen(CmScreen):
             menu.add_options(choices)
         else:
             self.models = found
-            self.query_one("#status", Text).set(f"{len(found)} models at {self.flow.base_url}:")
+            self.query_one("#status", Text).set(f"{len(found)} model{'' if len(found) == 1 else 's'} at "
+                                                f"{self.flow.base_url}:")
             menu.add_options([option(f"model:{i}", name) for i, name in enumerate(found)])
             current = self.flow.current.get("model")
             menu.highlighted = found.index(current) if current in found else 0

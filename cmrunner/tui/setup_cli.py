@@ -19,10 +19,10 @@ from textual.widgets import OptionList
 
 from cmrunner.core.errors import CmError
 from cmrunner.manage import agentsetup
-from cmrunner.tui.widgets import CmScreen, Menu, Text, error_text, option
+from cmrunner.tui.widgets import FormScreen, Menu, Text, error_text, option
 
 
-class AgentCliScreen(CmScreen):
+class AgentCliScreen(FormScreen):
     TITLE_TEXT = "Model setup · Agent CLI"
     HINT = "Esc back · no API key: the CLI uses its own login"
 

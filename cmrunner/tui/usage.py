@@ -26,7 +26,7 @@ FIELDS = (("tokensPerDay", "Tokens per day (UTC)"), ("tokensPerMonth", "Tokens p
 
 class UsageScreen(CmScreen):
     TITLE_TEXT = "Model & Configuration · Usage & Spend Caps"
-    HINT = "Tab next field · Enter save caps · Esc back"
+    HINT = "Tab next field · Enter save caps · PgUp/PgDn scroll · Esc back"
 
     def body(self) -> ComposeResult:
         with VerticalScroll(id="scroll"):

@@ -4,8 +4,10 @@ Contract: text from the user, the configuration or the file system is always sho
 (``markup=False`` / ``Content``), so a path or a model name with brackets can never be read as
 styling, and through ``plain``, the one place the UI turns text into something drawn: there
 ``textchars.for_terminal`` shows control characters, bidirectional overrides and line separators
-visibly (``^[``, ``\\u202e``), so memory text can never act on the terminal or reorder the screen. ``CmScreen`` gives every screen the same frame — a title, a body and a key hint — and
-the same Esc rule: back one level, and out of the program from the first screen.
+visibly (``^[``, ``\\u202e``), so memory text can never act on the terminal or reorder the screen. ``CmScreen`` gives every screen the same frame — a title, a body and a footer (notice line and
+key hint, which always ends with ``q quit · ? help``) — and the same keys: Esc back one level (on the
+first screen of a run it asks before quitting), ``q`` asks before quitting except where leaving is the
+screen's purpose.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from textual import events
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
 from textual.content import Content
 from textual.message import Message
 from textual.screen import Screen
@@ -56,19 +60,21 @@ class Notice(Text):
         self.remove_class("error", "ok")
         self.add_class(kind)
         self.set(text)
+        self.display = bool(text)
 
     def clear(self) -> None:
         self.remove_class("error", "ok")
         self.set("")
+        self.display = False  # an empty notice takes no line from the body
 
 
 class Menu(OptionList):
     """A vertical list of actions: arrows move, Enter opens."""
 
     def __init__(self, items: Iterable[tuple[str, str]], *, id: str | None = None,
-                 classes: str | None = None) -> None:
+                 classes: str | None = None, compact: bool = False) -> None:
         super().__init__(*[option(key, label) for key, label in items], id=id, classes=classes,
-                         markup=False)
+                         markup=False, compact=compact)
 
     def add_options(self, items: Iterable) -> Menu:  # type: ignore[override]
         super().add_options(items)
@@ -120,24 +126,36 @@ class CheckList(OptionList):
         self.post_message(self.Continued(self.selected))
 
 
-HELP = ("Keys everywhere: Esc back one level (it quits from the first screen) · q quit cm · ? this help · "
-        "Ctrl+C quit. Typing in a field types; these keys work outside one.")
+HELP = ("Keys everywhere: Esc back one level · q quit cm (asks first, except on Home) · ? this help · "
+        "Ctrl+C quit at once. Typing in a field types; these keys work outside one.")
+KEYS = "q quit · ? help"  # every footer ends with these, after the screen's own keys (its Esc among them)
 
 
 class CmScreen(Screen):
-    """Title, body, key hint; Esc goes back one level (and quits from the first screen), ``q``
-    quits, ``?`` shows the keys. A screen holding something unsent (``leaving_loses``) warns once
-    before Esc or ``q`` would discard it."""
+    """Title, body, then a footer (the notice line and the key hint) docked at the bottom, so an
+    error or a question is never below the fold. Esc goes back one level; on the first screen of a
+    run it asks before quitting, as ``q`` does everywhere but on screens whose purpose is to be left
+    (``ASKS_BEFORE_QUIT = False``: Home, an error, a closing message). ``?`` shows the keys. A
+    screen holding something unsent (``leaving_loses``) warns once before Esc or ``q`` would discard it."""
 
     BINDINGS = [Binding("escape", "back", "Back", show=False), Binding("q", "quit_cm", show=False),
-                Binding("question_mark", "help", show=False)]
+                Binding("question_mark", "help", show=False),
+                # a list or a scrolling box with focus pages itself; otherwise the screen scrolls
+                Binding("pagedown", "page(1)", show=False), Binding("pageup", "page(-1)", show=False)]
     TITLE_TEXT = "cm"
     HINT = "↑↓ move · Enter choose · Esc back"
+    ASKS_BEFORE_QUIT = True
+    PAGE_TARGET: str | None = None
     _warned = False
+    _asked: str | None = None  # the key ("q" or "escape") whose second press quits
 
     def leaving_loses(self) -> str | None:
         """What leaving now would discard, said as a warning; ``None`` when nothing would be lost."""
         return None
+
+    def quit_question(self) -> str:
+        """The question ``q`` (or Esc on a first screen) asks; a setup step says what is kept."""
+        return "Quit cm?"
 
     def may_leave(self) -> bool:
         """Whether Esc or ``q`` may leave now: the first attempt that would lose something only warns."""
@@ -148,18 +166,54 @@ class CmScreen(Screen):
         self.notice.show(lost)
         return False
 
+    def may_quit(self, key: str) -> bool:
+        """Whether pressing ``key`` quits cm now: the first press asks (or warns about what would be
+        lost), a second press of the same key confirms; any other key withdraws the question."""
+        if self._asked == key:
+            return True
+        lost = self.leaving_loses()
+        if lost is None and not self.ASKS_BEFORE_QUIT:
+            return True
+        self._asked = key
+        name = "q" if key == "q" else "Esc"
+        self.notice.show(lost or f"{self.quit_question()} Press {name} again to quit; any other key stays here.")
+        return False
+
+    def on_key(self, event: events.Key) -> None:
+        if self._asked is not None and event.key != self._asked:
+            self._asked = None
+            self.notice.clear()
+
     def action_quit_cm(self) -> None:
-        if self.may_leave():
+        if self.may_quit("q"):
             self.app.exit()
+
+    def action_page(self, pages: int) -> None:
+        """PgDn/PgUp: the screen's ``PAGE_TARGET`` box when it has one (bound with priority there,
+        since its list's own paging moves a highlight over two or five items), else the screen."""
+        target = self.query_one(self.PAGE_TARGET) if self.PAGE_TARGET else self
+        if pages > 0:
+            target.scroll_page_down(animate=False)
+        else:
+            target.scroll_page_up(animate=False)
 
     def action_help(self) -> None:
         self.notice.show(f"{HELP} This screen: {self.HINT}.", "ok")
 
+    def footer(self) -> str:
+        return f"{self.HINT} · {KEYS}"
+
+    def set_hint(self, hint: str) -> None:
+        """Change this screen's own keys (the shared ones stay in the footer)."""
+        self.HINT = hint
+        self.query_one("#hint", Text).set(self.footer())
+
     def compose(self) -> ComposeResult:
         yield Text(self.TITLE_TEXT, id="title")
         yield from self.body()
-        yield Notice(id="notice")
-        yield Text(self.HINT, id="hint")
+        with Vertical(id="footer"):
+            yield Notice(id="notice")
+            yield Text(self.footer(), id="hint")
 
     def body(self) -> ComposeResult:
         yield from ()
@@ -168,13 +222,29 @@ class CmScreen(Screen):
     def notice(self) -> Notice:
         return self.query_one("#notice", Notice)
 
+    def at_first_screen(self) -> bool:
+        return len(self.app.screen_stack) <= 2
+
     def action_back(self) -> None:
+        if self.at_first_screen():
+            if self.may_quit("escape"):
+                self.app.exit()
+            return
         if not self.may_leave():
             return
-        if len(self.app.screen_stack) <= 2:
-            self.app.exit()
-        else:
-            self.app.pop_screen()
+        self.app.pop_screen()
+
+
+class FormScreen(CmScreen):
+    """A step of a form that saves only at its end (the model form): quitting or backing out of it
+    keeps the configuration as it was, and its question says so."""
+
+    def quit_question(self) -> str:
+        return "Quit cm? Nothing of this form is saved: the model configuration stays as it was."
+
+
+PRIORITY_PAGING: list[BindingType] = [Binding("pagedown", "page(1)", show=False, priority=True),
+                                     Binding("pageup", "page(-1)", show=False, priority=True)]
 
 
 class ConfirmingScreen(CmScreen):

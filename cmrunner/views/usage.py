@@ -12,7 +12,9 @@ Contract:
   reached cap, or ``None``).
 - ``parse_since`` is the one grammar of ``--since``: ``YYYY-MM-DD``, ``YYYY-MM`` or ``<N>d``
   (the last N days); anything else is ``INVALID_SINCE``.
-- Rendering (``lines``, ``status_line``, ``chart``) is plain text: names, counts and codes only.
+- Rendering (``lines``, ``status_line``, ``chart``, ``cache_text``) is plain text: names, counts and
+  codes only; ``cm usage`` says how many input tokens the providers' prompt caches served, over
+  everything it reports, where the providers report them (the ledger's ``cached_tokens``).
 """
 
 from __future__ import annotations
@@ -136,6 +138,17 @@ def totals_text(totals: dict) -> str:
     return text
 
 
+def cache_text(totals: dict) -> str:
+    """What the providers' prompt caches served, where they report it: the cached input tokens,
+    which providers bill at a fraction of the input price (a tenth at OpenAI, DeepSeek and
+    Anthropic), or ``""`` when none was reported."""
+    cached, inputs = totals["cachedTokens"], totals["inputTokens"]
+    if not cached or not inputs:
+        return ""
+    return (f"{cached:,} of {inputs:,} input tokens ({100 * cached / inputs:.0f}%) came from the provider's "
+            "prompt cache, billed at a fraction of the input price")
+
+
 def _cap_text(cap: dict) -> str:
     words = {"requestsPerHour": "requests this hour", "tokensPerDay": "tokens today", "tokensPerMonth": "tokens this month"}
     if cap["limit"] is None:
@@ -200,6 +213,9 @@ def lines(report: dict) -> list[str]:
     if report["since"] is not None:
         out.append(f"since {spend.clock(report['since'])}: {totals_text(report['total'])}")
     out.append("caps:          " + "; ".join(_cap_text(c) for c in report["caps"]))
+    cached = cache_text(report["total"])
+    if cached:
+        out.append(f"cache:         {cached}")
     if report["blocked"]:
         out.append(f"WAITING:       {report['blocked']['message']}")
     out.append("")
