@@ -17,7 +17,8 @@ def machine(tmp_path, name: str, profile: str | None = None) -> tuple[str, DataP
     home = str(tmp_path / name)
     paths, _cfg = configure(home)
     if profile is not None:
-        os.makedirs(paths.memory, mode=0o700, exist_ok=True)
+        for folder in (paths.root, paths.memory):  # private, as cm makes them (makedirs would not)
+            os.makedirs(folder, mode=0o700, exist_ok=True)
         with open(paths.document("profile"), "w", encoding="utf-8") as f:
             f.write(profile)
     return home, paths

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import CM, db_rows, settle
-from support import agenthosts
+from support import agentcli_world, agenthosts
 
 from cmrunner.synthetic import fakemodel
 
@@ -29,35 +29,18 @@ def claude() -> Path:
     return agenthosts.claude_binary()
 
 
-class Setup:
+class Setup(agentcli_world.World):
     """A scratch HOME with cm's hooks in Claude Code's user settings, and cm's Memory Agent set to
     that same Claude Code."""
 
     def __init__(self, claude: Path, home: str, root: Path, fake: fakemodel.FakeModel, *init: str) -> None:
-        self.claude, self.home, self.fake = claude, home, fake
-        self.work = root / "work"
-        self.work.mkdir(exist_ok=True)
-        scratch = root / "scratchhome"
-        agenthosts.write_claude_settings(scratch, None)
-        self.env = agenthosts.claude_env(scratch, home, fake.root_url)
-        done = subprocess.run([CM, "config", "init", "--home", home, "--agent", "claude-code", "--agent-path",
-                               str(claude), *init], env=self.env, capture_output=True, text=True, timeout=60,
-                              stdin=subprocess.DEVNULL)
-        assert done.returncode == 0, done.stderr
+        super().__init__("claude-code", claude, home, root, fake, *init)
         agenthosts.install_hooks(CM, home, "claude-code", self.env)
 
     def session(self, prompt: str) -> str:
-        done = agenthosts.run(agenthosts.claude_argv(self.claude, prompt), str(self.work), self.env)
+        done = agenthosts.run(agenthosts.claude_argv(self.cli, prompt), str(self.work), self.env)
         assert done.returncode == 0, done.stderr[-2000:]
         return done.stdout
-
-    def flush(self) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([CM, "flush", "--home", self.home], env=self.env, capture_output=True, text=True,
-                              timeout=240, stdin=subprocess.DEVNULL)
-
-    def agent_requests(self) -> list[dict]:
-        """The Memory Agent's model requests: those whose conversation holds the memory task."""
-        return [r for r in self.fake.model_requests() if "memory_task_v1" in json.dumps(r["body"])]
 
 
 def _tools(request: dict) -> set[str]:
@@ -187,8 +170,6 @@ def test_a_refused_login_is_agent_cli_auth_and_nothing_leaks(claude, home, tmp_p
 def test_a_cli_past_the_deadline_is_killed_with_its_whole_process_group(claude, home, tmp_path):
     """The model stalls mid-answer: at remote.deadlineMs the attempt ends TIMEOUT (retryable) and
     no process of the CLI's group (the CLI, cm's relay) is left running."""
-    import psutil
-
     # Every Memory Agent answer stalls after its first event (the user's own session is answered at once).
     script = {"policy": "remember_user_turns", "default": {"policy": True, "delay_seconds": 60}}
     with fakemodel.running(str(tmp_path / "model"), script) as fake:
@@ -201,7 +182,5 @@ def test_a_cli_past_the_deadline_is_killed_with_its_whole_process_group(claude, 
     assert agent  # the run really started and reached the model
     (state, issue), = db_rows(home, "SELECT state, issue FROM jobs")
     assert issue == "TIMEOUT" and state in ("retry", "dead"), (state, issue)
-    left = [p.pid for p in psutil.process_iter(["cmdline"])
-            if any("/cm-agent-" in part or "memory-agent-mcp" in part for part in p.info["cmdline"] or [])]
-    assert left == []
+    assert setup.leftover_processes() == []
     settle(home)

@@ -9,12 +9,11 @@ up with `cm config init --agent codex` (no key). Never skipped.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import CM, db_rows, settle
-from support import hosts
+from conftest import db_rows, settle
+from support import agentcli_world, hosts
 
 from cmrunner.synthetic import fakemodel
 
@@ -29,31 +28,17 @@ def codex() -> Path:
     return hosts.codex_binary()
 
 
-class Setup:
+class Setup(agentcli_world.World):
+    """A CODEX_HOME with the fake provider and cm's trusted hooks, and cm's Memory Agent set to that
+    same Codex."""
+
     def __init__(self, codex: Path, home: str, root: Path, fake: fakemodel.FakeModel) -> None:
-        self.codex, self.home, self.fake = codex, home, fake
-        self.work = root / "work"
-        self.work.mkdir(exist_ok=True)
-        self.codex_home = str(root / "codexhome")
-        hosts.write_codex_home(self.codex_home, fake.base_url, hooks=hosts.codex_hooks(hosts.cm_hook_command(CM, home)))
-        self.env = hosts.codex_env(self.codex_home, str(root / "scratchhome"),
-                                   {"COMMON_MEMORY_HOME": home, "CM_TEST_DRAIN_LINGER_MS": "0"})
-        self.env.pop("COMMON_MEMORY_HOST_INSTANCE", None)
-        done = subprocess.run([CM, "config", "init", "--home", home, "--agent", "codex", "--agent-path", str(codex)],
-                              env=self.env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-        assert done.returncode == 0, done.stderr
+        super().__init__("codex", codex, home, root, fake)
         assert len(hosts.trust_hooks(codex, self.env, str(self.work))) == len(hosts.CM_EVENTS)
 
     def session(self, prompt: str) -> None:
-        done = hosts.run_codex_exec(self.codex, [prompt], str(self.work), self.env)
+        done = hosts.run_codex_exec(self.cli, [prompt], str(self.work), self.env)
         assert done.returncode == 0, done.stderr[-2000:]
-
-    def flush(self) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([CM, "flush", "--home", self.home], env=self.env, capture_output=True, text=True,
-                              timeout=240, stdin=subprocess.DEVNULL)
-
-    def agent_requests(self) -> list[dict]:
-        return [r for r in self.fake.model_requests() if "memory_task_v1" in json.dumps(r["body"])]
 
 
 def _tools(request: dict) -> set[str]:

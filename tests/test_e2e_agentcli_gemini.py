@@ -9,12 +9,11 @@ the diligent policy). The scratch HOME's user settings hold the offline auth and
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import CM, db_rows, settle
-from support import agenthosts
+from support import agentcli_world, agenthosts
 
 from cmrunner.synthetic import fakemodel
 
@@ -28,30 +27,17 @@ def gemini() -> Path:
     return agenthosts.gemini_binary()
 
 
-class Setup:
+class Setup(agentcli_world.World):
+    """A scratch HOME with Gemini CLI's offline auth and cm's hooks, and cm's Memory Agent set to
+    that same Gemini CLI."""
+
     def __init__(self, gemini: Path, home: str, root: Path, fake: fakemodel.FakeModel) -> None:
-        self.gemini, self.home, self.fake = gemini, home, fake
-        self.work = root / "work"
-        self.work.mkdir(exist_ok=True)
-        scratch = root / "scratchhome"
-        agenthosts.write_gemini_settings(scratch, None)
-        self.env = agenthosts.gemini_env(scratch, home, fake.root_url)
-        done = subprocess.run([CM, "config", "init", "--home", home, "--agent", "gemini", "--agent-path", str(gemini),
-                               "--model", agenthosts.GEMINI_MODEL], env=self.env, capture_output=True, text=True,
-                              timeout=60, stdin=subprocess.DEVNULL)
-        assert done.returncode == 0, done.stderr
+        super().__init__("gemini", gemini, home, root, fake)
         agenthosts.install_hooks(CM, home, "gemini", self.env)
 
     def session(self, prompt: str) -> None:
-        done = agenthosts.run(agenthosts.gemini_argv(self.gemini, prompt), str(self.work), self.env)
+        done = agenthosts.run(agenthosts.gemini_argv(self.cli, prompt), str(self.work), self.env)
         assert done.returncode == 0, done.stderr[-2000:]
-
-    def flush(self) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([CM, "flush", "--home", self.home], env=self.env, capture_output=True, text=True,
-                              timeout=240, stdin=subprocess.DEVNULL)
-
-    def agent_requests(self) -> list[dict]:
-        return [r for r in self.fake.model_requests() if "memory_task_v1" in json.dumps(r["body"])]
 
 
 def _tools(request: dict) -> set[str]:

@@ -55,6 +55,21 @@ def test_a_saved_local_server_that_is_down_is_model_unreachable_with_its_url(hom
     assert f"nothing answered at {url}" in outcome["remedy"]
 
 
+def test_a_local_preset_saved_without_its_check_needs_no_key(home, closed_port):
+    """`--skip-check` saves a local preset without a key: cm stores the one such a server ignores, so
+    the saved model is tried (and found down) instead of lacking a key."""
+    url = f"http://127.0.0.1:{closed_port}/v1"
+    env = hook_env(COMMON_MEMORY_HOME=home)
+    saved = run_cm(["config", "init", "--preset", "lmstudio", "--base-url", url, "--model", "qwen3-8b",
+                    "--skip-check"], env=env, cm=REAL_CM)
+    assert saved.returncode == 0, saved.stderr
+    probe = run_cm(["network-test", "--json"], env=env, cm=REAL_CM)
+    assert probe.returncode == 1 and b"API_KEY_MISSING" not in probe.stdout + probe.stderr, probe.stderr
+    assert json.loads(probe.stdout)["outcome"]["code"] == "MODEL_UNREACHABLE"
+    status = json.loads(run_cm(["status", "--json"], env=env, cm=REAL_CM).stdout)
+    assert status["model"]["apiKeyConfigured"] is True
+
+
 def test_a_refused_connection_is_the_models_only_without_a_proxy():
     refused = ConnectionRefusedError(111, "Connection refused")
     direct = errors_map.from_transport(refused, via_proxy=False)

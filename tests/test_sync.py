@@ -193,6 +193,10 @@ def test_a_purge_reaches_the_remotes_tip_and_purge_history_rewrites_it(tmp_path)
     assert "12 Elm Street" not in _tip(remote) and "12 Elm Street" in remote_log(remote)  # the past keeps it
     ok(home_b, "sync")
     assert "12 Elm Street" not in profile(paths_b)
+    # History and trash are each machine's own: b keeps what it saw, in its trash, as pulled.
+    [pulled] = trash(home_b)
+    assert pulled["section"] == "Old address" and pulled["reason"] == "removed on another machine"
+    assert "on another machine (brought by `cm sync`)" in ok(home_b, "trash")
     said = ok(home_a, "sync", "purge-history", "--yes")
     assert "other clones, forks and the hosting service may still hold the old commits" in said
     assert "12 Elm Street" not in remote_log(remote)
@@ -203,3 +207,24 @@ def test_a_purge_reaches_the_remotes_tip_and_purge_history_rewrites_it(tmp_path)
     assert "nano" in profile(paths_a) and "12 Elm Street" not in remote_log(remote)
     count = subprocess.run(["git", "-C", remote, "rev-list", "--count", "main"], capture_output=True, check=True)
     assert int(count.stdout) <= 3
+
+
+def test_a_remote_that_rejects_the_push_is_a_code_and_a_remedy_and_nothing_is_lost(tmp_path):
+    remote, (home_a, paths_a), (home_b, paths_b) = _two(tmp_path)
+    hook = os.path.join(remote, "hooks", "pre-receive")
+    with open(hook, "w") as f:
+        f.write("#!/bin/sh\necho 'protected branch' >&2\nexit 1\n")
+    os.chmod(hook, 0o755)
+    edit(paths_a, "vim", "kakoune")
+    proc = cm(home_a, "sync")
+    assert proc.returncode == 1 and "cm: SYNC_REMOTE_REJECTED: " in proc.stderr.decode()
+    assert "kakoune" in profile(paths_a)
+    assert state(home_a)["last"]["code"] == "SYNC_REMOTE_REJECTED" and state(home_a)["ahead"] >= 1  # committed here
+    proc = cm(home_a, "status")
+    shown = proc.stdout.decode()
+    assert proc.returncode == 0, shown
+    assert "FAILED SYNC_REMOTE_REJECTED" in shown and "check your access to the remote" in shown
+    os.unlink(hook)
+    ok(home_a, "sync")
+    ok(home_b, "sync")
+    assert "kakoune" in profile(paths_b)

@@ -173,6 +173,10 @@ def config_init(ctx: click.Context, data_root: str | None, base_url: str | None,
         if not key:
             raise CmError("API_KEY_EMPTY", "no API key arrived on stdin; pipe it in, e.g. `cm config init … --api-key-stdin < keyfile`")
         keys[api_key_env] = key
+    if preset is not None and agent is None:
+        from cmrunner.manage import providers
+
+        keys = providers.with_local_key(home, data, keys)  # a local server's placeholder, checked or not
     if not skip_check:
         from cmrunner.manage import endpoint
 

@@ -4,7 +4,8 @@ Contract:
 - ``PRESETS`` are prefills only: a label, an editable base URL, the wire protocol the preset
   uses (OpenAI speaks Responses; the others and Custom speak Chat Completions) and whether it needs
   a key. The local presets (Ollama, LM Studio, llama.cpp's server, vLLM) serve on loopback without
-  one: cm stores ``LOCAL_KEY`` as their key, which such a server ignores. Custom has no URL.
+  one: cm stores ``LOCAL_KEY`` as their key, which such a server ignores (``with_local_key``, also
+  when the endpoint check is skipped). Custom has no URL.
 - ``discover_models`` sends one ``GET {baseUrl}/models`` through the model's own outbound client
   (``netclient``: the configured route, or ``route``'s, CA and origin check, ``trust_env`` off).
   It is called when the user enters model selection and by ``endpoint.check``, never at start-up or
@@ -63,6 +64,11 @@ PRESETS: tuple[Preset, ...] = (
     Preset("anthropic", "Anthropic (OpenAI-compatible)", "https://api.anthropic.com/v1", "chat_completions"),
     Preset("gemini", "Google Gemini (OpenAI-compatible)", "https://generativelanguage.googleapis.com/v1beta/openai",
            "chat_completions"),
+    # Checked against OpenRouter's own API pages (openrouter.ai/<model>/api, e.g.
+    # https://openrouter.ai/openai/gpt-4-32k/api): base URL https://openrouter.ai/api/v1, OpenAI-style
+    # POST /chat/completions with a Bearer key (its HTTP-Referer / X-Title headers are optional
+    # ranking labels cm does not send); the model list is GET /api/v1/models
+    # (openrouter.ai/docs/api/api-reference/models/get-models), which the endpoint check reads.
     Preset("openrouter", "OpenRouter", "https://openrouter.ai/api/v1", "chat_completions"),
     Preset("ollama", "Ollama (local)", "http://127.0.0.1:11434/v1", "chat_completions", False),
     Preset("lmstudio", "LM Studio (local)", "http://127.0.0.1:1234/v1", "chat_completions", False),
@@ -73,6 +79,21 @@ PRESETS: tuple[Preset, ...] = (
 
 
 PRESET_IDS = tuple(p.id for p in PRESETS)
+
+
+def with_local_key(home: str, data: dict, keys: dict[str, str]) -> dict[str, str]:
+    """``keys`` plus ``LOCAL_KEY`` for a local preset's model when no key is given or stored, checked
+    or not (``--skip-check``): without one the saved model could never be called (``API_KEY_MISSING``)."""
+    remote = data.get("remote") or {}
+    chosen = remote.get("preset")
+    if chosen not in PRESET_IDS or preset(chosen).needs_key:
+        return keys
+    name = remote["apiKeyEnv"]
+    try:
+        stored = envfile.get_secret(home, name)
+    except CmError:
+        stored = None
+    return keys if name in keys or stored is not None else {**keys, name: LOCAL_KEY}
 
 
 def preset(preset_id: str) -> Preset:

@@ -234,7 +234,7 @@ def push(git: Git, branch: str) -> bool:
     text = (found.stdout + found.stderr).decode("utf-8", "replace")
     if re.search(r"non-fast-forward|fetch first|\[rejected\]", text):
         return False
-    raise _network_error(found.returncode, found.stderr, "push")
+    raise _network_error(found.returncode, found.stdout + found.stderr, "push")
 
 
 def integrate(git: Git, paths: DataPaths, home: str, local: str | None, remote: str,

@@ -132,10 +132,16 @@ def trash(home: str) -> list[dict]:
             out.append({"id": entry.id, "target": entry.target, "section": _label(removing),
                         "removedAt": history.iso(entry.removed_at), "expiresAt": history.iso(entry.removed_at + retention),
                         "decision": removing.decision, "receipt": removing.receipt_id, "version": f"v{removing.id}",
-                        "reason": "sync conflict" if removing.kind == history.SYNC_CONFLICT else None})
+                        "reason": _trash_reason(removing.kind)})
         return out
     finally:
         conn.close()
+
+
+def _trash_reason(kind: str) -> str | None:
+    """Why a sync put a section in the trash: a conflict (this machine's text lost to the remote's)
+    or a removal made on another machine; ``None`` for the Memory Agent's own removals."""
+    return {history.SYNC_CONFLICT: "sync conflict", "sync": "removed on another machine"}.get(kind)
 
 
 # -- text rendering (cm history / cm trash and the terminal UI) ------------------------------------
@@ -168,6 +174,8 @@ def trash_line(t: dict, where: bool = True) -> str:
     """One trash entry; ``where`` adds its id and the receipt that removed it."""
     if t.get("reason") == "sync conflict":
         why = "by a sync conflict (the other machine's text was kept in its place)"
+    elif t.get("reason"):
+        why = "on another machine (brought by `cm sync`)"
     else:
         why = f"by a {t['decision']} decision" if t["decision"] else "by the Memory Agent"
     line = f"{t['target']} / {t['section']}  removed {t['removedAt'][:10]} {why}, kept until {t['expiresAt'][:10]}"
