@@ -371,8 +371,9 @@ def remember_user_turns(state: dict) -> object:
 
 def ignore(state: dict) -> object:
     evidence = [s["evidence_ref"] for s in state["sources"] if not s["context_only"] and s["evidence_ref"]]
+    # In the schema's one shape, as a strict-mode model writes it: the fields ignore has no use for are null.
     return [{"kind": "ignore", "applicability": "uncertain", "confidence": 1, "evidence": evidence,
-             "reason": "nothing worth keeping"}]
+             "reason": "nothing worth keeping", "admission": None, "lifetime": None, "operations": None}]
 
 
 def invalid_then_remember(state: dict) -> object:
