@@ -17,7 +17,8 @@ Which tests run (``--select``):
   the test's own process *and* in every Python subprocess it starts (hooks, drains, ``cm flush``;
   ``bench/_mutation_cov.py`` names the coverage context after the test, also for subprocesses). It is
   built once from ``--tests`` (``--map FILE`` keeps it; ``--remap FILES`` refreshes those test files'
-  entries). Each mutant then runs, fastest first, the tests that execute a line it changed; a
+  entries). Each mutant then runs, fastest first (``--first FILES``: those files' tests before the
+  rest, so a ``--max-tests`` cap keeps them), the tests that execute a line it changed; a
   change on a line that runs at import (module level, class bodies, signatures) runs every test
   that executes any line of the module. A test that never executes a line cannot notice its
   mutant, so this is the same verdict as running all of ``--tests``, at a fraction of the cost
@@ -169,8 +170,12 @@ def merge_map(old: dict, new: dict, refreshed: list[str]) -> dict:
     return merged
 
 
-def select_tests(mapping: dict, module: str, pristine: str, mutated: str) -> tuple[list[str], list[int]]:
-    """The tests that execute a line the mutant changed (fastest first), and those lines."""
+def select_tests(mapping: dict, module: str, pristine: str, mutated: str,
+                 first: tuple[str, ...] = ()) -> tuple[list[str], list[int]]:
+    """The tests that execute a line the mutant changed, and those lines.
+
+    Order: the tests of the ``first`` files (a module's own test files), then the rest; fastest
+    first within each group, so a ``--max-tests`` cap never cuts the tests aimed at the module."""
     before, after = pristine.splitlines(), mutated.splitlines()
     changed: set[int] = set()
     for tag, i1, i2, _j1, _j2 in difflib.SequenceMatcher(a=before, b=after, autojunk=False).get_opcodes():
@@ -182,7 +187,8 @@ def select_tests(mapping: dict, module: str, pristine: str, mutated: str) -> tup
     else:
         chosen = set().union(*lines.values())
     durations = mapping["durations"]
-    return sorted(chosen, key=lambda node: (durations.get(node, 0.0), node)), sorted(changed)
+    return sorted(chosen, key=lambda node: (node.split("::")[0] not in first, durations.get(node, 0.0), node)), \
+        sorted(changed)
 
 
 def run_mutant(args: argparse.Namespace) -> int:
@@ -195,7 +201,7 @@ def run_mutant(args: argparse.Namespace) -> int:
         mutated = handle.read()
     shutil.copyfile(args.module[0], args.installed)
     _drop_bytecode(args.installed)
-    nodes, lines = select_tests(mapping, args.module[0], pristine, mutated)
+    nodes, lines = select_tests(mapping, args.module[0], pristine, mutated, tuple(args.first.split()))
     if not nodes:
         print(f"{NO_TEST} line(s) {lines}")
         return 0
@@ -243,7 +249,8 @@ def score_module(args: argparse.Namespace, src: str, work: str, module: str, ins
     if args.select == "coverage":
         command = shlex.join([python, me, "--run-mutant", "--venv", args.venv, "--module", module, "--map", args.map,
                               "--pristine", pristine, "--installed", installed,
-                              "--per-test-timeout", str(args.per_test_timeout), "--max-tests", str(args.max_tests)])
+                              "--per-test-timeout", str(args.per_test_timeout), "--max-tests", str(args.max_tests),
+                              "--first", args.first])
     else:
         deselect = ["-k", "not " + args.deselect] if args.deselect else []
         command = (f"cp {shlex.quote(module)} {shlex.quote(installed)} && "
@@ -302,7 +309,8 @@ def report(results: list[dict], args: argparse.Namespace, cosmic: str) -> str:
     lines = [f"Machine: {machine()}; cosmic-ray {version(cosmic)}; label: {args.label}; sample {args.sample or 'all'}"
              f" per module, seed {args.seed}{', only the survivors of ' + os.path.basename(args.survivors_of) if args.survivors_of else ''};"
              f" tests: {method}; pytest -x, {args.per_test_timeout} s per test, {args.mutant_timeout} s per mutant"
-             f"{f', at most {args.max_tests} tests per mutant (fastest first)' if args.max_tests else ''}.", "",
+             f"{f', at most {args.max_tests} tests per mutant (fastest first)' if args.max_tests else ''}"
+             f"{f', the tests of {args.first} first' if args.first else ''}.", "",
              "| module | run | mutants | outside annotations | run | killed | survived | timeout | incompetent | score | time |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     lines += [_row(result, args.label) for result in results]
@@ -346,6 +354,8 @@ def main() -> None:
     parser.add_argument("--per-test-timeout", type=int, default=120)
     parser.add_argument("--max-tests", type=int, default=0,
                         help="with --select coverage: run at most this many of a mutant's covering tests, fastest first (0 = all)")
+    parser.add_argument("--first", default="",
+                        help="with --select coverage: test files whose tests run before the others (space-separated)")
     parser.add_argument("--mutant-timeout", type=int, default=1200, help="cosmic-ray's timeout per mutant (s)")
     parser.add_argument("--label", default="run")
     parser.add_argument("--report-from", metavar="RESULTS", help="print (and --write) the table of a --results file; run nothing")

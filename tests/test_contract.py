@@ -524,6 +524,15 @@ def test_import_evidence_cannot_overwrite_user_sections(op: dict[str, Any], ctx_
     assert (err.code, err.details["path"]) == ("UNAUTHORIZED_IMPORT_OVERWRITE", "$.decisions[0].operations[0].section")
 
 
+def test_an_append_first_does_not_let_a_later_operation_overwrite_a_user_section() -> None:
+    """The guard checks every operation of an import-backed decision: an append ahead of an
+    overwrite is skipped, not the end of the check."""
+    payload = submission(decision("retain", evidence=["ev_9"],
+                                  operations=[put(), put("preferences", "s2", "Languages")]))
+    err = rejected(payload, import_ctx())
+    assert (err.code, err.details["path"]) == ("UNAUTHORIZED_IMPORT_OVERWRITE", "$.decisions[0].operations[1].section")
+
+
 def test_import_guard_allows_appends_and_import_owned_sections_and_fails_atomically() -> None:
     ctx = import_ctx()
     fine = submission(decision("retain", evidence=["ev_9"], operations=[put(), put("preferences", "s1", "Editors")]))

@@ -509,6 +509,36 @@ def test_recover_publishes_a_marked_transaction_forward_and_returns_it_for_repla
     assert files_under(paths.root) == {*REL.values(), receipt_rel()}
 
 
+def test_a_journal_up_to_its_limit_is_recovered_and_one_byte_more_is_refused(paths: DataPaths) -> None:
+    """Recovery reads a committed transaction's journal up to ``JOURNAL_LIMIT`` (1 MiB): padded to
+    exactly that it is still published forward; one byte more is RECOVERY_CONFLICT, nothing touched."""
+    tx = marked(paths)
+    journal_path = os.path.join(tx.directory, "journal.json")
+    with open(journal_path, "rb") as handle:
+        journal = handle.read()
+    _write(journal_path, journal + b" " * (1024 * 1024 + 1 - len(journal)))
+    before = tree(paths.root)
+    with pytest.raises(CmError) as err:
+        recover(paths)
+    assert err.value.code == "RECOVERY_CONFLICT"
+    assert tree(paths.root) == before
+    _write(journal_path, journal + b" " * (1024 * 1024 - len(journal)))
+    assert recover(paths) == [publish.Recovered(JOB, receipt_for(), tx.directory)]
+    assert_all_after(paths)
+
+
+def test_recovery_rewrites_a_longer_stray_copy_whole(paths: DataPaths) -> None:
+    """A copy a crash left may be longer than the version it stands for (a torn write of another
+    attempt): recovery writes each copy afresh, so no stray tail reaches a live file."""
+    tx = marked(paths)
+    copies = [n for n in os.listdir(tx.directory) if n.startswith("publish-")]
+    assert copies
+    for name in copies:
+        _write(os.path.join(tx.directory, name), b"x" * (1 << 16))
+    assert recover(paths) == [publish.Recovered(JOB, receipt_for(), tx.directory)]
+    assert_all_after(paths)
+
+
 @pytest.mark.parametrize("edit", ["hand-edit", "symlink", "receipt"])
 def test_recover_fails_closed_when_a_live_file_is_at_neither_hash(paths: DataPaths, edit: str) -> None:
     tx = marked(paths)

@@ -3,6 +3,8 @@ the Memory Agent says, including a key spelled with invisible characters or insi
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from writer_support import admit, all_evidence, configure, decision, put, read, retain, rows, writer
 
@@ -76,4 +78,25 @@ def test_the_job_records_the_fingerprint_of_the_first_finding(env):
     record = json.loads(rejection)
     assert (record["code"], record["fingerprint"], record["target"], record["section"]) == (
         "SENSITIVE_CONTENT_REJECTED", found[0].fingerprint, "preferences", "Cloud")
+    w.close()
+
+
+def test_a_secret_after_a_removal_in_the_same_decision_is_still_rejected(env):
+    """Every section a decision writes is scanned, also when an operation that writes nothing (a
+    removal) comes before it."""
+    paths, cfg = env
+    os.makedirs(paths.memory, exist_ok=True)
+    with open(paths.document("preferences"), "w") as handle:
+        handle.write("# Preferences\n\n## Editor\nvim\n")
+    admit(paths, "note about my setup", "e1")
+
+    def script(task, reads):
+        docs = reads.inspect_memory(task["snapshot"]["handle"])["documents"]
+        [ref] = [s["ref"] for d in docs for s in d["sections"] if s["title"] == "Editor"]
+        return decision(task, retain(all_evidence(reads), {"op": "remove_section", "target": "preferences", "section": ref},
+                                     put("preferences", "Secrets", f"my AWS secret is {AWS_SECRET} keep it handy\n")))
+
+    w, port = writer(paths, cfg, script)
+    assert w.run_once().code == "SENSITIVE_CONTENT_REJECTED"
+    assert read(paths, "preferences") == "# Preferences\n\n## Editor\nvim\n"
     w.close()

@@ -252,6 +252,114 @@ def test_forget_clears_state_bodies_and_tombstones_exact_text(env):
     w.close()
 
 
+def test_an_update_keeps_the_replaced_sections_sources_unforgotten(env):
+    """Only a forget tombstones the sources of the sections it touches: an update that replaces a
+    section keeps the old turn's text and links it beside the new evidence."""
+    paths, cfg = env
+    first = admit(paths, "I use vim", "e1", batch="b1")
+    w, _ = writer(paths, cfg, lambda task, reads: decision(task, retain(all_evidence(reads), put("profile", "Editor", "vim\n"))))
+    assert w.run_once().state == "committed"
+    w.close()
+    second = admit(paths, "I switched to helix", "e2", batch="b2")
+
+    def update(task, reads):
+        ref = reads.inspect_memory(task["snapshot"]["handle"])["documents"][0]["sections"][0]["ref"]
+        return decision(task, retain(all_evidence(reads), put("profile", "Editor", "helix\n", section=ref),
+                                     admission="update"))
+
+    w, _ = writer(paths, cfg, update)
+    assert w.run_once().state == "committed"
+    assert read(paths, "profile") == "# Profile\n\n## Editor\nhelix\n"
+    assert rows(paths, "SELECT COUNT(*) FROM forgotten_sources") == [(0,)]
+    assert rows(paths, "SELECT text FROM observations WHERE id = ?", (first,)) == [("I use vim",)]
+    assert sorted(r[0] for r in rows(paths, "SELECT source_id FROM associations")) == [first, second]
+    w.close()
+
+
+def test_an_edit_task_sets_a_correction_watermark_even_for_a_plain_remember(env):
+    """What the user asks for by hand (an edit task) is a correction whatever admission the agent
+    gives it: the commit sets the target's watermark, so older evidence cannot undo it."""
+    paths, cfg = env
+    admit(paths, "note that I prefer tabs", "e1", batch=None, source="interactive", task_kind="edit", agent="cm-adjust")
+    w, _ = writer(paths, cfg, lambda task, reads: decision(
+        task, retain(all_evidence(reads), put("preferences", "Indent", "tabs\n")), edit_result="modified"))
+    assert w.run_once().state == "committed"
+    assert rows(paths, "SELECT COUNT(*) FROM correction_watermarks WHERE target = 'preferences'") == [(1,)]
+    w.close()
+
+
+def test_replacing_the_second_of_two_sections_of_one_title_links_that_section(env):
+    """A hand edit can leave two sections of one title; a put that replaces the second under its
+    own title keeps that unit's key, so the evidence is linked to it, not to its namesake."""
+    from cmrunner.core import sections
+
+    paths, cfg = env
+    os.makedirs(paths.memory, exist_ok=True)
+    with open(paths.document("preferences"), "w") as handle:
+        handle.write("# Preferences\n\n## Notes\na\n\n## Notes\nb\n")
+    admit(paths, "note c", "e1")
+
+    def script(task, reads):
+        docs = reads.inspect_memory(task["snapshot"]["handle"])["documents"]
+        refs = [s["ref"] for d in docs for s in d["sections"] if s["title"] == "Notes"]
+        return decision(task, retain(all_evidence(reads), put("preferences", "Notes", "c\n", section=refs[1])))
+
+    w, _ = writer(paths, cfg, script)
+    assert w.run_once().state == "committed"
+    assert read(paths, "preferences") == "# Preferences\n\n## Notes\na\n\n## Notes\nc\n"
+    first, second = sections.parse("preferences", read(paths, "preferences").encode()).sections[-2:]
+    assert sections.unit_key("preferences", first) != sections.unit_key("preferences", second)
+    assert rows(paths, "SELECT DISTINCT section_key FROM associations WHERE target = 'preferences'") == [
+        (sections.unit_key("preferences", second),)]
+    w.close()
+
+
+def test_a_removed_section_donates_its_sources_to_what_the_decision_writes(env):
+    """Sections a decision removes donate their sources to every section it writes; a section it
+    merely replaces keeps its own."""
+    paths, cfg = env
+    first = admit(paths, "I use vim", "e1", batch="b1")
+    w, _ = writer(paths, cfg, lambda task, reads: decision(task, retain(all_evidence(reads), put("profile", "Editor", "vim\n"))))
+    assert w.run_once().state == "committed"
+    w.close()
+    second = admit(paths, "call it Tools", "e2", batch="b2")
+
+    def merge(task, reads):
+        ref = reads.inspect_memory(task["snapshot"]["handle"])["documents"][0]["sections"][0]["ref"]
+        return decision(task, retain(all_evidence(reads), {"op": "remove_section", "target": "profile", "section": ref},
+                                     put("profile", "Tools", "vim\n"), admission="update"))
+
+    w, _ = writer(paths, cfg, merge)
+    assert w.run_once().state == "committed"
+    assert read(paths, "profile") == "# Profile\n\n## Tools\nvim\n"
+    assert sorted(r[0] for r in rows(paths, "SELECT source_id FROM associations")) == [first, second]
+    w.close()
+
+
+def test_a_source_both_donated_and_already_linked_stays_linked(env):
+    """One turn wrote two sections; a decision removes one and replaces the other: that turn is
+    the kept section's own source and a donated one, and it stays linked (a union, never a
+    symmetric difference)."""
+    paths, cfg = env
+    first = admit(paths, "I use vim and fish", "e1", batch="b1")
+    w, _ = writer(paths, cfg, lambda task, reads: decision(
+        task, retain(all_evidence(reads), put("profile", "Editor", "vim\n"), put("profile", "Shell", "fish\n"))))
+    assert w.run_once().state == "committed"
+    w.close()
+    second = admit(paths, "fold them together", "e2", batch="b2")
+
+    def fold(task, reads):
+        refs = [s["ref"] for s in reads.inspect_memory(task["snapshot"]["handle"])["documents"][0]["sections"]]
+        return decision(task, retain(all_evidence(reads), {"op": "remove_section", "target": "profile", "section": refs[1]},
+                                     put("profile", "Editor", "vim, fish\n", section=refs[0]), admission="update"))
+
+    w, _ = writer(paths, cfg, fold)
+    assert w.run_once().state == "committed"
+    assert read(paths, "profile") == "# Profile\n\n## Editor\nvim, fish\n"
+    assert sorted(r[0] for r in rows(paths, "SELECT source_id FROM associations")) == [first, second]
+    w.close()
+
+
 def test_stale_source_after_a_correction(env):
     paths, cfg = env
     admit(paths, "I live in Oslo", "e1", batch="b1", observed_at="2026-11-30T10:00:00Z")
@@ -399,6 +507,63 @@ def test_hand_edit_of_a_read_document_the_decision_leaves_alone_is_stale_revisio
     w.close()
 
 
+def test_a_hand_edit_past_the_cas_read_bound_is_refused_unread(env):
+    """The CAS reads a document it was shown only up to one byte past the largest hard budget (the
+    "past the hard budget" edit above is exactly that): a hand edit one byte bigger is refused as
+    FILE_TOO_LARGE (nothing published, the job waits) rather than read under the repository lock."""
+    from cmrunner.core import sections
+
+    paths, cfg = env
+    os.makedirs(paths.memory, exist_ok=True)
+    with open(paths.document("preferences"), "w") as handle:
+        handle.write("# Preferences\n\n## Editor\nhelix\n")
+    admit(paths, "note", "e1")
+    head = "# Preferences\n\n## Editor\n"
+    edit = head + "x" * (sections.MAX_HARD_BUDGET + 2 - len(head) - 1) + "\n"
+
+    def script(task, reads):
+        with open(paths.document("preferences"), "w") as handle:  # the user edits while the model thinks
+            handle.write(edit)
+        return decision(task, retain(all_evidence(reads), put("profile", "Agent", "text\n")))
+
+    w, _ = writer(paths, cfg, script)
+    assert w.run_once().code == "FILE_TOO_LARGE"
+    assert read(paths, "profile") is None and read(paths, "preferences") == edit
+    assert os.listdir(paths.transactions) == []
+    w.close()
+
+
+def test_recovery_counts_the_commits_it_replays(env, monkeypatch):
+    """``commit.recover`` returns how many interrupted commits it replayed (the drain logs it): one
+    for a commit that crashed after publishing, none when nothing is left to finish."""
+    from cmrunner.writer_proc import commit, publish
+
+    class Crash(Exception):
+        pass
+
+    def crash(point):
+        if point == "after_publish":
+            raise Crash(point)
+
+    paths, cfg = env
+    admit(paths, "I use vim", "e1")
+    w, _ = writer(paths, cfg, lambda task, reads: decision(task, retain(all_evidence(reads), put("profile", "Editor", "vim\n"))))
+    monkeypatch.setattr(publish, "fault", crash)
+    assert w.run_once().state != "committed"  # the Writer records the crash as the attempt's failure
+    monkeypatch.setattr(publish, "fault", lambda point: None)
+    assert rows(paths, "SELECT COUNT(*) FROM receipts") == [(0,)]  # the database side did not happen
+    conn = store.connect(paths.db, 1000)
+    try:
+        with commit.repository_lock(paths):
+            assert commit.recover(paths, conn, lambda: 1) == 1
+            assert commit.recover(paths, conn, lambda: 2) == 0
+    finally:
+        conn.close()
+    assert rows(paths, "SELECT COUNT(*) FROM receipts") == [(1,)]
+    assert read(paths, "profile") == "# Profile\n\n## Editor\nvim\n"
+    w.close()
+
+
 def test_a_commit_beside_an_unchanged_document_it_read_publishes(env):
     """The CAS reads each unchanged document it was shown in full (up to the hard budget), so a
     large existing preferences file does not stop a commit to profile."""
@@ -412,6 +577,27 @@ def test_a_commit_beside_an_unchanged_document_it_read_publishes(env):
     assert w.run_once().state == "committed"
     assert read(paths, "profile") == "# Profile\n\n## Agent\ntext\n" and read(paths, "preferences") == prefs
     w.close()
+
+
+def test_the_repository_lock_never_falls_back_to_a_soft_lock(env, monkeypatch):
+    """On a file system without ``flock`` the repository lock fails (ENOSYS) instead of falling back
+    to a marker file, which a crashed holder would leave behind for every later commit to wait on."""
+    import errno
+    import fcntl
+
+    from cmrunner.writer_proc import commit
+
+    paths, _cfg = env
+    os.makedirs(os.path.dirname(paths.repo_lock), exist_ok=True)
+
+    def no_flock(fd, operation):
+        raise OSError(errno.ENOSYS, "flock is not supported here")
+
+    monkeypatch.setattr(fcntl, "flock", no_flock)
+    with pytest.raises(OSError) as caught:
+        with commit.repository_lock(paths):
+            pass
+    assert caught.value.errno == errno.ENOSYS
 
 
 def test_the_repository_lock_is_private_and_a_held_lock_times_out_without_publishing(env, monkeypatch):
@@ -498,6 +684,26 @@ def test_an_edit_that_says_modified_must_change_the_document(env, body):
     w.close()
 
 
+def test_a_blocked_decisions_evidence_holds_back_every_changing_decision_that_cites_it():
+    """``split_blocked``: evidence is never split between a commit and a wait. A decision writing a
+    blocked document is held with its evidence, and so is any other retain or forget citing that
+    evidence; only an unrelated decision (other evidence) is kept."""
+    from cmrunner.writer_proc import apply, contract
+
+    forget = {"kind": "forget", "applicability": "global", "confidence": 1, "evidence": ["ev_1"], "reason": "r",
+              "operations": [put("preferences", "Old", "x\n")]}
+    payload = {"version": "memory_maintenance_v2", "request_id": "j", "decisions": [
+        retain(["ev_1"], put("profile", "Home", "Bergen\n")),          # writes the blocked document
+        retain(["ev_1"], put("preferences", "City", "Bergen\n")),      # the same evidence: held too
+        forget,                                                          # the same evidence: held too
+        retain(["ev_2"], put("preferences", "Editor", "vim\n"))]}      # other evidence: written now
+    accepted = contract.ValidatedDecision(contract.MaintenanceDecision.model_validate(payload),
+                                          frozenset({"profile", "preferences"}))
+    narrowed, held = apply.split_blocked(accepted, frozenset({"profile"}), [1, 2])
+    assert [d.operations[0].title for d in narrowed.decision.decisions] == ["Editor"]
+    assert held is not None and held.observation_ids == {1} and held.targets == {"profile"}
+
+
 @pytest.mark.parametrize(("observed_ms", "source_id", "stale"), [
     (999, 9, True),     # observed before the correction
     (1000, 5, True),    # the same instant, admitted before (or as) the correction's source
@@ -535,12 +741,55 @@ def test_renewing_a_held_lease_moves_its_expiry_and_a_lost_lease_stays_lost(env)
             assert job is not None and job.expires == 1_000 + cfg.scheduler["leaseMs"]
             assert jobs.renew(conn, job, 2_000, 60_000) is True
         assert rows(paths, "SELECT expires FROM jobs WHERE id = ?", (job.id,)) == [(62_000,)]
+        listed, total = jobs.unfinished(conn)
+        assert total == 1 and listed[0]["state"] == "running"
+        assert listed[0]["leaseExpiresAt"] == 62_000 and listed[0]["nextAttemptAt"] is None  # what `cm status` shows
         with store.immediate(conn):
             jobs.assert_lease(conn, job, 61_999)
             assert jobs.renew(conn, job, 62_000, 60_000) is False  # expired at 62 000: lost
             with pytest.raises(CmError) as caught:
                 jobs.assert_lease(conn, job, 62_000)
             assert caught.value.code == "STALE_LEASE"
+    finally:
+        conn.close()
+
+
+def test_a_claim_of_unbatched_work_takes_at_most_turn_threshold_observations(env):
+    """Work outside a session batch (relay, import) is claimed ``turnThreshold`` observations per
+    job: three pending under a threshold of two make a job of two and leave one."""
+    paths, cfg = env
+    for n in range(3):
+        admit(paths, f"note {n}", f"e{n}", batch=None)
+    conn = store.open_store(paths)
+    try:
+        with store.immediate(conn):
+            job = jobs.claim(conn, {**cfg.scheduler, "turnThreshold": 2}, 1_000)
+            assert job is not None and len(job.observation_ids) == 2
+    finally:
+        conn.close()
+    assert rows(paths, "SELECT COUNT(*) FROM observations WHERE state = 'pending'") == [(1,)]
+
+
+def test_a_flush_request_stands_until_a_claim_leaves_nothing_pending(env):
+    """A flush asks for everything pending: a claim that leaves work behind keeps the request for
+    the next claim; the claim that takes the last pending observation clears it."""
+    from cmrunner.core import jobstore
+
+    paths, cfg = env
+    admit(paths, "I use vim", "e1", batch="batch-1")
+    admit(paths, "I use fish", "e2", batch="batch-2")
+    conn = store.open_store(paths)
+    try:
+        with store.immediate(conn):
+            jobstore.request_flush(conn)
+            first = jobs.claim(conn, cfg.scheduler, 1_000)
+            assert first is not None and len(first.observation_ids) == 1
+            assert jobs.flush_requested(conn) is True  # batch-2 still waits
+            jobstore.finish(conn, first.id, None, 1_001)
+            observations.mark_processed(conn, first.id, 1_001)
+            second = jobs.claim(conn, cfg.scheduler, 1_002)
+            assert second is not None and second.observation_ids != first.observation_ids
+            assert jobs.flush_requested(conn) is False
     finally:
         conn.close()
 

@@ -110,12 +110,13 @@ def test_receipt_that_does_not_match_the_database_is_refused(home):
     conn = store.open_store(paths)
     with store.immediate(conn):
         job = jobs.claim(conn, cfg.data["scheduler"], jobs_now())
-    receipt = {"jobId": job.id, "observationIds": [job.observation_ids[0] + 1], "documents": [], "linkTargets": [],
-               "links": [], "forgetSourceIds": [], "purgeSourceIds": [], "watermarks": []}
-    with pytest.raises(CmError) as caught:
-        with store.immediate(conn):
-            commit.apply_receipt(conn, receipt, jobs_now())
-    assert caught.value.code == "RECOVERY_CONFLICT"
+    for wrong in ([job.observation_ids[0] + 1], [job.observation_ids[0] - 1], []):  # after, before, none
+        receipt = {"jobId": job.id, "observationIds": wrong, "documents": [], "linkTargets": [],
+                   "links": [], "forgetSourceIds": [], "purgeSourceIds": [], "watermarks": []}
+        with pytest.raises(CmError) as caught:
+            with store.immediate(conn):
+                commit.apply_receipt(conn, receipt, jobs_now())
+        assert caught.value.code == "RECOVERY_CONFLICT"
     assert rows(paths, "SELECT state FROM jobs") == [("running",)]
     receipt["observationIds"] = job.observation_ids
     with store.immediate(conn):
