@@ -247,7 +247,7 @@ def test_probe_model_sends_one_request_and_fails_a_dead_endpoint(home, tmp_path)
     _with_model(home)  # 127.0.0.1:9: nothing answers there
     proc = run_cm(["doctor", "--probe-model", "--json", "--codex-home", str(tmp_path / "no-codex")])
     model = {c["name"]: c for c in json.loads(proc.stdout)}["model"]
-    assert proc.returncode == 1 and model["state"] == "fail" and model["detail"].startswith("UNAVAILABLE: ")
+    assert proc.returncode == 1 and model["state"] == "fail" and model["detail"].startswith("MODEL_UNREACHABLE: ")
     assert "one small request failed at network" in model["detail"] and KEY not in proc.stdout.decode()
     with fakemodel.running(str(tmp_path / "fm"), {"replies": [{"text": "OK"}]}) as fm:
         cfg = config_mod.load(home)

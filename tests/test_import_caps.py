@@ -9,6 +9,7 @@ from __future__ import annotations
 from agent_support import configure_remote, policy
 from conftest import hook_env, run_cm, wait_no_drain
 from mcp_support import configure, rows
+from support.hourwindow import clear_of_the_hour_end
 
 from cmrunner.core import config as config_mod
 from cmrunner.synthetic import fakemodel
@@ -64,6 +65,7 @@ def test_status_says_a_reached_cap_holds_an_import_back_and_what_was_processed_s
     first.write_text("# Editor\n\nI use helix marker-a-\n", encoding="utf-8")
     second.write_text("# Shell\n\nI use zellij marker-b-\n", encoding="utf-8")
     env = hook_env(COMMON_MEMORY_HOME=home)
+    clear_of_the_hour_end()  # the hour's cap is filled below; a new hour would reset it midway
     with fakemodel.running(str(tmp_path / "fm"), policy("ignore")) as fm:
         paths, _ = configure_remote(home, fm.base_url)
         done = run_cm(["import", str(first), "--yes"], env=env, timeout=120)

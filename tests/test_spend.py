@@ -14,6 +14,7 @@ import time
 import pytest
 from agent_support import configure_remote, policy
 from conftest import db_rows, hook_env, reap_drains, run_cm
+from support.hourwindow import clear_of_the_hour_end
 from writer_support import admit
 
 from cmrunner.core import config as config_mod, ledger, migrations, spend
@@ -78,14 +79,6 @@ def test_the_spend_section_is_validated(home):
         assert getattr(caught.value, "code", None) == "CONFIG_INVALID" and f"'{field}'" in str(caught.value)
 
 
-def _clear_of_the_hour_end() -> None:
-    """The hour cap's window must not end while a case runs (it would reset the count midway).
-    A wall-clock window, not a kill window: 90 s is several times a case's run even under load."""
-    left = spend.window("hour", int(time.time() * 1000))[1] - int(time.time() * 1000)
-    if left < 90_000:
-        time.sleep(left / 1000 + 1)
-
-
 def _set_caps(home: str, **caps: object) -> None:
     data = config_mod.load(home).data
     data["spend"] = caps
@@ -93,7 +86,7 @@ def _set_caps(home: str, **caps: object) -> None:
 
 
 def test_a_cap_reached_mid_session_leaves_later_work_waiting_until_it_is_raised(home, tmp_path):
-    _clear_of_the_hour_end()
+    clear_of_the_hour_end()
     env = hook_env(COMMON_MEMORY_HOME=home)
     with fakemodel.running(str(tmp_path / "fm"), policy()) as fm:
         paths, _cfg = configure_remote(home, fm.base_url)

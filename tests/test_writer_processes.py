@@ -55,6 +55,9 @@ def test_flush_exits_1_while_work_waits_and_retry_revives(home, tmp_path):
     conn.execute("UPDATE observations SET state = 'dead'")
     conn.commit()
     conn.close()
+    failed = run_cm(["flush"], env=env, timeout=120)
+    assert failed.returncode == 1
+    assert "nothing was kept: the work left failed (1 item)" in failed.stdout.decode()  # never "nothing was waiting"
     job_id = rows(paths, "SELECT id FROM jobs")[0][0]
     good_env = drain_env(write_script(str(tmp_path), TEMPLATES), str(tmp_path / "calls"))
     revived = run_cm(["retry", job_id], env=good_env)

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from cmrunner.commands.base import _home, cli, echo, echo_outcome
 from cmrunner.core import config as config_mod
 from cmrunner.core.home import DataPaths
+
+if TYPE_CHECKING:  # the Writer side loads only when a command runs it
+    from cmrunner.writer_proc.flush import FlushReport
 
 
 @cli.command()
@@ -23,7 +28,7 @@ def flush(ctx: click.Context) -> None:
     withhold.refresh(DataPaths(cfg.data_root))  # the read path's findings for what was just committed
     if report.followed:
         echo("a running drain held the queue; followed it to the end")
-    _outcome_summary(_home(ctx), report.outcomes)
+    _outcome_summary(_home(ctx), report)
     left = ", ".join(f"{k} {v}" for k, v in report.remaining.items() if v)
     echo(f"remaining: {left or 'nothing'}{'; a job is waiting for its backoff or lease' if report.waiting else ''}")
     if report.open_turns:
@@ -39,15 +44,25 @@ def flush(ctx: click.Context) -> None:
         ctx.exit(1)
 
 
-def _outcome_summary(home: str, outcomes: list) -> None:
+def _outcome_summary(home: str, report: FlushReport) -> None:
     """What the flush did to the memory, in the user's terms: the sections added, changed or
-    removed, or why nothing was kept."""
+    removed, or why nothing was kept. Work that failed before this flush ran (in a drain it followed,
+    or earlier) is never called "nothing was waiting"."""
     from cmrunner.views import history as history_view
 
+    outcomes = report.outcomes
     finished = [o.job_id for o in outcomes if o.state in ("committed", "ignored")]
     changed = history_view.changes_of(home, finished)
+    dead = report.remaining.get("dead", 0)
     if changed:
         echo("memory changed: " + "; ".join(changed))
+    elif not outcomes and dead:
+        items = "1 item" if dead == 1 else f"{dead} items"
+        echo(f"nothing was kept: the work left failed ({items}); `cm status` says why and `cm retry <job>` "
+             "tries it again")
+    elif not outcomes and report.followed:
+        echo("nothing was kept by this flush: the running drain it followed processed the queue "
+             "(`cm history` shows what changed)")
     elif not outcomes:
         echo("nothing was kept, because nothing was waiting to be processed")
     elif finished:
