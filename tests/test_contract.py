@@ -542,6 +542,26 @@ def test_import_guard_allows_appends_and_import_owned_sections_and_fails_atomica
     assert rejected(mixed, ctx).details["path"] == "$.decisions[1].operations[0].section"
 
 
+def test_a_project_write_is_judged_by_the_batch_scope_alone() -> None:
+    """A project target must be the batch's own project, also when no current source stands
+    behind the job, and whatever string object carries the scope (it comes from SQLite)."""
+    no_sources = project_ctx(evidence={})
+    assert rejected(submission(decision("maintain", "project", [], [put("project:beta")])), no_sources).code == \
+        "UNAUTHORIZED_SCOPE"
+    built = project_ctx(batch_scope="".join(["project:", "alpha"]))
+    assert validate_decision(submission(decision("retain", "project", ["ev_5"], [put("project:alpha")])), built).writes
+
+
+def test_a_user_decision_first_does_not_end_the_import_guard() -> None:
+    """The import guard checks each decision: one citing a user turn is skipped, not the end."""
+    ctx = import_ctx(evidence={"ev_9": EvidenceSource("global", "agent_observation"),
+                               "ev_1": EvidenceSource("global", USER)})
+    payload = submission(decision("retain", evidence=["ev_1"], operations=[put("profile", "s1", "Background")]),
+                         decision("retain", evidence=["ev_9"], operations=[put("preferences", "s2", "Languages")]))
+    err = rejected(payload, ctx)
+    assert (err.code, err.details["path"]) == ("UNAUTHORIZED_IMPORT_OVERWRITE", "$.decisions[1].operations[0].section")
+
+
 def test_import_guard_skips_decisions_citing_user_sources() -> None:
     ctx = import_ctx(evidence={"ev_9": EvidenceSource("global", "document_import"),
                                "ev_1": EvidenceSource("global", USER)})
