@@ -618,6 +618,10 @@ def test_context_rejects_inconsistent_edit_settings() -> None:
         make_ctx(snapshot={"../x": {}})
     with pytest.raises(ValueError):
         EvidenceSource("global", "conversation_context")
+    assert EvidenceSource("global", "document_import", "personal").import_kind == "personal"
+    for provenance in (USER, "agent_observation"):  # only a document import has a kind
+        with pytest.raises(ValueError):
+            EvidenceSource("global", provenance, "personal")
 
 
 # ---------------------------------------------------------------- garbage never escapes as another error
