@@ -97,8 +97,10 @@ def test_the_untitled_text_is_shown_to_the_agent_and_recorded_in_history(home: s
         requests = fm.model_requests()
     results = [json.loads(item["output"]) for r in requests for item in r["body"].get("input", [])
                if item.get("type") == "function_call_output"]
-    manifests = [r for r in results if isinstance(r, dict) and "documents" in r]
-    profile = next(d for d in manifests[0]["documents"] if d["target"] == "profile")
+    # The documents arrive in the first read's "memory" (everything the job holds, when it fits) or
+    # in a snapshot manifest's "documents".
+    shown = [d for r in results if isinstance(r, dict) for d in (r.get("memory") or r.get("documents") or [])]
+    profile = next(d for d in shown if d["target"] == "profile")
     assert profile["sections"][0]["untitled"] is True and profile["sections"][0]["title"] == ""
     assert "- Lives in Lisbon." in profile["text"]
     texts = _rows(paths, "SELECT text, author FROM section_versions WHERE target = 'profile' AND title = ''")
@@ -161,8 +163,11 @@ def test_a_broken_document_blocks_only_the_decisions_that_write_it(home: str, tm
         doctor = _cm(home, "doctor")
         assert "profile.md line 5" in doctor.stdout + doctor.stderr
         manifests = [json.loads(item["output"]) for r in fm.model_requests() for item in r["body"].get("input", [])
-                     if item.get("type") == "function_call_output" and '"documents"' in item["output"]]
-        listed = {d["target"]: d for d in manifests[0]["documents"]}
+                     if item.get("type") == "function_call_output"]
+        manifests = [m for m in manifests if isinstance(m, dict) and ("memory" in m or "documents" in m)]
+        # The first read's "memory" (everything the job holds, when it fits) or a manifest's "documents";
+        # each job's first read lists both of its documents.
+        listed = {d["target"]: d for d in (manifests[0].get("memory") or manifests[0].get("documents"))}
         assert listed["profile"]["blocked"] == "INVALID_DOCUMENT" and listed["profile"]["text"] == ""
         assert "unclosed" not in json.dumps(manifests), "a file cm cannot read is never sent"
 
