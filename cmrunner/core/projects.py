@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from cmrunner.core import fsutil, jsonfast, scopes
+from cmrunner.core import fsutil, jsonfast, scopes, sha
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 
@@ -88,7 +88,8 @@ def _invalid() -> CmError:
     return CmError("PROJECT_REGISTRY_INVALID", "runtime/projects.json is damaged; restore it from a backup or remove it")
 
 
-def _read(paths: DataPaths) -> tuple[int, list[dict]] | None:
+def _read(paths: DataPaths) -> tuple[int, list[dict], bytes] | None:
+    """The registry's format version, its entries and its bytes; ``None`` when it does not exist."""
     raw = fsutil.read_regular_file(paths.registry, REGISTRY_LIMIT, "project registry")
     if raw is None:
         return None
@@ -102,7 +103,7 @@ def _read(paths: DataPaths) -> tuple[int, list[dict]] | None:
     if version > REGISTRY_VERSION or version < 1:
         raise CmError("UNSUPPORTED_REGISTRY_VERSION",
                       f"runtime/projects.json has format {version}, newer than this cm reads; upgrade cm")
-    return version, entries
+    return version, entries, raw
 
 
 def _project(entry: dict) -> Project:
@@ -160,9 +161,7 @@ def _upgraded(paths: DataPaths) -> list[Project]:
     found = _read(paths)
     if found is None or found[0] == REGISTRY_VERSION:
         return load(paths)
-    version, entries = found
-    raw = fsutil.read_regular_file(paths.registry, REGISTRY_LIMIT, "project registry")
-    assert raw is not None
+    version, entries, raw = found
     backup = f"{paths.registry}.v{version}"
     if not os.path.exists(backup):
         fsutil.write_atomic(backup, raw)
@@ -211,10 +210,8 @@ def _slug(name: str) -> str:
 def derive_id(remote: str, subpath: str = "") -> str:
     """The id of the repository at normalized ``remote`` (folder ``subpath`` of its work tree):
     the same on every machine; the slug is the last folder's or the repository's name."""
-    import hashlib
-
     name = (subpath or remote).rstrip("/").rsplit("/", 1)[-1]
-    digest = hashlib.sha256(f"{remote}\n{subpath}".encode()).hexdigest()[:6]
+    digest = sha.sha256(f"{remote}\n{subpath}".encode()).hexdigest()[:6]
     return f"{_slug(name)}-{digest}"
 
 
