@@ -23,6 +23,12 @@ import is looked up again. The per-turn path never misses, so it never loads ``s
 import os
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs milliseconds at import; nothing here needs it at run time
+    from collections.abc import Sequence
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+
 
 class _SiteOnMiss:
     """Last on ``sys.meta_path`` in the script form: on the first import nothing else found, add
@@ -31,7 +37,8 @@ class _SiteOnMiss:
     done = False
 
     @classmethod
-    def find_spec(cls, name: str, path: object = None, target: object = None) -> object:
+    def find_spec(cls, name: str, path: "Sequence[str] | None" = None,
+                  target: "ModuleType | None" = None) -> "ModuleSpec | None":
         if cls.done:
             return None
         cls.done = True

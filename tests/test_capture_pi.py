@@ -11,8 +11,8 @@ from conftest import db_rows, hook_env, run_cm, table_counts
 
 from cmrunner.core import projects
 from cmrunner.core.errors import InputError
-from cmrunner.hooks import pi as pi_hook
 from cmrunner.core.home import DataPaths
+from cmrunner.hooks import pi as pi_hook
 
 pytestmark = pytest.mark.usefixtures("quiet_drain")  # inspect exactly what was admitted
 
