@@ -37,9 +37,9 @@ PER_TURN_FORBIDDEN = ("hashlib", "_hashlib",
 # The form hosts are pinned to (`<python> -I -S <installed cmrunner>/__main__.py hook …`,
 # hostconfig.Pins.hook_argv) loads neither `re` nor `enum` on a per-turn event (with them a hook imported
 # about a tenth more than a bare interpreter; the pip-generated `cm` script imports `re` itself), nor
-# the interpreter's `site` start or the `-m` machinery the floor skips (issue 35).
+# the interpreter's `site` start, the `-m` machinery or contextlib, which the floor skips (issue 35).
 PINNED_PER_TURN_FORBIDDEN = ("re", "enum", "sre_compile", "_sre", "site", "_distutils_hack", "sitecustomize",
-                             "runpy", "importlib.util", "importlib.machinery")
+                             "runpy", "importlib.util", "importlib.machinery", "contextlib")
 HOOK_ENTRY = os.path.join(os.path.dirname(os.path.abspath(cmrunner.__file__)), "__main__.py")  # the installed copy
 
 
