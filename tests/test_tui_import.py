@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 
 import pytest
@@ -118,7 +119,10 @@ def test_first_run_shows_the_plan_and_enter_imports_through_the_writer(home, tmp
     assert isinstance(result, str)
     assert "Granted: disclosure.allowedProvenance +document_import" in result
     for label in ("claude:CLAUDE.md", "codex:memory_summary", "gemini:GEMINI.md"):
-        assert f"{label} → global: kept in preferences" in result, (label, result)
+        # the section each file's part became, named with its document (the policy titles it by its part)
+        assert re.search(re.escape(f"{label} → global: ") + r"preferences / Imported [^\s,;]+ added(\n|$)",
+                         result.split("Result:")[1], re.M), (label, result)
+    assert "kept in" not in result
     assert "processed" not in result.split("Result:")[1]
     assert _allowed(home)
     assert posts  # the Memory Agent ran against the fake model
