@@ -18,10 +18,10 @@ from agent_support import configure_remote, policy
 from conftest import CM, hook_env
 from drain_support import start_drain
 from sync_support import bare, history, machine, ok, trash
+from writer_support import admit
 
 from cmrunner.core import syncstate
 from cmrunner.synthetic import fakemodel
-from writer_support import admit
 
 PREFS = "# Preferences\n\n## Editor\nThe user uses vim.\n\n## Shell\nThe user uses zsh.\n"
 

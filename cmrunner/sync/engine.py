@@ -19,9 +19,15 @@ Contract:
   Writer's own path (``writer_proc/usercommit.py``: drain lease, repository lock, CAS of the live
   file against the bytes merged, atomic publish, history as a ``sync`` from the remote's device,
   a conflict's local text to the trash as ``sync_conflict``); only then does HEAD move to the
-  merge commit (or the remote's, for a fast-forward). A hand edit meanwhile fails the CAS
+  merge commit (or the remote's, for a fast-forward). The drain lease is taken before the
+  publish's documents are final: once held (a running job is waited for), the live files are read
+  again and, when a job's commit changed them, merged again, so a job never has a file changed
+  under it and its commit is merged, not refused. A hand edit meanwhile fails the CAS
   (``STALE_REVISION``): nothing is published and the next sync merges again. 4. Push; a push the
   remote rejects because it moved goes back to 2, at most ``ROUNDS`` times.
+- ``run(..., deadline=)``: an automatic sync's overall deadline (``sync.autoDeadlineSeconds``);
+  every git step and every wait (sync lock, drain lease) gets at most the time left, and past it
+  the sync is ``SYNC_TIMEOUT`` (``sync/git.py``), its local commit kept.
 - Every outcome is recorded (``core/syncstate.py:record``) for ``cm status``, an ok one with the
   commit HEAD and the remote are both at (``cm sync repair``'s merge base); failures are
   ``CmError`` codes with a remedy, and the memory files are untouched by a failed sync.
@@ -264,9 +270,11 @@ def integrate(git: Git, paths: DataPaths, home: str, local: str | None, remote: 
         # a job's commit is merged with the pulled change instead of failing this sync.
         with usercommit.exclusive(paths, home, _wait(git, usercommit.WAIT_SECONDS)) as session:
             with commit.repository_lock(paths):
-                live = live_documents(paths)
-            result, conflicts, here = _merge_all(git, paths, home, base, remote, live)
-            changed = {n for n, data in here.items() if data is not None and data != live.get(n)}
+                now = live_documents(paths)
+            if now != live:
+                live = now
+                result, conflicts, here = _merge_all(git, paths, home, base, remote, live)
+                changed = {n for n, data in here.items() if data is not None and data != live.get(n)}
             if changed:
                 _publish(session, git, remote, {n: live.get(n) for n in changed},
                          {n: here[n] or b"" for n in changed},
