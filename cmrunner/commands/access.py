@@ -231,6 +231,10 @@ def _import_from(ctx: click.Context, source: str, workspace: str | None, no_wait
     if offer is not None and _take(home, offer, register_folder, quiet=yes):
         workspace = offer.path if source == "project" else workspace
         found, offer = None, None
+    if offer is not None and source == "project" and workspace is None:
+        raise CmError("WORKSPACE_REQUIRED", f"--from project imports a registered project's files; {offer.path} is "
+                                            f"not one cm may use: `{offer.remedy()}` then add `--workspace "
+                                            f"{shlex.quote(offer.path)}`, or pass --register")
     if found is None:  # planned (again) once the folder's project is registered and allowed
         found = memimport.plan(home, source, workspace, cwd=os.getcwd())
     if not found.files and not found.skipped:
