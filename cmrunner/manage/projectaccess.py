@@ -9,6 +9,11 @@ Contract:
   save (``configedit.set_values``): both or neither. A folder registered already is not an error
   when ``allow`` is asked: its project is the one allowed (so ``cm project register PATH NAME
   --allow`` is the one remedy both for an unregistered folder and for a registered one not allowed).
+- ``offer(home, cwd)`` is the folder cm runs in as a project to register, when it is inside a git
+  work tree (the project root is the work tree's top) and no registered project holds it: the
+  project ``register`` would create (``projects.preview``: a derived id, the id of a project known
+  from another machine, or a generated one, kept when registering with ``generated``) and the
+  keys its scope would be added to. ``None`` otherwise, and when the registry cannot be read.
 - ``allow(home, project)`` is the same grant for a project registered already.
 - ``remedy(path, name)`` is that one command, as plans and skip reasons print it.
 """
@@ -56,13 +61,45 @@ def allow(home: str, project: projects.Project) -> list[str]:
     return keys
 
 
-def register(home: str, path: str, name: str, allow_access: bool, project_id: str | None = None) -> Registered:
-    """Register ``path`` as ``name`` (``project_id``: join that project, ``projects.register_here``)
-    and (``allow_access``) allow its memory (see module contract)."""
+@dataclass(frozen=True, slots=True)
+class Offer:
+    project: projects.Project  # as it would be registered (not saved)
+    how: str                   # how its id would be chosen (``projects.register_here``)
+    why: str
+    missing: list[str]         # the keys (``KEYS``) its scope would be added to
+
+    @property
+    def known(self) -> bool:
+        """Its memory is here already (a project known from another machine, not registered here)."""
+        return self.how == "known"
+
+
+def offer(home: str, cwd: str) -> Offer | None:
+    """The folder ``cwd``'s project root to register in one step, or ``None`` (see module contract)."""
+    from cmrunner.core import gitremote
+
+    try:
+        cfg = config_mod.load(home)
+        paths = DataPaths(cfg.data_root)
+        if projects.match(projects.load(paths), cwd) is not None:
+            return None
+        top = gitremote.toplevel(cwd)
+        if top is None:
+            return None
+        seen = projects.preview(paths, top, os.path.basename(top) or "project")
+    except CmError:
+        return None
+    return Offer(seen.project, seen.how, seen.why, missing(cfg, seen.project.scope))
+
+
+def register(home: str, path: str, name: str, allow_access: bool, project_id: str | None = None,
+             generated: str | None = None) -> Registered:
+    """Register ``path`` as ``name`` (``project_id``: join that project, ``projects.register_here``;
+    ``generated``: the id an ``offer`` showed) and (``allow_access``) allow its memory (see module contract)."""
     paths = DataPaths(config_mod.load(home).data_root)
     how = why = ""
     try:
-        done = projects.register_here(paths, path, name, project_id)
+        done = projects.register_here(paths, path, name, project_id, generated)
         project, new, how, why = done.project, True, done.how, done.why
     except CmError as exc:
         if exc.code != "PROJECT_ALREADY_REGISTERED" or not allow_access:
