@@ -1,6 +1,7 @@
-"""Home offers to register the folder cm runs in (textual pilot, 80×24 and 110×40): offered inside
-an unregistered git work tree, naming a project known from another machine when the repository
-matches one; not offered outside a work tree or in a registered one; Enter on its screen registers
+"""Home offers to register the folder cm runs in (textual pilot, 80×24 and 110×40): offered in an
+unregistered project root (a git repository, or a folder with an agent instructions file: the
+detection `cm import` uses), naming a project known from another machine when the repository
+matches one; not offered in a plain folder or in (or under) a registered project; Enter on its screen registers
 the folder and adds its scope to both disclosure.allowedScopes and writableScopes in one step, after
 showing exactly that; Esc (or Back) leaves config.json and the registry byte-identical."""
 
@@ -60,8 +61,6 @@ def test_an_unregistered_repository_is_offered_and_enter_registers_it_with_both_
     paths = _ready(home)
     repo = _repo(str(tmp_path / "src" / "ferrous"))
     derived = projects.derive_id("github.com/example/ferrous")
-    inside = os.path.join(repo, "crates", "core")
-    os.makedirs(inside)  # cm started in a sub-folder: the offer is the work tree's top
     before = _state(home, paths)
     seen = {}
 
@@ -84,7 +83,7 @@ def test_an_unregistered_repository_is_offered_and_enter_registers_it_with_both_
         assert "Register this folder" not in seen["after"]  # registered: no longer offered
         await check_fits(pilot)
 
-    drive(_app(home, tmp_path, inside), steps, size)
+    drive(_app(home, tmp_path, repo), steps, size)
     allowed, writable = _scopes(home)
     assert f"project:{derived}" in allowed and f"project:{derived}" in writable
     assert [(p.id, p.path) for p in projects.load(paths)] == [(derived, repo)]
@@ -165,15 +164,18 @@ def test_a_repository_known_from_another_machine_is_offered_as_that_project(home
     assert all(f"project:{derived}" in keys for keys in _scopes(home))
 
 
-def test_a_repository_without_a_remote_keeps_the_generated_id_it_showed(home, tmp_path):
+def test_a_project_without_git_keeps_the_generated_id_it_showed(home, tmp_path):
     paths = _ready(home)
-    repo = _repo(str(tmp_path / "scratch"), remote=None)
+    repo = str(tmp_path / "scratch")
+    os.makedirs(repo)
+    with open(os.path.join(repo, "AGENTS.md"), "w", encoding="utf-8") as handle:
+        handle.write("# Agents\n\nRun the tests first.\n")  # a project root to cm, as to `cm import`
     seen = {}
 
     async def steps(pilot):
         await wait_for(pilot, "Register this folder (scratch)")
         await pilot.press("r")
-        shown = await wait_for(pilot, "generated (the repository has no remote)")
+        shown = await wait_for(pilot, "generated (not inside a git work tree)")
         seen["id"] = pilot.app.screen.found.project.id
         assert f"Project id: {seen['id']}" in shown and seen["id"].startswith("scratch-")
         await pilot.press("enter")

@@ -17,8 +17,6 @@ Contract:
   network): the remote named ``origin``, else the only remote, and the directory's path inside
   the work tree (``""`` at its top). It never raises: a directory outside git, git missing, no
   or several remotes, or git failing give an ``Origin`` with ``remote=None`` and a ``why``.
-- ``toplevel(path)`` is the top folder of the git work tree holding ``path`` (a project root),
-  ``None`` outside one or when git does not answer; it never raises.
 Registration runs this, never a hook (hooks only read the registry).
 """
 
@@ -93,15 +91,6 @@ def _git(cwd: str, *args: str) -> str | None:
     if proc.returncode != 0:
         return None
     return proc.stdout.decode("utf-8", "surrogateescape").strip()
-
-
-def toplevel(path: str) -> str | None:
-    """The real path of the top of the work tree holding directory ``path``, or ``None``."""
-    try:
-        top = _git(path, "rev-parse", "--show-toplevel")
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return os.path.realpath(top) if top else None
 
 
 def origin(path: str) -> Origin:

@@ -9,11 +9,10 @@ Contract:
   save (``configedit.set_values``): both or neither. A folder registered already is not an error
   when ``allow`` is asked: its project is the one allowed (so ``cm project register PATH NAME
   --allow`` is the one remedy both for an unregistered folder and for a registered one not allowed).
-- ``offer(home, cwd)`` is the folder cm runs in as a project to register, when it is inside a git
-  work tree (the project root is the work tree's top) and no registered project holds it: the
-  project ``register`` would create (``projects.preview``: a derived id, the id of a project known
-  from another machine, or a generated one, kept when registering with ``generated``) and the
-  keys its scope would be added to. ``None`` otherwise, and when the registry cannot be read.
+- ``preview(home, path, name)`` is what ``register(home, path, name, True)`` would save, saving
+  nothing: the project (``projects.preview``: a derived id, the id of a project known from another
+  machine, or a generated one, kept when registering with ``generated``) and the keys its scope
+  would be added to. The TUI shows it before its one confirmation.
 - ``allow(home, project)`` is the same grant for a project registered already.
 - ``remedy(path, name)`` is that one command, as plans and skip reasons print it.
 - ``folder_offer(home, cwd)`` is what `cm import` offers when it runs in a folder: the folder
@@ -71,7 +70,7 @@ def allow(home: str, project: projects.Project) -> list[str]:
 
 
 @dataclass(frozen=True, slots=True)
-class Offer:
+class Preview:
     project: projects.Project  # as it would be registered (not saved)
     how: str                   # how its id would be chosen (``projects.register_here``)
     why: str
@@ -83,28 +82,17 @@ class Offer:
         return self.how == "known"
 
 
-def offer(home: str, cwd: str) -> Offer | None:
-    """The folder ``cwd``'s project root to register in one step, or ``None`` (see module contract)."""
-    from cmrunner.core import gitremote
-
-    try:
-        cfg = config_mod.load(home)
-        paths = DataPaths(cfg.data_root)
-        if projects.match(projects.load(paths), cwd) is not None:
-            return None
-        top = gitremote.toplevel(cwd)
-        if top is None:
-            return None
-        seen = projects.preview(paths, top, os.path.basename(top) or "project")
-    except CmError:
-        return None
-    return Offer(seen.project, seen.how, seen.why, missing(cfg, seen.project.scope))
+def preview(home: str, path: str, name: str) -> Preview:
+    """What registering ``path`` as ``name`` and allowing its memory would save (see module contract)."""
+    cfg = config_mod.load(home)
+    seen = projects.preview(DataPaths(cfg.data_root), path, name)
+    return Preview(seen.project, seen.how, seen.why, missing(cfg, seen.project.scope))
 
 
 def register(home: str, path: str, name: str, allow_access: bool, project_id: str | None = None,
              generated: str | None = None) -> Registered:
     """Register ``path`` as ``name`` (``project_id``: join that project, ``projects.register_here``;
-    ``generated``: the id an ``offer`` showed) and (``allow_access``) allow its memory (see module contract)."""
+    ``generated``: the id a ``preview`` showed) and (``allow_access``) allow its memory (see module contract)."""
     paths = DataPaths(config_mod.load(home).data_root)
     how = why = ""
     try:

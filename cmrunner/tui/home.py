@@ -4,10 +4,11 @@ Contract: ↑↓ move inside a column, ←→ switch columns, Enter opens the hi
 quits. The status line comes from the configuration, the private ``.env``'s key presence and the
 integrations manifest only (no network, no SQLite). The last action opened is remembered in
 ``<home>/tui.json`` and highlighted at the next start.
-When the folder cm runs in is inside a git work tree no registered project holds
-(``projectaccess.offer``: the registry and one ``git`` call, no network), one more entry above the
-columns offers to register it (``tui/register.py``); ``r`` opens it too, and ←→ reach it. It is
-looked for again whenever Home shows, so it is gone once the folder is registered.
+When the folder cm runs in is a project root no registered project holds
+(``projectaccess.folder_offer``, the detection `cm import` uses: no network, git only to match a
+project known from another machine), one more entry above the columns offers to register it
+(``tui/register.py``); ``r`` opens it too, and ←→ reach it. It is looked for again whenever Home
+shows, so it is gone once the folder is registered.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from cmrunner.core.errors import CmError
 from cmrunner.manage import projectaccess, providers, setupstate
 from cmrunner.manage.integrations import discovery, manager
 from cmrunner.tui.register import RegisterScreen, offer_label
-from cmrunner.tui.widgets import PRIORITY_PAGING, CmScreen, Menu, Text, option
+from cmrunner.tui.widgets import PRIORITY_PAGING, CmScreen, Menu, Text, error_text, option
 
 # Every host the agents screen manages, in its order, by the name people use for it.
 SHORT_NAMES = {"codex": "Codex", "claude-code": "Claude Code", "gemini": "Gemini", "pi": "Pi", "chatgpt": "ChatGPT"}
@@ -82,7 +83,7 @@ class HomeScreen(CmScreen):
         """``notice``: a line from the step that led here (the first run's last step), shown once."""
         super().__init__()
         self.first_notice = notice
-        self.offer: projectaccess.Offer | None = None
+        self.offer: projectaccess.FolderOffer | None = None
 
     def body(self) -> ComposeResult:
         yield Text("", id="status")
@@ -114,7 +115,12 @@ class HomeScreen(CmScreen):
 
     def refresh_offer(self) -> None:
         """Show the offer to register the folder cm runs in, or hide it (see module contract)."""
-        self.offer = projectaccess.offer(self.app.home, self.app.cwd)  # type: ignore[attr-defined]
+        try:
+            found = projectaccess.folder_offer(self.app.home, self.app.cwd)  # type: ignore[attr-defined]
+        except CmError:
+            found = None  # an unreadable registry: `cm status` and `cm project list` say why
+        # a registered folder is not offered here, even when its memory is not allowed yet
+        self.offer = found if found is not None and found.registered is None else None
         menu = self.query_one("#offer", Menu)
         menu.clear_options()
         if self.offer is not None:
@@ -125,9 +131,15 @@ class HomeScreen(CmScreen):
             self.query_one("#column-0", Menu).focus()
 
     def action_register(self) -> None:
-        if self.offer is not None:
-            self.notice.clear()
-            self.app.push_screen(RegisterScreen(self.offer))
+        if self.offer is None:
+            return
+        try:
+            seen = projectaccess.preview(self.app.home, self.offer.path, self.offer.name)  # type: ignore[attr-defined]
+        except CmError as exc:
+            self.notice.show(error_text(exc, "nothing was registered"))
+            return
+        self.notice.clear()
+        self.app.push_screen(RegisterScreen(seen))
 
     def refresh_status(self) -> None:
         self.query_one("#status", Text).set(status_line(self.app.home))  # type: ignore[attr-defined]

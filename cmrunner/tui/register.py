@@ -1,9 +1,9 @@
 """Register the folder cm runs in as a project, in one confirmation (Home's offer).
 
 Contract:
-- Home offers it (``offer_label``) only when ``projectaccess.offer`` finds one: the folder cm runs
-  in is inside a git work tree that no registered project holds. When the work tree's repository is
-  a project known from another machine (its memory file is here already), the offer names that match.
+- Home offers it (``offer_label``) when ``projectaccess.folder_offer`` finds the folder cm runs in
+  to be a project root that no registered project holds. When its repository is a project known
+  from another machine (its memory file is here already), the offer names that match.
 - The screen shows what Enter will save before anything is saved: the folder, the name, the project
   id and how it was chosen, the registry entry, and the two config keys (``projectaccess.KEYS``) its
   scope is added to — the same as ``cm project register PATH NAME --allow``.
@@ -32,15 +32,14 @@ _HOW = {
 }
 
 
-def offer_label(found: projectaccess.Offer) -> str:
+def offer_label(found: projectaccess.FolderOffer) -> str:
     """Home's entry for ``found``: the folder's name and, for a known project, that it matches it."""
-    name = found.project.name
-    if found.known:
-        return f"Register this folder ({name}): it is project {found.project.id}, known from another machine"
-    return f"Register this folder ({name}) as a project and allow its memory"
+    if found.known_id:
+        return f"Register this folder ({found.name}): it is project {found.known_id}, known from another machine"
+    return f"Register this folder ({found.name}) as a project and allow its memory"
 
 
-def plan_lines(found: projectaccess.Offer) -> list[str]:
+def plan_lines(found: projectaccess.Preview) -> list[str]:
     """What Enter saves, in the order it is saved."""
     project = found.project
     how = _HOW.get(found.how, found.how).format(why=found.why or "no git remote")
@@ -65,7 +64,7 @@ class RegisterScreen(CmScreen):
     BINDINGS = PRIORITY_PAGING
     PAGE_TARGET = "#register-box"
 
-    def __init__(self, found: projectaccess.Offer) -> None:
+    def __init__(self, found: projectaccess.Preview) -> None:
         super().__init__()
         self.found = found
 
