@@ -174,3 +174,21 @@ def test_a_repository_known_from_another_machine_is_offered_its_id(home, tmp_pat
     [project] = _registered(home)
     assert project.id == known and out.startswith(f"registered {known} -> {folder}\n"), out
     assert _allowed(home, project.scope) and "dry run: nothing was queued" in out
+
+
+def test_from_project_in_its_folder_imports_its_files_once_registered(home, tmp_path):
+    folder = _folder(tmp_path, "billing", "AGENTS.md")
+    with fakemodel.running(str(tmp_path / "fm"), policy("ignore")) as fm:
+        configure_remote(home, fm.base_url)
+        env = hook_env(COMMON_MEMORY_HOME=home)
+        refused = _piped(["import", "--from", "project", "--yes"], folder, env)
+        assert _registered(home) == []
+        code, out, shown = _answering(["import", "--from", "project"], b"y\ny\n", folder, env)
+    assert refused.returncode == 1 and refused.stderr == (
+        f"cm: WORKSPACE_REQUIRED: --from project imports a registered project's files; {folder} is not one cm may "
+        f"use: `cm project register {folder} billing --allow` then add `--workspace {folder}`, or pass --register\n")
+    assert code == 0, out + shown
+    [project] = _registered(home)
+    assert f"Register {folder} as project billing and allow its memory? [y/N]" in shown, shown
+    assert f"project:AGENTS.md [team convention] -> {project.scope}: new, 1 part" in out, out
+    assert out.endswith("complete: true\n"), out

@@ -10,7 +10,9 @@ Contract:
   with this machine's when both hold some (never overwritten: a section both hold differently
   keeps the remote's text in place and this machine's in the trash).
 - ``warning(remote)`` says when a remote is not a local path, an ``ssh``/scp-like or an ``https``
-  URL (a plain ``http://`` or ``git://`` remote carries memory unencrypted).
+  URL (a plain ``http://`` or ``git://`` remote carries memory unencrypted); ``kind`` tells them
+  apart by git's own rules, so ``host:path`` is ssh and ``memory.git`` a path relative to the
+  current folder (made absolute: git runs from ``/``).
 - ``status`` reads only: no network, nothing written.
 - ``repair`` ends a hand-started merge or rebase, removes stale git locks, and, when the
   repository is damaged, rebuilds it from the memory files and the remote, on the last commit this
@@ -35,26 +37,38 @@ from cmrunner.core.home import DataPaths
 from cmrunner.sync import engine
 from cmrunner.sync.git import MARKER_TEXT, Git, GitFailed
 
-_SCP = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:")
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_SAFE_SCHEMES = frozenset({"ssh", "git+ssh", "ssh+git", "https"})
 
 
-def is_local(remote: str) -> bool:
-    return remote.startswith(("/", "./", "../", "~", "file://"))
+def kind(remote: str) -> str:
+    """What git makes of ``remote``, by git's own rules: ``url:<scheme>`` for ``scheme://…``,
+    ``helper`` for ``transport::address``, ``scp`` for ``[user@]host:path`` (a colon before any
+    slash), else ``local`` (a path, relative ones to the current folder)."""
+    found = _SCHEME.match(remote)
+    if found:
+        return f"url:{found.group(1).lower()}"
+    if "::" in remote.split("/", 1)[0]:
+        return "helper"
+    colon, slash = remote.find(":"), remote.find("/")
+    if colon > 0 and (slash == -1 or colon < slash):
+        return "scp"
+    return "local"
 
 
 def warning(remote: str) -> str | None:
-    if is_local(remote) or remote.startswith(("ssh://", "https://")) or _SCP.match(remote):
+    found = kind(remote)
+    if found in ("local", "url:file", "scp") or found.removeprefix("url:") in _SAFE_SCHEMES:
         return None
     return (f"the remote {syncstate.redact(remote)} is not a local path, an ssh or an https URL: memory may travel "
             "unencrypted or to a server you do not control")
 
 
 def _normal(remote: str) -> str:
-    if remote.startswith("~"):
-        remote = os.path.expanduser(remote)
-    if remote.startswith(("./", "../")) or (remote.startswith("/") and not remote.startswith("//")):
-        return os.path.abspath(remote)
-    return remote
+    """A local path made absolute (git runs from ``/``, where a relative path means something else)."""
+    if kind(remote) != "local":
+        return remote
+    return os.path.abspath(os.path.expanduser(remote))
 
 
 def init(paths: DataPaths, home: str, remote: str, branch: str = "main") -> engine.Outcome:
@@ -71,7 +85,12 @@ def init(paths: DataPaths, home: str, remote: str, branch: str = "main") -> engi
             git.run("init", "--quiet", "--bare", git.git_dir)
             git.run("symbolic-ref", "HEAD", f"refs/heads/{branch}")
             git.run("remote", "add", engine.REMOTE, _normal(remote))
-            found = engine.fetch(git, branch)
+            try:
+                found = engine.fetch(git, branch)
+            except CmError as exc:  # fetch's remedy speaks of a set-up sync retrying; nothing is set up yet
+                raise CmError(exc.code, f"{exc.message.split(';')[0]}; nothing was set up and your memory files are "
+                                        "untouched; check the path or URL and your access, then run `cm sync init` "
+                                        "again") from None
             if found is not None and git.blob(found, engine.MARKER) is None:
                 raise CmError("SYNC_NOT_CM_MEMORY", f"the remote's branch {branch} holds something that is not a cm "
                                                     "memory (no .cm-memory file); give an empty repository or one "
