@@ -20,7 +20,9 @@ Contract:
   file against the bytes merged, atomic publish, history as a ``sync`` from the remote's device,
   a conflict's local text to the trash as ``sync_conflict``); only then does HEAD move to the
   merge commit (or the remote's, for a fast-forward). A hand edit meanwhile fails the CAS
-  (``STALE_REVISION``): nothing is published and the next sync merges again. 4. Push; a push the
+  (``STALE_REVISION``): nothing is published and the next sync merges again. A document already
+  at the merged bytes is left alone: a sync killed after its publish was marked is finished by the
+  recovery that taking the lease runs, so the next sync completes instead of failing the CAS. 4. Push; a push the
   remote rejects because it moved goes back to 2, at most ``ROUNDS`` times.
 - Every outcome is recorded (``core/syncstate.py:record``) for ``cm status``; failures are
   ``CmError`` codes with a remedy, and the memory files are untouched by a failed sync.
@@ -291,11 +293,19 @@ def _publish(paths: DataPaths, home: str, git: Git, remote: str, before: dict[st
             target = target_of(name)
             assert target is not None
             doc = commit.read_document(paths, target)
-            if (doc.data if doc.exists else None) != before[name]:
+            live = doc.data if doc.exists else None
+            if live == after[name]:
+                # Already merged: the publish of a sync killed after its marker, which taking the
+                # lease just finished (``commit.recover``), with its history and receipt.
+                continue
+            if live != before[name]:
                 raise CmError("STALE_REVISION", f"memory/{name} changed while cm merged it (a hand edit or a "
                                                 "commit); nothing was published; run `cm sync` again")
             snapshot[target] = doc
-        changed = {target_of(n) or "": sections.parse(target_of(n) or "", data) for n, data in after.items()}
+        if not snapshot:
+            return
+        changed = {target_of(n) or "": sections.parse(target_of(n) or "", after[n]) for n in after
+                   if target_of(n) in snapshot}
         usercommit.commit_change(session, snapshot, changed, "sync",
                                  history.Provenance(history.USER, client=f"sync from {author}"[:120]), trashed)
 
