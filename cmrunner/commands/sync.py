@@ -140,9 +140,10 @@ def repair_command(ctx: click.Context) -> None:
     from cmrunner.sync import setup
 
     home = _home(ctx)
-    for line in setup.repair(_paths(home), home) or ["nothing needed repair"]:
+    done, outcome = setup.repair(_paths(home), home)
+    for line in done or ["nothing needed repair"]:
         echo(line)
-    echo("synced")
+    _say(outcome)
 
 
 @sync.command("purge-history")

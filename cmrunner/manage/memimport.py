@@ -28,6 +28,10 @@ Contract:
 - ``run`` queues every new file's parts and runs one Writer loop for them (``importer.run_many``);
   ``outcome`` says per file what that did (kept in which documents, nothing kept, failed and how
   to retry) and ``destination`` where the text goes (the configured model or agent CLI).
+- ``skipped_folder(plans, cwd)``: the folder cm runs in, when a plan skipped a file only because
+  that folder is not a registered project (``NO_PROJECT``: Claude Code's memory of it) or its
+  project's memory is not allowed (``UNAUTHORIZED_SCOPE``); registering it and allowing its memory
+  (``projectaccess``) imports those files. `cm import --from` and the TUI's import screen offer it.
 """
 
 from __future__ import annotations
@@ -135,6 +139,21 @@ def plan(home: str, source: str, workspace_path: str | None, user_home: str | No
             continue
         result.files.append(FilePlan(item, file_plan, _imported(paths, file_plan)))
     return result
+
+
+def skipped_folder(plans: list[SourcePlan], cwd: str) -> str | None:
+    """See module contract: that folder's real path (a registered project's path), or ``None``."""
+    real = os.path.realpath(cwd)
+    spelled = memsources.claude_project_dir(real)
+    for planned in plans:
+        registered = projects.match(projects.load(planned.paths), real)
+        for skip in planned.skipped:
+            if skip.code == "NO_PROJECT" and os.path.basename(os.path.dirname(skip.path)) == spelled:
+                return real
+            if skip.code == "UNAUTHORIZED_SCOPE" and registered is not None and \
+                    skip.reason.startswith(f"{registered.scope} is not"):
+                return registered.path
+    return None
 
 
 def _imported(paths: DataPaths, file_plan: importplan.Plan) -> bool:

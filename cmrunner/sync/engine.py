@@ -24,7 +24,8 @@ Contract:
   at the merged bytes is left alone: a sync killed after its publish was marked is finished by the
   recovery that taking the lease runs, so the next sync completes instead of failing the CAS. 4. Push; a push the
   remote rejects because it moved goes back to 2, at most ``ROUNDS`` times.
-- Every outcome is recorded (``core/syncstate.py:record``) for ``cm status``; failures are
+- Every outcome is recorded (``core/syncstate.py:record``) for ``cm status``, an ok one with the
+  commit HEAD and the remote are both at (``cm sync repair``'s merge base); failures are
   ``CmError`` codes with a remedy, and the memory files are untouched by a failed sync.
 """
 
@@ -321,12 +322,13 @@ def run(paths: DataPaths, home: str, message: str | None = None, wait: float = L
             clear_stale_locks(git)
             check_health(git, paths)
             outcome = _run(git, paths, home, state["branch"], message or f"cm: memory on {git.device}")
+            synced = git.rev("HEAD")  # an ok run ends with the remote at HEAD: repair's merge base
     except CmError as exc:
         if exc.code != "SYNC_BUSY":  # the running sync records its own outcome
             syncstate.record(paths, "failed", exc.code, exc.message[:300])
         raise
     syncstate.record(paths, "ok", "SYNC_SECTION_KEPT_LOCAL" if outcome.withheld else None,
-                     ", ".join(outcome.withheld) or None)
+                     ", ".join(outcome.withheld) or None, synced=synced)
     return outcome
 
 

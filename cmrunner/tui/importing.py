@@ -43,9 +43,8 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import OptionList
 
-from cmrunner.core import projects
 from cmrunner.core.errors import CmError
-from cmrunner.manage import importplan, memimport, memsources, projectaccess
+from cmrunner.manage import importplan, memimport, projectaccess
 from cmrunner.tui.widgets import PRIORITY_PAGING, CmScreen, Menu, Text, error_text, option
 
 if TYPE_CHECKING:
@@ -96,18 +95,9 @@ def plan_sources(home: str, chosen: list[str], user_home: str, cwd: str | None =
 def folder_offer(found: Found, cwd: str) -> str | None:
     """The folder cm runs in, when a file was skipped only because that folder is not a registered
     project (``NO_PROJECT``: Claude Code's memory of it) or its project's memory is not allowed
-    (``UNAUTHORIZED_SCOPE``): registering it and allowing its memory in one step imports it."""
-    real = os.path.realpath(cwd)
-    spelled = memsources.claude_project_dir(real)
-    for planned in found.ok:
-        registered = projects.match(projects.load(planned.paths), real)
-        for skip in planned.skipped:
-            if skip.code == "NO_PROJECT" and os.path.basename(os.path.dirname(skip.path)) == spelled:
-                return real
-            if skip.code == "UNAUTHORIZED_SCOPE" and registered is not None and \
-                    skip.reason.startswith(f"{registered.scope} is not"):
-                return registered.path
-    return None
+    (``UNAUTHORIZED_SCOPE``): registering it and allowing its memory in one step imports it
+    (``memimport.skipped_folder``, which `cm import --from` offers too)."""
+    return memimport.skipped_folder(found.ok, cwd)
 
 
 def _count(n: int, word: str) -> str:
