@@ -22,8 +22,8 @@ Contract:
   merge commit (or the remote's, for a fast-forward). A hand edit meanwhile fails the CAS
   (``STALE_REVISION``): nothing is published and the next sync merges again. A document already
   at the merged bytes is left alone: a sync killed after its publish was marked is finished by the
-  recovery that taking the lease runs, so the next sync completes instead of failing the CAS. 4. Push; a push the
-  remote rejects because it moved goes back to 2, at most ``ROUNDS`` times.
+  recovery that taking the lease runs, so the next sync completes instead of failing the CAS.
+  4. Push; a push the remote rejects because it moved goes back to 2, at most ``ROUNDS`` times.
 - Every outcome is recorded (``core/syncstate.py:record``) for ``cm status``, an ok one with the
   commit HEAD and the remote are both at (``cm sync repair``'s merge base); failures are
   ``CmError`` codes with a remedy, and the memory files are untouched by a failed sync.
