@@ -166,6 +166,8 @@ def import_command(ctx: click.Context, file: str | None, source: str | None, wor
         for part in report.parts:
             states[part["state"]] = states.get(part["state"], 0) + 1
         echo(f"parts: {', '.join(f'{n} {state}' for state, n in sorted(states.items()))}")
+    if report.waited and (plan.count or plan.retry_parts) and not report.duplicate:
+        echo(f"result: {memimport.outcome(_home(ctx), report)}")
     if report.note:
         echo(report.note, err=True)
     echo(f"complete: {'true' if report.complete else 'false'}")
@@ -247,12 +249,12 @@ def _import_from(ctx: click.Context, source: str, workspace: str | None, no_wait
         p = f.plan
         if f.imported or p.count == 0:
             sending = ", nothing to send" if f.imported else "" if not p.retry_parts else \
-                f", {p.retry_parts} part{'s' if p.retry_parts != 1 else ''} to retry, ~{p.tokens:,} tokens"
+                f", {p.retry_parts} part{'s' if p.retry_parts != 1 else ''} to retry, ~{p.text_tokens:,} tokens of text"
             echo(f"  {f.found.label} [{f.kind_label}] -> {p.scope}: {f.status}{sending} ({f.found.path})")
         else:
             echo(f"  {f.found.label} [{f.kind_label}] -> {p.scope}: {f.status}, {p.count} part"
                  f"{'s' if p.count != 1 else ''}, {p.sent_bytes:,} of {p.file_bytes:,} bytes to send, "
-                 f"~{p.tokens:,} tokens ({f.found.path})")
+                 f"~{p.text_tokens:,} tokens of text ({f.found.path})")
         if not f.imported:
             instructions = f.instruction_lines
             note = f"; {instructions} line{'s' if instructions != 1 else ''} read as instructions to an agent " \
@@ -281,7 +283,7 @@ def _import_from(ctx: click.Context, source: str, workspace: str | None, no_wait
         echo("granted: disclosure.allowedProvenance +document_import")
     reports = memimport.run(home, found, not no_wait, echo_outcome)
     for f, report in zip(found.new, reports, strict=True):
-        echo(f"{f.found.label} -> {report.scope}: {memimport.outcome(report)}")
+        echo(f"{f.found.label} -> {report.scope}: {memimport.outcome(home, report)}")
     if reports and reports[0].note:
         echo(reports[0].note, err=True)
     complete = all(r.complete for r in reports)
