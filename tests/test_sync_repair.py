@@ -129,3 +129,22 @@ def test_an_unreachable_remote_keeps_the_damaged_repository_and_the_files(tmp_pa
     said = ok(home_a, "sync", "repair")
     assert "merging from the last commit this machine synced" in said
     assert trash(home_a) == [] and "helix" in remote_log(remote)
+
+
+def test_a_repair_killed_between_its_two_renames_is_completed_by_the_next(tmp_path):
+    remote, (home_a, paths_a), (home_b, paths_b) = _two(tmp_path)
+    git_dir = syncstate.git_dir(paths_a)
+    _corrupt(paths_a)
+    edit(paths_b, "zsh", "fish")
+    ok(home_b, "sync")
+    edit(paths_a, "vim", "helix")
+    # The state a kill leaves after the damaged directory was set aside and before the rebuilt one
+    # took its place: no repo.git, the damaged copy and the fresh one (which knows the remote) beside it.
+    os.rename(git_dir, git_dir + ".broken")
+    subprocess.run(["git", "init", "--quiet", "--bare", git_dir + ".new"], check=True)
+    subprocess.run(["git", "--git-dir", git_dir + ".new", "remote", "add", "origin", remote], check=True)
+    _refused(home_a)
+    said = ok(home_a, "sync", "repair")
+    assert "merging from the last commit this machine synced" in said
+    assert not os.path.exists(git_dir + ".new") and not os.path.exists(git_dir + ".broken")
+    assert "helix" in profile(paths_a) and "fish" in profile(paths_a) and trash(home_a) == []

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import NamedTuple
@@ -111,6 +112,13 @@ def clear_stale_locks(git: Git) -> None:
         for name in files:
             if name.endswith(".lock"):
                 os.unlink(os.path.join(folder, name))
+
+
+def clear_leftovers(git: Git) -> None:
+    """The copies a ``cm sync repair`` killed mid-rebuild left beside a healthy git directory (the
+    damaged one keeps objects of text that may since have been purged)."""
+    for suffix in (".new", ".broken"):
+        shutil.rmtree(git.git_dir + suffix, ignore_errors=True)
 
 
 def check_health(git: Git, paths: DataPaths) -> None:
@@ -353,6 +361,7 @@ def run(paths: DataPaths, home: str, message: str | None = None, wait: float = L
         with sync_lock(paths, _wait(git, wait)):
             clear_stale_locks(git)
             check_health(git, paths)
+            clear_leftovers(git)
             outcome = _run(git, paths, home, state["branch"], message or f"cm: memory on {git.device}")
             synced = git.rev("HEAD")  # an ok run ends with the remote at HEAD: repair's merge base
     except CmError as exc:
