@@ -6,6 +6,8 @@ time of a real ``cm sync`` subprocess (``--runs`` each, median / p95 / max):
 
 - ``nothing new``: no change anywhere (ls-remote only; what a retry costs when all is in sync);
 - ``commit + push``: one section edited here, the remote unchanged (the common case after a commit);
+- the same as the drain starts it (``cm sync --auto``: every git step and wait under the overall
+  deadline ``sync.autoDeadlineSeconds``);
 - ``commit + merge + push``: one section edited here and another on the other machine, which pushed
   first (fetch, merge by section of every document, publish through the Writer's path, merge commit, push).
 
@@ -80,12 +82,15 @@ def measure(runs: int) -> dict:
         _cm(home_a, "sync", "init", remote)
         _cm(home_b, "sync", "init", remote)
         out: dict = {"`cm sync status` (CLI start and one git call, for scale)": [], "nothing new": [],
-                     "commit + push": [], "commit + merge + push": []}
+                     "commit + push": [], "commit + push, automatic (`--auto`, under its overall deadline)": [],
+                     "commit + merge + push": []}
         for n in range(runs):
             out["`cm sync status` (CLI start and one git call, for scale)"].append(_cm(home_a, "sync", "status"))
             out["nothing new"].append(_cm(home_a, "sync"))
             _edit(paths_a, n, "a")
             out["commit + push"].append(_cm(home_a, "sync"))
+            _edit(paths_a, n + 2, "a")
+            out["commit + push, automatic (`--auto`, under its overall deadline)"].append(_cm(home_a, "sync", "--auto"))
             _cm(home_b, "sync")
             _edit(paths_b, n, "b")
             _cm(home_b, "sync")

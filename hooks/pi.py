@@ -24,7 +24,6 @@ Contract:
 from __future__ import annotations
 
 import os
-import re
 
 from cmrunner.capture import admission as capture, capacity, pi_inbox
 from cmrunner.core import config as config_mod, drainlease, identity, projects, store
@@ -40,7 +39,6 @@ KEYS = ("version", "sessionId", "eventId", "event", "cwd", "hostInstance", "payl
 USAGE = "cm capture --home <absolute path>"
 TEXT_EVENTS = ("input", "message_end")  # the drain reads payload.text of these
 LATEST_TIMESTAMP_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: the last instant a date can hold
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._-]{0,199}$")
 
 
 def _bad(field: str, expected: str) -> InputError:
@@ -55,7 +53,7 @@ def validate(event: dict) -> dict:
         raise _bad("version", "1")
     for field in ("sessionId", "eventId"):
         value = event.get(field)
-        if not isinstance(value, str) or not _ID_RE.match(value):
+        if not isinstance(value, str) or not identity.is_plain_id(value):
             raise _bad(field, "1-200 characters of letters, digits and :._-")
     name = event.get("event")
     if not isinstance(name, str):
@@ -65,7 +63,8 @@ def validate(event: dict) -> dict:
     cwd = event.get("cwd")
     if not isinstance(cwd, str) or not os.path.isabs(cwd):
         raise _bad("cwd", "an absolute path")
-    if "hostInstance" in event and (not isinstance(event["hostInstance"], str) or not _ID_RE.match(event["hostInstance"])):
+    instance = event.get("hostInstance", "")
+    if "hostInstance" in event and (not isinstance(instance, str) or not identity.is_plain_id(instance)):
         raise _bad("hostInstance", "1-200 characters of letters, digits and :._-")
     payload = event.get("payload")
     if not isinstance(payload, dict):

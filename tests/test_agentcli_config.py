@@ -25,7 +25,7 @@ def _init(home: str, *args: str) -> object:
 
 
 def test_config_init_agent_writes_an_agent_cli_remote_and_no_key(home):
-    done = _init(home, "--agent", "codex", "--model", "gpt-5.5-codex")
+    done = _init(home, "--agent", "codex", "--model", "gpt-5.5-codex", "--skip-check")
     assert done.returncode == 0, done.stderr
     remote = json.loads((Path(home) / "config.json").read_text())["remote"]
     assert remote == {"provider": "agent-cli", "agent": "codex", "model": "gpt-5.5-codex"}

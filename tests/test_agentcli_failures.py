@@ -59,7 +59,8 @@ def _standin(tmp_path: Path, kind: str) -> str:
 
 
 def _job(home: str, tmp_path: Path, agent_path: str) -> None:
-    done = subprocess.run([CM, "config", "init", "--home", home, "--agent", "claude-code", "--agent-path", agent_path],
+    done = subprocess.run([CM, "config", "init", "--home", home, "--agent", "claude-code", "--agent-path", agent_path,
+                           "--skip-check"],
                           env=hook_env(), capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr
     work = tmp_path / "work"

@@ -93,7 +93,8 @@ def test_a_lost_lease_kills_the_cli_group_and_commits_nothing(home, tmp_path):
                    f"{STANDIN}")
     cli.chmod(0o755)
     env = hook_env()
-    done = subprocess.run([CM, "config", "init", "--home", home, "--agent", "claude-code", "--agent-path", str(cli)],
+    done = subprocess.run([CM, "config", "init", "--home", home, "--agent", "claude-code", "--agent-path", str(cli),
+                           "--skip-check"],
                           env=env, capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr
     # Only the lease can end this attempt early: the deadline is far beyond the test's patience.

@@ -71,7 +71,7 @@ def test_a_refused_login_is_agent_cli_auth(agent, home, tmp_path):
     name, cli = agent
     with fakemodel.running(str(tmp_path / "model"), {"replies": [], "default": {"error": {"status": 401}}}) as fake:
         env = agentcli_world.host_env(name, tmp_path, home, fake)
-        agentcli_world.configure(home, env, name, str(cli))
+        agentcli_world.configure(home, env, name, str(cli), "--skip-check")  # the check would refuse this login
         probed = agentcli_world.run_cm(home, env, "network-test")
         doctor = agentcli_world.run_cm(home, env, "doctor", "--probe-model")
     assert probed.returncode == 1, probed.stdout + probed.stderr
@@ -82,7 +82,7 @@ def test_a_refused_login_is_agent_cli_auth(agent, home, tmp_path):
 
 def test_a_missing_cli_is_agent_cli_not_found(home, tmp_path):
     env = hook_env()
-    agentcli_world.configure(home, env, "claude-code", str(tmp_path / "no-such-claude"))
+    agentcli_world.configure(home, env, "claude-code", str(tmp_path / "no-such-claude"), "--skip-check")
     probed = agentcli_world.run_cm(home, env, "network-test", "--json")
     assert probed.returncode == 1
     report = json.loads(probed.stdout)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 from conftest import db_rows, hook_env, run_cm, table_counts
 
 from cmrunner.core import projects
+from cmrunner.core.errors import InputError
 from cmrunner.core.home import DataPaths
+from cmrunner.hooks import pi as pi_hook
 
 pytestmark = pytest.mark.usefixtures("quiet_drain")  # inspect exactly what was admitted
 
@@ -103,3 +106,21 @@ def test_invalid_utf8_and_oversize_are_refused(home, workdir):
     assert _capture(home, b"\xc3\x28").stderr.decode().startswith("cm: INVALID_ENCODING: ")
     big = json.dumps(_event(workdir, payload={"text": "x" * (1 << 20)})).encode()
     assert _capture(home, big).stderr.decode().startswith("cm: INPUT_TOO_LARGE: ")
+
+
+def test_pi_ids_are_checked_as_whole_strings_held_equal_to_the_pattern():
+    """Session, event and host-instance ids are checked with sets (no `re` on the pinned capture path,
+    issue 35), as the pattern they replaced, except that a trailing newline is no longer accepted."""
+    pattern = re.compile(r"[A-Za-z0-9][A-Za-z0-9:._-]{0,199}")
+    cases = ["pi:1", "e-7.x_y", "a" * 200, "a" * 201, ":x", "-x", "é1", "x y", "", "x\n", "x٣", "X:9"]
+    base = {"version": 1, "sessionId": "s", "eventId": "e", "event": "input", "cwd": "/w", "hostInstance": "pi:1",
+            "payload": {"text": "x"}}
+    for field in ("sessionId", "eventId", "hostInstance"):
+        for case in cases:
+            try:
+                pi_hook.validate(dict(base, **{field: case}))
+                accepted = True
+            except InputError as exc:
+                assert exc.code == "INVALID_CAPTURE_INPUT" and field in exc.message
+                accepted = False
+            assert accepted == (pattern.fullmatch(case) is not None), (field, case)

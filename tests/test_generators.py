@@ -17,11 +17,14 @@ from mcp.client.stdio import StdioServerParameters
 from mcp_support import allow, configure, register, write_doc
 from support import hosts
 
+import cmrunner
 from cmrunner.core.errors import CmError
 from cmrunner.manage import hostconfig, winbridge
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "Interrupt", "SessionEnd")
 PYTHON = os.path.abspath(sys.executable)
+# The pinned hook form (hostconfig.Pins.hook_argv): the installed package's own __main__.py, no site.
+HOOK = [PYTHON, "-I", "-S", os.path.join(os.path.dirname(os.path.abspath(cmrunner.__file__)), "__main__.py")]
 
 
 def _ok(args: list[str], env: dict[str, str] | None = None) -> str:
@@ -55,7 +58,7 @@ def test_codex_profile_pins_paths_and_really_runs(tmp_path, monkeypatch):
     assert f"#   interpreter:  {PYTHON}" in text and f"#   config home:  {weird_home}" in text
     doc = tomllib.loads(text)
     commands = set(_hooks(doc).values())
-    assert commands == {shlex.join([PYTHON, "-I", "-m", "cmrunner", "hook", "codex", "--home", weird_home])}
+    assert commands == {shlex.join([*HOOK, "hook", "codex", "--home", weird_home])}
     server = doc["mcp_servers"]["common_memory"]
     assert "common_memory_init" not in doc["mcp_servers"]
     assert server["command"] == PYTHON and server["env"] == {"COMMON_MEMORY_HOME": weird_home}
@@ -128,7 +131,7 @@ def test_codex_bundle_holds_profile_skill_and_readme(home, tmp_path):
     assert printed.count("wrote ") == 4
     skill = (out / "skills/memory-refresh/SKILL.md").read_text()
     assert skill.startswith("---\nname: memory-refresh\ndescription: ")
-    refresh = shlex.join([PYTHON, "-I", "-m", "cmrunner", "session-refresh", "--home", home, "--client", "codex"])
+    refresh = shlex.join([*HOOK, "session-refresh", "--home", home, "--client", "codex"])
     assert refresh in skill
     assert (out / "skills/memory-refresh/agents/openai.yaml").read_text() == \
         "policy:\n  allow_implicit_invocation: false\n"
@@ -156,7 +159,7 @@ def test_work_bundle_posix(home, tmp_path):
     out = tmp_path / "work"
     _ok(["work-config", "--mode", "posix", "--output", str(out)])
     doc = tomllib.loads((out / "common-memory.config.toml").read_text())
-    assert set(_hooks(doc).values()) == {shlex.join([PYTHON, "-I", "-m", "cmrunner", "hook", "work", "--home", home])}
+    assert set(_hooks(doc).values()) == {shlex.join([*HOOK, "hook", "work", "--home", home])}
     read, init = doc["mcp_servers"]["common_memory"], doc["mcp_servers"]["common_memory_init"]
     assert read["args"][3:] == ["mcp", "--client-id", "chatgpt-work", "--capability", "read", "--global"]
     assert init["args"][3:] == ["mcp", "--client-id", "chatgpt-desktop", "--capability", "init", "--global"]

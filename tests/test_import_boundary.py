@@ -10,6 +10,8 @@ import sys
 import pytest
 from conftest import CM, Transcript, event, hook_env, run_cm
 
+import cmrunner
+
 FORBIDDEN = ("cmrunner.writer_proc", "cmrunner.agentrt", "cmrunner.sync", "cmrunner.core.syncstate", "pydantic", "httpx", "httpx2", "openai", "mcp", "click", "asyncio",
              # not named by the issue, but each costs 20-50 ms (python-notes.md §1.3): keep them off too
              "psutil", "filelock", "dotenv", "orjson", "logging", "subprocess", "argparse",
@@ -32,14 +34,17 @@ PER_TURN_FORBIDDEN = ("hashlib", "_hashlib",
                       "cmrunner.capture.rollout", "cmrunner.capture.codex_consumer", "cmrunner.secrets.safety")
 
 
-# The form hosts are pinned to (`<python> -I -m cmrunner hook …`, manage/hostconfig.py) loads neither
-# `re` nor `enum` on a per-turn event: with them, a hook imported about a tenth more than a bare
-# interpreter. (The pip-generated `cm` script imports `re` itself, so this holds for the pinned form.)
-PINNED_PER_TURN_FORBIDDEN = ("re", "enum", "sre_compile", "_sre")
+# The form hosts are pinned to (`<python> -I -S <installed cmrunner>/__main__.py hook …`,
+# hostconfig.Pins.hook_argv) loads neither `re` nor `enum` on a per-turn event (with them a hook imported
+# about a tenth more than a bare interpreter; the pip-generated `cm` script imports `re` itself), nor
+# the interpreter's `site` start, the `-m` machinery or contextlib, which the floor skips (issue 35).
+PINNED_PER_TURN_FORBIDDEN = ("re", "enum", "sre_compile", "_sre", "site", "_distutils_hack", "sitecustomize",
+                             "runpy", "importlib.util", "importlib.machinery", "contextlib")
+HOOK_ENTRY = os.path.join(os.path.dirname(os.path.abspath(cmrunner.__file__)), "__main__.py")  # the installed copy
 
 
 def _imported(args: list[str], payload: bytes, pinned: bool = False) -> set[str]:
-    entry = ["-I", "-m", "cmrunner"] if pinned else [CM]
+    entry = ["-I", "-S", HOOK_ENTRY] if pinned else [CM]
     proc = subprocess.run([sys.executable, "-X", "importtime", *entry, *args], input=payload,
                           capture_output=True, env=hook_env(), timeout=30)
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
@@ -93,13 +98,13 @@ def test_claude_and_gemini_hook_paths_are_light(home, workdir, host, index):
 
 
 @pytest.mark.parametrize("host", ["claude", "gemini"])
-def test_the_pinned_form_loads_no_pattern_engine_per_turn(home, workdir, host):
+def test_the_pinned_form_loads_no_pattern_engine_nor_site_per_turn(home, workdir, host):
     modules = _imported(["hook", host, "--home", home], _agent_payload(home, workdir, host, 1), pinned=True)
     _assert_light(modules, PER_TURN_FORBIDDEN + PINNED_PER_TURN_FORBIDDEN)
-    assert f"cmrunner.hooks.{host}" in modules and "runpy" in modules  # it really ran as `-m`
+    assert f"cmrunner.hooks.{host}" in modules
 
 
-def test_the_pinned_codex_form_loads_no_pattern_engine_per_turn(home, tmp_path, workdir):
+def test_the_pinned_codex_form_loads_no_pattern_engine_nor_site_per_turn(home, tmp_path, workdir):
     transcript = Transcript(str(tmp_path / "t.jsonl"), "s-1")
     start = event("SessionStart", transcript, workdir, source="startup")
     subprocess.run([CM, "hook", "codex", "--home", home], input=json.dumps(start).encode(),
@@ -108,7 +113,7 @@ def test_the_pinned_codex_form_loads_no_pattern_engine_per_turn(home, tmp_path, 
     prompt = event("UserPromptSubmit", transcript, workdir, turn_id="t1", prompt="hello")
     modules = _imported(["hook", "codex", "--home", home], json.dumps(prompt).encode(), pinned=True)
     _assert_light(modules, PER_TURN_FORBIDDEN + PINNED_PER_TURN_FORBIDDEN)
-    assert "cmrunner.hooks.codex" in modules and "runpy" in modules
+    assert "cmrunner.hooks.codex" in modules
 
 
 def test_claude_rejected_input_path_is_light(home):
@@ -121,11 +126,12 @@ def test_claude_rejected_input_path_is_light(home):
     _assert_light(modules)
 
 
-def test_capture_path_is_light(home, workdir):
+@pytest.mark.parametrize("pinned", [False, True])
+def test_capture_path_is_light(home, workdir, pinned):
     payload = {"version": 1, "sessionId": "p", "eventId": "e", "event": "input", "cwd": workdir,
                "hostInstance": "pi:1", "payload": {"text": "x"}}
-    modules = _imported(["capture", "--home", home], json.dumps(payload).encode())
-    _assert_light(modules, PER_TURN_FORBIDDEN)
+    modules = _imported(["capture", "--home", home], json.dumps(payload).encode(), pinned=pinned)
+    _assert_light(modules, PER_TURN_FORBIDDEN + (PINNED_PER_TURN_FORBIDDEN if pinned else ()))
     assert "cmrunner.hooks.pi" in modules
 
 
@@ -140,8 +146,6 @@ def test_rejected_input_path_is_light(home):
 
 def test_cmrunner_package_init_is_empty():
     import ast
-
-    import cmrunner
 
     with open(cmrunner.__file__) as handle:
         tree = ast.parse(handle.read())

@@ -105,3 +105,42 @@ def test_a_queued_import_not_yet_processed_is_not_unchanged(home, tmp_path):
     assert ("codex:MEMORY [personal] -> global: queued, not yet processed; importing again runs the Memory Agent "
             f"on it ({os.path.join(user, '.codex', 'memories', 'MEMORY.md')})\n") in plan, plan
     assert "plan for codex: 1 file to import" in plan and "unchanged" not in plan
+
+
+POLICIES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "support", "import_policy.py")
+
+
+def test_an_import_result_names_the_sections_and_a_file_line_only_the_files_own_tokens(home, tmp_path):
+    """Issue 36: outcomes name documents *and sections* (capped with "and N more"), and a file's
+    plan line counts only its own text: the fixed instructions are named once, in the total."""
+    import re
+
+    user = str(tmp_path / "user")
+    facts = "".join(f"\n## {name}\n\nFACT-{name}: likes {name} a lot\n" for name in ("a", "b", "c", "d", "e"))
+    memory = _write(os.path.join(user, ".codex", "memories", "MEMORY.md"), "# About me\n" + facts)
+    with fakemodel.running(str(tmp_path / "fm"), policy(f"{POLICIES}:remember_facts")) as fm:
+        configure_remote(home, fm.base_url)
+        code, plan = _cm(["import", "--from", "codex", "--dry-run"], home, user)
+        assert code == 0, plan
+        [total] = re.findall(r"~([\d,]+) tokens to process: fixed instructions ~([\d,]+) \+ your text with its "
+                             r"framing ~([\d,]+)", plan)
+        tokens, fixed, text = (int(n.replace(",", "")) for n in total)
+        assert tokens == fixed + text and text < fixed, plan
+        size = os.path.getsize(memory)
+        line = (f"  codex:MEMORY [personal] -> global: new, 1 part, {size:,} of {size:,} bytes to send, "
+                f"~{text:,} tokens of text ({memory})\n")
+        assert line in plan, plan  # the file's own tokens, not the ~4,400 every request carries
+        assert f"~{tokens:,} tokens (" not in plan
+
+        code, out = _cm(["import", "--from", "codex", "--yes"], home, user)
+        assert code == 0, out
+        [named] = re.findall(r"\ncodex:MEMORY -> global: profile / Fact (\w) added, profile / Fact (\w) added, "
+                             r"profile / Fact (\w) added and 2 more \(`cm history`\)\n", out)
+        assert len(set(named)) == 3 and set(named) <= set("abcde"), out  # commit order, three of the five
+        assert "kept in" not in out
+
+        single = _write(str(tmp_path / "more.md"), "# More\n\n## f\n\nFACT-f: likes f a lot\n")
+        code, out = _cm(["import", single], home)
+        assert code == 0 and "result: profile / Fact f added\n" in out, out
+        code, out = _cm(["import", single], home)  # unchanged: nothing ran, so no result is claimed
+        assert code == 0 and "result:" not in out, out

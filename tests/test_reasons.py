@@ -35,6 +35,7 @@ SOURCES = [
         "apply.py", "commit.py", "publish.py", "receipts.py", "port.py")),
     *(f"agentrt/{name}" for name in ("agent.py", "wire.py", "errors_map.py", "netclient.py", "noproxy.py")),
     "sync/engine.py", "sync/merge.py",
+    "writer_proc/usercommit.py",  # a sync publishes through it: its DRAIN_BUSY is recorded for `cm status`
 ]
 
 # Constants in those modules that look like codes but are never recorded as an outcome: names of

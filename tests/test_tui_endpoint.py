@@ -94,7 +94,7 @@ def test_a_local_preset_with_a_tool_calling_model_is_saved_without_a_key(home, t
 def test_the_model_form_replaces_an_agent_cli_runtime(home, tmp_path):
     from conftest import run_cm
 
-    assert run_cm(["config", "init", "--home", home, "--agent", "claude-code"]).returncode == 0
+    assert run_cm(["config", "init", "--home", home, "--agent", "claude-code", "--skip-check"]).returncode == 0
     with fakemodel.running(str(tmp_path / "fake"), {"models": ["qwen3:8b"]}) as fake:
         async def steps(pilot):
             await _pick_preset(pilot, "ollama", fake.base_url)  # was a KeyError: the CLI runtime has no key

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 
 import pytest
@@ -24,6 +25,7 @@ from cmrunner.tui.app import CmApp
 pytestmark = pytest.mark.timeout(180)
 IMPORT_POLICY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "support",
                              "import_policy.py") + ":keep_imported_parts"
+FACTS_POLICY = IMPORT_POLICY.replace(":keep_imported_parts", ":remember_facts")
 
 
 def _write(path: str, text: str) -> None:
@@ -90,7 +92,8 @@ def test_first_run_shows_the_plan_and_enter_imports_through_the_writer(home, tmp
             seen["allowed_before_enter"] = _allowed(home)
             await pilot.press("enter")  # the highlighted choice: Import
             text = await wait_for(pilot, lambda t: "Result:" in t and "Enter continue" in t and "gemini:GEMINI.md →" in
-                                  t.split("Result:")[1], timeout=120)  # the last file's line: the whole result
+                                  t.split("Result:")[1] and "Importing …" not in t,
+                                  timeout=120)  # the last file's line: the whole result, laid out
             seen["result"] = text
             await pilot.press("enter")
             await wait_for(pilot, "Model & Configuration")
@@ -111,14 +114,22 @@ def test_first_run_shows_the_plan_and_enter_imports_through_the_writer(home, tmp
                  "Permission: document imports are off",
                  "Import 3 files and allow document imports", "Skip: import nothing"):
         assert line in plan, (line, plan)
-    assert " bytes, ~" in plan and "tokens" in plan
+    # a file's line counts its own text only; the fixed instructions are named once, in the total
+    [fixed] = re.findall(r"fixed instructions ~([\d,]+) \+ your text with its framing ~([\d,]+)", plan)
+    own = [int(n.replace(",", "")) for n in re.findall(r" bytes, ~([\d,]+) tokens of text", plan)]
+    assert len(own) == 3 and sum(own) == int(fixed[1].replace(",", "")), (own, fixed, plan)
+    assert max(own) < int(fixed[0].replace(",", "")) / 3, plan  # none of them carries a request's instructions
     assert "raw_memories" not in plan and "Lisbon" not in plan  # names and numbers, never the files' text
     assert seen["allowed_before_enter"] is False
     result = seen["result"]
     assert isinstance(result, str)
     assert "Granted: disclosure.allowedProvenance +document_import" in result
-    for label in ("claude:CLAUDE.md", "codex:memory_summary", "gemini:GEMINI.md"):
-        assert f"{label} → global: kept in preferences" in result, (label, result)
+    # the section each file's part became, named with its document (the policy titles it by its part)
+    named = re.findall(r"(\S+) → global: preferences / Imported (\d+) added(?![,\w])",
+                       result.split("Result:")[1])
+    assert sorted(label for label, _n in named) == ["claude:CLAUDE.md", "codex:memory_summary", "gemini:GEMINI.md"], result
+    assert len({n for _label, n in named}) == 3, result
+    assert "kept in" not in result
     assert "processed" not in result.split("Result:")[1]
     assert _allowed(home)
     assert posts  # the Memory Agent ran against the fake model
@@ -268,3 +279,31 @@ def test_started_inside_an_unregistered_project_one_choice_registers_and_allows_
     assert project.scope in data["disclosure"]["allowedScopes"] and project.scope in data["writableScopes"]
     assert f"claude:auto-memory/deploy [project fact] → {project.scope}: new, 1 part" in seen["after"]
     assert "NO_PROJECT: ~/.claude/projects/" + memsources.claude_project_dir(folder) not in seen["after"]
+
+
+def test_a_result_names_the_sections_kept_and_a_long_list_fits_80x24(home, tmp_path, monkeypatch):
+    """Issue 36: which documents *and sections* an import added, at most three per file and then
+    "and N more", so each file's line stays short enough to read on an 80×24 screen."""
+    user = str(tmp_path / "userhome")
+    facts = "".join(f"\n## {name}\n\nFACT-{name}: likes {name} a lot\n" for name in ("a", "b", "c", "d", "e", "f"))
+    _write(os.path.join(user, ".gemini", "GEMINI.md"), "# About me\n" + facts)
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codexhome"))
+    seen: dict[str, str] = {}
+    with fakemodel.running(str(tmp_path / "fake"), {"replies": [], "policy": FACTS_POLICY}) as fake:
+        configure_model(home, fake.base_url)
+        setupstate.finish(home)
+
+        async def then(pilot):
+            await wait_for(pilot, "Import 1 file", timeout=60)
+            await pilot.press("enter")
+            seen["screen"] = await wait_for(pilot, lambda t: "Enter continue" in t and "Result:" in t, timeout=120)
+            await pilot.press("enter")
+            await wait_for(pilot, "Model & Configuration")
+
+        drive(CmApp(home, discover=temp_hosts(str(tmp_path)), user_home=user), open_action("import", then),
+              size=(80, 24))
+    screen = seen["screen"]  # what is in view at 80×24, not what is below the fold
+    [named] = re.findall(r"gemini:GEMINI\.md → global: profile / Fact (\w) added, profile / Fact (\w) added, "
+                         r"profile / Fact (\w) added and 3 more \(`cm history`\)", screen)
+    assert len(set(named)) == 3 and set(named) <= set("abcdef"), screen
+    assert "likes" not in screen  # section titles, never the file's text

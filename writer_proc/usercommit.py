@@ -2,7 +2,8 @@
 
 Contract:
 - ``exclusive(paths, home)`` holds the drain lease for the action, as a drain would: it waits for
-  a running drain to finish (``DRAIN_BUSY`` after ``WAIT_SECONDS``), finishes any commit a crash
+  a running drain to finish (``DRAIN_BUSY`` after ``wait``, ``WAIT_SECONDS`` unless a caller
+  with a deadline of its own gives less), finishes any commit a crash
   interrupted (``commit.recover`` under the repository lock), and at the end releases the lease
   and starts a drain in the same transaction, so nothing a capture admitted meanwhile waits.
 - ``commit_change`` publishes the changed documents with a receipt of their own (job id
@@ -46,17 +47,17 @@ class Session:
 
 
 @contextmanager
-def exclusive(paths: DataPaths, home: str) -> Iterator[Session]:
+def exclusive(paths: DataPaths, home: str, wait: float = WAIT_SECONDS) -> Iterator[Session]:
     conn = store.open_store(paths)
     me = identity.current()
     try:
-        deadline = time.monotonic() + WAIT_SECONDS
+        deadline = time.monotonic() + wait
         while True:
             with store.immediate(conn):
                 if drainlease.acquire(conn, me):
                     break
             if time.monotonic() > deadline:
-                raise CmError("DRAIN_BUSY", f"a drain kept processing memory for {WAIT_SECONDS:.0f} s; "
+                raise CmError("DRAIN_BUSY", f"a drain kept processing memory for {wait:.0f} s; "
                                             "run the command again when `cm status` shows it idle")
             time.sleep(POLL_SECONDS)
         try:

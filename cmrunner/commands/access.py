@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
-from cmrunner.commands.base import HostCommand, _home, cli, confirm, echo, echo_outcome
+from cmrunner.commands.base import HostCommand, _home, cli, confirm, echo, echo_outcome, is_terminal
 from cmrunner.core import config as config_mod
 from cmrunner.core.errors import CmError
+
+if TYPE_CHECKING:  # the import's helpers load only when `cm import` runs
+    from cmrunner.manage.projectaccess import FolderOffer
 
 PARTS_LISTED = 10  # a larger import lists its dead or quarantined parts and counts the rest by state
 
@@ -79,18 +84,31 @@ def mcp_command(ctx: click.Context, client_id: str | None, capabilities: tuple[s
 @click.option("--no-wait", is_flag=True, help="Only queue; a background drain processes it.")
 @click.option("--dry-run", is_flag=True, help="Show the plan (parts, bytes, estimated tokens); queue nothing.")
 @click.option("--yes", is_flag=True, help="Queue a costly import without asking.")
+@click.option("--register", "register_folder", is_flag=True,
+              help="Register the project folder cm runs in (if needed) and allow its memory without asking, and "
+                   "import into it.")
 @click.pass_context
 def import_command(ctx: click.Context, file: str | None, source: str | None, workspace: str | None, author: str,
-                   label: str | None, no_wait: bool, dry_run: bool, yes: bool) -> None:
+                   label: str | None, no_wait: bool, dry_run: bool, yes: bool, register_folder: bool) -> None:
     """Import one Markdown file, or an agent's memory files (--from), through the Writer; exit 1
-    unless every part was processed."""
+    unless every part was processed.
+
+    Run in a project folder cm has not registered (or whose memory is not allowed), it asks, in a
+    terminal, to register it and allow its memory first, then imports into it; --register does that
+    without asking; otherwise (--yes, no terminal) it only names the one command."""
     from cmrunner.manage import importer, importplan, memimport
 
+    if register_folder and workspace is not None:
+        raise CmError("INVALID_ARGUMENTS", "--register imports into the folder cm runs in; drop --workspace (or "
+                                           "--register)")
     if source is not None and file is None:
-        _import_from(ctx, source, workspace, no_wait, dry_run, yes)
+        _import_from(ctx, source, workspace, no_wait, dry_run, yes, register_folder)
         return
     if file is None or source is not None:
         raise CmError("INVALID_ARGUMENTS", "give either FILE or --from claude|codex|gemini|project")
+    offer = _folder(_home(ctx), workspace, register_folder)
+    if offer is not None and _take(_home(ctx), offer, register_folder, quiet=yes):
+        workspace, offer = offer.path, None
     planned = importer.plan(_home(ctx), file, workspace, author, label)
     plan = planned.plan
     sending = f"{plan.count} part{'s' if plan.count != 1 else ''}, {plan.file_bytes:,} bytes " \
@@ -119,6 +137,10 @@ def import_command(ctx: click.Context, file: str | None, source: str | None, wor
                  + (f"; {len(delta.removed)} removed from the file: nothing is forgotten" if delta.removed else ""))
         if not plan.carried.committed:
             echo(f"last import: {memimport.last_import(plan.carried)}")
+    if offer is not None:
+        why = "its memory is not allowed" if offer.registered else "it is not registered"
+        echo(f"project folder: {offer.path} is a project cm may not use ({why}), so this goes to {plan.scope}; to "
+             f"import into it, `{offer.remedy()}` then add `--workspace {shlex.quote(offer.path)}`, or pass --register")
     if dry_run:
         echo("dry run: nothing was queued")
         return
@@ -144,6 +166,8 @@ def import_command(ctx: click.Context, file: str | None, source: str | None, wor
         for part in report.parts:
             states[part["state"]] = states.get(part["state"], 0) + 1
         echo(f"parts: {', '.join(f'{n} {state}' for state, n in sorted(states.items()))}")
+    if report.waited and (plan.count or plan.retry_parts) and not report.duplicate:
+        echo(f"result: {memimport.outcome(_home(ctx), report)}")
     if report.note:
         echo(report.note, err=True)
     echo(f"complete: {'true' if report.complete else 'false'}")
@@ -151,12 +175,68 @@ def import_command(ctx: click.Context, file: str | None, source: str | None, wor
         ctx.exit(1)
 
 
+def _folder(home: str, workspace: str | None, register_folder: bool,
+            skipped_here: bool = False) -> FolderOffer | None:
+    """The offer for the folder cm runs in (``projectaccess.folder_offer``); with ``--register``
+    in a folder that is no project, ``NOT_A_PROJECT_FOLDER``."""
+    from cmrunner.core import projects
+    from cmrunner.core.home import DataPaths
+    from cmrunner.manage import projectaccess
+
+    if workspace is not None:
+        return None
+    cwd = os.getcwd()
+    offer = projectaccess.folder_offer(home, cwd, skipped_here)
+    if offer is None and register_folder:
+        project = projects.match(projects.load(DataPaths(config_mod.load(home).data_root)), os.path.realpath(cwd))
+        if project is not None:  # registered and allowed already: --register asks for nothing more
+            return projectaccess.FolderOffer(project.path, project.name, project)
+        raise CmError("NOT_A_PROJECT_FOLDER",
+                      f"{os.path.realpath(cwd)} is no project folder (none of {', '.join(projectaccess.ROOT_MARKERS)}); "
+                      "run it in the project's folder, or `cm project register PATH NAME --allow` first")
+    return offer
+
+
+def _take(home: str, offer: FolderOffer, register_folder: bool, quiet: bool) -> bool:
+    """Register and allow the offered folder when ``--register`` says so, or the user says yes
+    (asked once, on a terminal, unless ``quiet``: --yes never registers silently)."""
+    from cmrunner.manage import projectaccess
+
+    if not register_folder:
+        if quiet or not (sys.stdin is not None and sys.stdin.isatty() and is_terminal(err=True)):
+            return False
+        if not click.confirm(offer.question(), default=False, err=True):
+            return False
+    done = projectaccess.register(home, offer.path, offer.name, True)
+    if done.new:
+        echo(f"registered {done.project.id} -> {done.project.path}")
+    if done.granted:
+        echo(f"allowed: {' and '.join(done.granted)} +{done.project.scope} (saved in config.json)")
+    return True
+
+
 def _import_from(ctx: click.Context, source: str, workspace: str | None, no_wait: bool, dry_run: bool,
-                 yes: bool) -> None:
+                 yes: bool, register_folder: bool) -> None:
     from cmrunner.manage import importplan, memimport
 
     home = _home(ctx)
-    found = memimport.plan(home, source, workspace, cwd=os.getcwd())
+    offer = _folder(home, workspace, False)
+    found = None
+    if offer is None and workspace is None and source != "project":
+        found = memimport.plan(home, source, workspace, cwd=os.getcwd())
+        skipped = memimport.skipped_folder([found], os.getcwd()) is not None  # e.g. Claude Code's memory of it
+        offer = _folder(home, workspace, register_folder, skipped_here=skipped)
+    elif offer is None:
+        offer = _folder(home, workspace, register_folder)
+    if offer is not None and _take(home, offer, register_folder, quiet=yes):
+        workspace = offer.path if source == "project" else workspace
+        found, offer = None, None
+    if offer is not None and source == "project" and workspace is None:
+        raise CmError("WORKSPACE_REQUIRED", f"--from project imports a registered project's files; {offer.path} is "
+                                            f"not one cm may use: `{offer.remedy()}` then add `--workspace "
+                                            f"{shlex.quote(offer.path)}`, or pass --register")
+    if found is None:  # planned (again) once the folder's project is registered and allowed
+        found = memimport.plan(home, source, workspace, cwd=os.getcwd())
     if not found.files and not found.skipped:
         echo(f"nothing found: no {source} memory files on this machine")
         return
@@ -169,12 +249,12 @@ def _import_from(ctx: click.Context, source: str, workspace: str | None, no_wait
         p = f.plan
         if f.imported or p.count == 0:
             sending = ", nothing to send" if f.imported else "" if not p.retry_parts else \
-                f", {p.retry_parts} part{'s' if p.retry_parts != 1 else ''} to retry, ~{p.tokens:,} tokens"
+                f", {p.retry_parts} part{'s' if p.retry_parts != 1 else ''} to retry, ~{p.text_tokens:,} tokens of text"
             echo(f"  {f.found.label} [{f.kind_label}] -> {p.scope}: {f.status}{sending} ({f.found.path})")
         else:
             echo(f"  {f.found.label} [{f.kind_label}] -> {p.scope}: {f.status}, {p.count} part"
                  f"{'s' if p.count != 1 else ''}, {p.sent_bytes:,} of {p.file_bytes:,} bytes to send, "
-                 f"~{p.tokens:,} tokens ({f.found.path})")
+                 f"~{p.text_tokens:,} tokens of text ({f.found.path})")
         if not f.imported:
             instructions = f.instruction_lines
             note = f"; {instructions} line{'s' if instructions != 1 else ''} read as instructions to an agent " \
@@ -182,6 +262,10 @@ def _import_from(ctx: click.Context, source: str, workspace: str | None, no_wait
             echo(f"    may become: {f.may_become}{note}")
     for skip in found.skipped:
         echo(f"  skipped {skip.code}: {skip.path}: {skip.reason}")
+    if offer is not None:
+        why = "its memory is not allowed" if offer.registered else "it is not registered"
+        echo(f"project folder: {offer.path} is a project cm may not use ({why}); `{offer.remedy()}` (or "
+             "--register) imports its files into it")
     if found.needs_permission:
         echo("permission: imports are off (disclosure.allowedProvenance lacks document_import); "
              "confirming grants it in config.json")
@@ -199,7 +283,7 @@ def _import_from(ctx: click.Context, source: str, workspace: str | None, no_wait
         echo("granted: disclosure.allowedProvenance +document_import")
     reports = memimport.run(home, found, not no_wait, echo_outcome)
     for f, report in zip(found.new, reports, strict=True):
-        echo(f"{f.found.label} -> {report.scope}: {memimport.outcome(report)}")
+        echo(f"{f.found.label} -> {report.scope}: {memimport.outcome(home, report)}")
     if reports and reports[0].note:
         echo(reports[0].note, err=True)
     complete = all(r.complete for r in reports)

@@ -139,7 +139,8 @@ def config(ctx: click.Context, network: bool) -> None:
               help="Run the Memory Agent through this agent CLI and its own login (no API key).")
 @click.option("--agent-path", default=None, help="Absolute path of the agent CLI (default: found on PATH).")
 @click.option("--skip-check", is_flag=True,
-              help="Save without checking the endpoint (its model list and one tool-call test request).")
+              help="Save without checking the endpoint (its model list and one tool-call test request) or, with "
+                   "--agent, the CLI (one confined test run).")
 @click.option("--force", is_flag=True, help="Replace an existing config.json.")
 @click.pass_context
 def config_init(ctx: click.Context, data_root: str | None, base_url: str | None, model: str | None, api: str | None,
@@ -150,7 +151,8 @@ def config_init(ctx: click.Context, data_root: str | None, base_url: str | None,
 
     With --base-url (or a --preset that has one) and --model, the endpoint is checked first: its
     model list must hold the model, and the model must answer one small test request with a tool
-    call. Nothing is written when the check fails."""
+    call. With --agent, the CLI is run once, confined, on a small test task (as `cm network-test`
+    does). Nothing is written when the check fails."""
     home = _home(ctx, may_be_new=True)
     unreadable = configinit.replaceable(home, force)
     if preset is not None and agent is None:
@@ -177,7 +179,11 @@ def config_init(ctx: click.Context, data_root: str | None, base_url: str | None,
         from cmrunner.manage import providers
 
         keys = providers.with_local_key(home, data, keys)  # a local server's placeholder, checked or not
-    if not skip_check:
+    if not skip_check and agent is not None:
+        from cmrunner.manage import agentsetup
+
+        agentsetup.for_init(home, data)
+    elif not skip_check:
         from cmrunner.manage import endpoint
 
         endpoint.for_init(home, data, keys)

@@ -17,6 +17,13 @@ def _paths(home: str) -> DataPaths:
     return DataPaths(config_mod.load(home).data_root)
 
 
+def _deadline(home: str) -> float:
+    """An automatic sync's overall deadline in seconds (``sync.autoDeadlineSeconds``)."""
+    from cmrunner.core import config as config_mod
+
+    return float(config_mod.load(home).sync_auto_deadline_seconds)
+
+
 def _say(outcome: object) -> None:
     from cmrunner.sync.engine import Outcome
 
@@ -51,7 +58,7 @@ def sync(ctx: click.Context, receipts: str | None, auto: bool) -> None:
     message = engine.commit_message(paths, receipts.split(","), syncstate.device_name(home)) if receipts else None
     if auto:
         try:
-            engine.run(paths, home, message, wait=5.0)
+            engine.run(paths, home, message, wait=5.0, deadline=_deadline(home))
         except CmError:
             ctx.exit(1)  # recorded for `cm status`; a background run prints nothing
         return
@@ -70,7 +77,7 @@ def after_flush(home: str, receipts: list[str]) -> None:
         return
     try:
         outcome = engine.run(paths, home, engine.commit_message(paths, receipts, syncstate.device_name(home))
-                             if receipts else None)
+                             if receipts else None, deadline=_deadline(home))
     except CmError as exc:
         echo(f"sync: not synced ({exc.code}); the memory is committed to git locally and cm retries later; "
              "`cm status` shows it", err=True)
@@ -140,9 +147,10 @@ def repair_command(ctx: click.Context) -> None:
     from cmrunner.sync import setup
 
     home = _home(ctx)
-    for line in setup.repair(_paths(home), home) or ["nothing needed repair"]:
+    done, outcome = setup.repair(_paths(home), home)
+    for line in done or ["nothing needed repair"]:
         echo(line)
-    echo("synced")
+    _say(outcome)
 
 
 @sync.command("purge-history")

@@ -40,6 +40,7 @@ from cmrunner.core.configdefs import (
     DEFAULT_SCHEDULER,
     DEFAULT_SESSION_CACHE,
     DEFAULT_SPEND,
+    DEFAULT_SYNC_AUTO_DEADLINE_SECONDS,
     DEFAULT_TRASH_RETENTION_DAYS,
     PRESETS as PRESETS,
     SCHEMA_VERSION,
@@ -210,6 +211,11 @@ class Config:
         """How long a removed section stays restorable (``history.trashRetentionDays``, default 30)."""
         days = self.data.get("history", {}).get("trashRetentionDays", DEFAULT_TRASH_RETENTION_DAYS)
         return int(days) * 86_400_000
+
+    @property
+    def sync_auto_deadline_seconds(self) -> int:
+        """The overall deadline of one automatic sync (``sync.autoDeadlineSeconds``, default 120)."""
+        return int(self.data.get("sync", {}).get("autoDeadlineSeconds", DEFAULT_SYNC_AUTO_DEADLINE_SECONDS))
 
 
 def _parse(path: str, raw: bytes) -> object:

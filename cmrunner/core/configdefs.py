@@ -43,6 +43,11 @@ DEFAULT_TRASH_RETENTION_DAYS = 30  # history.trashRetentionDays: how long a remo
 # margin and stays near 65 k tokens, well inside the 128 k-token windows of current models.
 DEFAULT_MAX_REQUEST_BYTES = 262_144
 DEFAULT_SPEND = {"requestsPerHour": 600, "tokensPerDay": 2_000_000, "tokensPerMonth": 30_000_000}
+# sync.autoDeadlineSeconds: the most one automatic sync (started by the drain, or by `cm flush`) may
+# take in all, every git step and wait inside it; past it git's process group is killed and the
+# sync is SYNC_TIMEOUT, retried later. One git step alone already stops at 60 s (sync/git.py), and a
+# sync of a few memory files takes well under a second locally (docs/benchmarks.md, "Memory sync").
+DEFAULT_SYNC_AUTO_DEADLINE_SECONDS = 120
 # deviceName: what this machine is called in `cm status` and in what sync records (commit messages,
 # history attribution). One short token: it is pushed to the user's sync remote and shown on one line.
 DEVICE_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"

@@ -324,6 +324,11 @@ class History(_Section):
     trash_retention_days: Annotated[Annotated[int, Field(ge=1, le=3650)] | None, _NOT_NULL, _range(1, 3650)] = None
 
 
+class Sync(_Section):
+    ACCEPTED = ("autoDeadlineSeconds",)
+    auto_deadline_seconds: Annotated[Annotated[int, Field(ge=1, le=3600)] | None, _NOT_NULL, _range(1, 3600)] = None
+
+
 SpendCap = Annotated[Annotated[int, Field(ge=0, le=MAX_SAFE_INT)] | None, _range(0, nullable=True)]
 
 
@@ -342,7 +347,7 @@ def _schema_version(value: object) -> object:
 
 class ConfigFile(_Section):
     ACCEPTED = ("schemaVersion", "dataRoot", "disclosure", "writableScopes", "scheduler", "remote", "sessionCache",
-                "history", "spend", "deviceName")
+                "history", "spend", "sync", "deviceName")
     schema_version: Annotated[int, BeforeValidator(_schema_version)]
     data_root: Annotated[str, AfterValidator(_absolute), Expect("an absolute path")]
     remote: Annotated[Remote | None, _NOT_NULL, Expect("an object")] = None
@@ -352,6 +357,7 @@ class ConfigFile(_Section):
     session_cache: Annotated[SessionCache | None, _NOT_NULL, Expect("an object")] = None
     history: Annotated[History | None, _NOT_NULL, Expect("an object")] = None
     spend: Annotated[Spend | None, _NOT_NULL, Expect("an object")] = None
+    sync: Annotated[Sync | None, _NOT_NULL, Expect("an object")] = None
     device_name: Annotated[str | None, _NOT_NULL, _matching(_DEVICE_RE),
                            Expect("1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")] = None
 

@@ -23,8 +23,6 @@ from __future__ import annotations
 import sqlite3
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from cmrunner.core import gate
 from cmrunner.core.errors import StoreError
@@ -80,42 +78,67 @@ def damaged(db_path: str) -> StoreError:
                                        "new queue; memory files are kept) or restore it from runtime/upgrade-backups")
 
 
-@contextmanager
-def immediate(conn: sqlite3.Connection, busy_ms: int = DRAIN_BUSY_MS) -> Iterator[sqlite3.Connection]:
+class immediate:  # lower case: used as ``with db.immediate(conn) as conn:``, like the function it was
     """``BEGIN IMMEDIATE`` … ``COMMIT``; any exception rolls the whole transaction back.
 
     A connection from ``open_store`` first queues on the data root's write gate
     (``cmrunner.core.gate``), and gate and SQLite lock share the one ``busy_ms`` budget. Every writer —
     hook, capture, drain, CLI — queues the same way, so a busy drain cannot starve a hook with
-    SQLite's back-off sleeps, nor the other way round.
+    SQLite's back-off sleeps, nor the other way round. (A class, not ``contextlib.contextmanager``:
+    contextlib costs every hook about a millisecond of import, issue 35.)
     """
-    gate_path = getattr(conn, "gate_path", None)
-    if gate_path is None:
-        with _transaction(conn, busy_ms):
-            yield conn
-        return
-    started = time.monotonic()
-    with gate.held(gate_path, busy_ms / 1000):
-        left_ms = max(50, busy_ms - int((time.monotonic() - started) * 1000))
-        conn.execute(f"PRAGMA busy_timeout={left_ms}")
-        with _transaction(conn, busy_ms):
-            yield conn
+
+    __slots__ = ("conn", "busy_ms", "gate")
+
+    def __init__(self, conn: sqlite3.Connection, busy_ms: int = DRAIN_BUSY_MS) -> None:
+        self.conn = conn
+        self.busy_ms = busy_ms
+        self.gate: gate.held | None = None
+
+    def __enter__(self) -> sqlite3.Connection:
+        conn, busy_ms = self.conn, self.busy_ms
+        gate_path = getattr(conn, "gate_path", None)
+        if gate_path is not None:
+            started = time.monotonic()
+            held = gate.held(gate_path, busy_ms / 1000)
+            held.__enter__()
+            self.gate = held
+            left_ms = max(50, busy_ms - int((time.monotonic() - started) * 1000))
+        try:
+            if gate_path is not None:
+                conn.execute(f"PRAGMA busy_timeout={left_ms}")
+            _begin(conn, busy_ms)
+        except BaseException:
+            self._release()
+            raise
+        return conn
+
+    def __exit__(self, kind: type[BaseException] | None, _exc: BaseException | None, _tb: object) -> None:
+        try:
+            if kind is not None:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                return
+            _commit(self.conn, self.busy_ms)
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        held, self.gate = self.gate, None
+        if held is not None:
+            held.__exit__(None, None, None)
 
 
-@contextmanager
-def _transaction(conn: sqlite3.Connection, busy_ms: int) -> Iterator[sqlite3.Connection]:
+def _begin(conn: sqlite3.Connection, busy_ms: int) -> None:
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:
         if "locked" in str(exc) or "busy" in str(exc):
             raise _busy(busy_ms) from None
         raise
-    try:
-        yield conn
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
+
+
+def _commit(conn: sqlite3.Connection, busy_ms: int) -> None:
     try:
         conn.execute("COMMIT")
     except sqlite3.OperationalError as exc:

@@ -38,8 +38,9 @@ WRAPPERS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "busyb
                       "nohup", "setsid", "stdbuf", "time"})
 
 
-def _is_host_instance(text: str) -> bool:
-    """Whether ``text`` may name a host instance (the whole string; no trailing newline)."""
+def is_plain_id(text: str) -> bool:
+    """Whether ``text`` may name a host instance, or a Pi session or event (the whole string; no
+    trailing newline): ``[A-Za-z0-9][A-Za-z0-9:._-]{0,199}``."""
     return (0 < len(text) <= _HOST_INSTANCE_MAX and text[0] in _ALNUM
             and _HOST_INSTANCE_CHARS.issuperset(text))
 
@@ -171,7 +172,7 @@ def _exe_name(pid: int) -> str | None:
 
 def _explicit_instance(environ: dict[str, str] | os._Environ[str]) -> str | None:
     explicit = environ.get(HOST_INSTANCE_ENV)
-    if explicit is not None and not _is_host_instance(explicit):
+    if explicit is not None and not is_plain_id(explicit):
         raise CmError(
             "INVALID_HOST_INSTANCE",
             f"{HOST_INSTANCE_ENV} must be 1-200 characters of letters, digits and :._-; fix the bridge",

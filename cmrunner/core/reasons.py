@@ -185,6 +185,9 @@ TABLE: dict[str, Reason] = {
                          "run `cm sync repair`, then `cm sync`", WAIT),
     "SYNC_TIMEOUT": Reason("the remote did not answer in time; the memory is committed locally",
                            "nothing to do: cm syncs again after the next commit (or run `cm sync`)", AUTO),
+    "DRAIN_BUSY": Reason("a drain kept processing memory past the sync's wait, so the pulled changes were not "
+                         "published yet (nothing was lost)", "nothing to do: cm syncs again after the next commit "
+                         "(or run `cm sync` when `cm status` shows the drain idle)", AUTO),
     "SYNC_BUSY": Reason("another sync of this memory was running", "nothing to do: it syncs the same memory", AUTO),
     "SYNC_NOT_SET_UP": Reason("memory sync is not set up", "run `cm sync init <remote>`", NONE),
     "SYNC_REPO_CORRUPT": Reason("the sync repository under runtime/sync is damaged; the memory files are untouched",

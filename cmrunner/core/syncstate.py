@@ -9,6 +9,9 @@ Contract:
 - ``state.json`` never holds a URL's user information (``redact`` removes it): the real remote
   URL lives only in the git directory's own config, where git's credential helpers expect it.
 - ``read`` never creates anything; ``write`` publishes a whole file or nothing (``write_atomic``).
+- ``synced`` is the commit this machine and the remote last agreed on (recorded by every sync that
+  ends ok). It lives here, outside ``repo.git``, so a damaged git directory does not lose it:
+  ``cm sync repair`` rebuilds on it as the merge base (``last_synced``).
 - ``device_name(home)`` is the name commit messages and history give this machine: the home's
   ``deviceName`` (``core/device.py``), else its hostname's first label.
 Stdlib only (the drain reads ``configured`` on its way out).
@@ -26,6 +29,7 @@ from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 
 STATE_VERSION = 1
+_COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@")
 _SCP_USER = re.compile(r"^[^/@:]+@(?=[^/:]+:)")
 
@@ -83,8 +87,10 @@ def write(paths: DataPaths, state: dict) -> None:
     fsutil.write_atomic(state_path(paths), (json.dumps(state, indent=2, sort_keys=True) + "\n").encode("utf-8"))
 
 
-def record(paths: DataPaths, outcome: str, code: str | None = None, detail: str | None = None) -> None:
-    """Record the outcome of a sync run (``ok`` or ``failed`` with a code and a one-line detail)."""
+def record(paths: DataPaths, outcome: str, code: str | None = None, detail: str | None = None,
+           synced: str | None = None) -> None:
+    """Record the outcome of a sync run (``ok`` or ``failed`` with a code and a one-line detail);
+    ``synced`` is the commit an ok run left this machine and the remote both at."""
     state = read(paths)
     if state is None:
         return
@@ -92,4 +98,13 @@ def record(paths: DataPaths, outcome: str, code: str | None = None, detail: str 
     state["last"] = {"at": now, "outcome": outcome, "code": code, "detail": detail}
     if outcome == "ok":
         state["lastOk"] = now
+    if synced is not None:
+        state["synced"] = synced
     write(paths, state)
+
+
+def last_synced(state: dict) -> str | None:
+    """The commit id this machine and the remote last agreed on, or ``None`` when none is recorded
+    (a state from before it was kept) or the record is not a commit id."""
+    found = state.get("synced")
+    return found if isinstance(found, str) and _COMMIT_ID.fullmatch(found) else None

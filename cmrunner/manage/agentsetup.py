@@ -16,6 +16,11 @@ Contract:
   with a fixed synthetic task), on the configuration that would be saved, built in memory. It
   returns that report; a failed outcome is ``CmError`` with the outcome's code and a one-line
   fix. The run goes into the usage ledger like every probe (the CLI spent tokens on its login).
+- ``for_init(home, data)`` is `cm config init --agent`'s check of the configuration it is about
+  to write (``data``, validated, not saved): the same confined run, not recorded in the usage
+  ledger (it runs before any configuration or store exists, as ``endpoint.for_init`` does); a CLI
+  that is not there or does not answer is the same ``CmError``, naming ``--agent-path`` and
+  ``--skip-check``, and the caller writes nothing.
 - ``commit(home, offer)`` saves it: the rest of the configuration is kept, ``remote`` is
   replaced whole (an API-key model's settings do not apply to a CLI), through
   ``configinit.publish`` (validated, atomic); keys no configuration refers to any more are then
@@ -89,13 +94,32 @@ def check(home: str, offer: Offer) -> dict:
     from cmrunner.agentrt import nettest
 
     report = nettest.run(config_mod.Config(home, _data(home, offer), False))
+    return _passed(report, offer.title, offer.binary)
+
+
+def _passed(report: dict, title: str, binary: str | None, after: str = "") -> dict:
     outcome = report.get("outcome") or {}
     if outcome.get("ok"):
         return report
     code = str(outcome.get("code") or "INVALID_RESPONSE")
     entry = reasons.explain(code)
     fix = outcome.get("remedy") or entry.dead_fix or entry.fix or "run the CLI once yourself to see what it says"
-    raise CmError(code, f"{offer.title} at {offer.binary} did not pass the check: {entry.reason}; {fix}")
+    raise CmError(code, f"{title} at {binary} did not pass the check: {entry.reason}; {fix}{after}")
+
+
+def for_init(home: str, data: dict) -> dict:
+    """`cm config init --agent`'s check of ``data`` before it is written (see module contract)."""
+    from cmrunner.agentrt.agentcli import probe
+
+    remote = data["remote"]
+    title = discovery.TITLES[remote["agent"]]
+    report = probe.run(config_mod.Config(home, data, False), record=False)
+    if (report.get("outcome") or {}).get("code") == "AGENT_CLI_NOT_FOUND":
+        where = f"at {remote['agentPath']}" if remote.get("agentPath") else "on PATH"
+        raise CmError("AGENT_CLI_NOT_FOUND", f"{title} was not found {where}; {INSTALL[remote['agent']]}, or pass "
+                                             "--agent-path (nothing was written)")
+    return _passed(report, title, report.get("binary"),
+                   " (nothing was written; --skip-check saves without checking)")
 
 
 def commit(home: str, offer: Offer) -> dict:

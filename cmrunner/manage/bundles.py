@@ -103,12 +103,12 @@ class Target:
 
     def hook_command(self, host: str) -> str:
         if self.mode == "posix":
-            return hostconfig.shell_command(self.pins.module_argv("hook", HOSTS[host]["hook"], "--home", self.pins.home))
+            return hostconfig.shell_command(self.pins.hook_argv("hook", HOSTS[host]["hook"], "--home", self.pins.home))
         return f'{POWERSHELL} -NoLogo -NoProfile -NonInteractive -File "{self.bridge_path}" hook {host}'
 
     def refresh_command(self, host: str) -> str:
         if self.mode == "posix":
-            return hostconfig.shell_command(self.pins.module_argv(
+            return hostconfig.shell_command(self.pins.hook_argv(
                 "session-refresh", "--home", self.pins.home, "--client", HOSTS[host]["refresh"]))
         return f'{POWERSHELL} -NoLogo -NoProfile -NonInteractive -File "{self.bridge_path}" refresh {host}'
 

@@ -82,6 +82,37 @@ def _load_toml(path: str) -> dict | None:
         raise CmError("CONFIG_INVALID", f"{path} is not valid TOML; fix it or regenerate it") from None
 
 
+def pinned_problem(home: str, argv: list[str]) -> str | None:
+    """What is wrong with a hook entry's pinned argv (``None``: it runs this installation's hook in
+    ``home``): a missing interpreter or cm entry file, or another home."""
+    if not argv or not os.path.isabs(argv[0]) or not os.access(argv[0], os.X_OK):
+        return "interpreter missing"
+    if hostconfig.hook_form(argv) == "current" and not os.path.isfile(argv[3]):
+        return "cm entry file missing"
+    if "--home" not in argv or argv[argv.index("--home") + 1:][:1] != [home]:
+        return "pinned to another home"
+    return None
+
+
+def legacy_hooks(commands: list[tuple[str, str]]) -> list[str]:
+    """The events whose hook ``commands`` (``(event, command)``) are in an older cm's pinned form."""
+    events = []
+    for event, command in commands:
+        try:
+            argv = shlex.split(command)
+        except ValueError:
+            continue
+        if hostconfig.hook_form(argv) == "legacy":
+            events.append(event)
+    return events
+
+
+def legacy_check(events: list[str], refresh: str) -> Check:
+    """The warning for hook entries an older cm wrote: still cm's and working, slower per turn."""
+    return Check("hook form", "warn", f"{', '.join(events)}: an older cm's entry (`python -I -m cmrunner`), cm's own "
+                                      f"and working but slower each turn; refresh it with `{refresh}`")
+
+
 def _check_hooks(home: str, profile: dict) -> tuple[Check, list[tuple[str, dict, dict]]]:
     hooks = profile.get("hooks", {})
     found, problems = [], []
@@ -98,10 +129,9 @@ def _check_hooks(home: str, profile: dict) -> tuple[Check, list[tuple[str, dict,
             argv = []
         if handler.get("timeout") != hostconfig.HOOK_TIMEOUT:
             problems.append(f"{event} timeout is not 3")
-        if not argv or not os.path.isabs(argv[0]) or not os.access(argv[0], os.X_OK):
-            problems.append(f"{event} interpreter missing")
-        elif "--home" not in argv or argv[argv.index("--home") + 1:][:1] != [home]:
-            problems.append(f"{event} pinned to another home")
+        problem = pinned_problem(home, argv)
+        if problem:
+            problems.append(f"{event} {problem}")
     if problems:
         return Check("hooks", "fail", "; ".join(problems) + "; regenerate with `cm codex-config`"), found
     return Check("hooks", "ok", "six hooks, timeout 3, pinned to an existing interpreter and this home"), found
@@ -308,5 +338,8 @@ def codex_profile(home: str, codex_home: str, profile_name: str = "common-memory
     hooks, found = _check_hooks(home, profile)
     checks.append(hooks)
     checks.append(_check_trust(path, found, [base, profile]))
+    legacy = legacy_hooks([(event, handler.get("command", "")) for event, _group, handler in found])
+    if legacy:
+        checks.append(legacy_check(legacy, "cm codex-config"))
     checks.append(_check_mcp(profile))
     return checks

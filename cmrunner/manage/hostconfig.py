@@ -5,11 +5,16 @@ Contract:
   (``sys.executable``), the ``cm`` console script, the installed ``cmrunner`` package, the
   configuration home and the data root. Every generated file shows them in a header so a reviewer
   sees exactly what will run; moving the installation means regenerating.
-- Commands are ``<abs python> -I -m cmrunner …``: ``-I`` keeps a hook that runs in an arbitrary
-  project directory from importing a ``cmrunner`` (or anything else) from that directory, from
-  ``PYTHONPATH`` or from user site-packages, and the command does not depend on a console-script
-  shebang or on ``PATH``. It is the same form the drain is spawned with. Shell commands are
-  POSIX-quoted with ``shlex``.
+- Commands do not depend on a console-script shebang or on ``PATH``, and run under ``-I``, which
+  keeps a hook that runs in an arbitrary project directory from importing a ``cmrunner`` (or
+  anything else) from that directory, from ``PYTHONPATH`` or from user site-packages. Hook entries
+  (``hook_argv``: a host's per-event hooks, Codex's refresh command, Pi's capture) are
+  ``<abs python> -I -S <abs cmrunner folder>/__main__.py …``, which skips ``site`` and ``-m``
+  (``cmrunner/__main__.py`` says how the script finds its own installation). Everything else
+  (``module_argv``: MCP servers, the WSL relay) is ``<abs python> -I -m cmrunner …``, the form the
+  drain is spawned with. ``LEGACY_HOOK_FORM`` is what hook entries held before issue 35: such an
+  entry is still cm's own (the manifest records its exact value) and ``cm doctor`` says to
+  refresh it. Shell commands are POSIX-quoted with ``shlex``.
 - TOML is built with tomlkit (valid quoting whatever the paths hold). ``merge_toml`` adds generated
   tables to an existing file and keeps its comments, order and formatting; a key that already
   holds a different value is ``CONFIG_ENTRY_EXISTS``, never overwritten.
@@ -48,6 +53,8 @@ READ_TOOLS = ["memory_read", "memory_status"]
 # holding a first turn. Not `required = true`: a cm failure must never stop Codex from starting.
 MCP_STARTUP_GRACE_MS = 5000
 INIT_TOOLS = ["memory_init", "memory_status"]
+# The interpreter options after ``-I`` of ``module_argv``; a hook entry in this form is an older cm's.
+LEGACY_HOOK_FORM = ("-m", "cmrunner")
 _WSL_DISTRO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _LINUX_USER_RE = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}\$?$")
 
@@ -85,7 +92,11 @@ class Pins:
                    os.path.dirname(os.path.abspath(cmrunner.__file__)), release, home, cfg.data_root)
 
     def module_argv(self, *args: str) -> list[str]:
-        return [self.python, "-I", "-m", "cmrunner", *args]
+        return [self.python, "-I", *LEGACY_HOOK_FORM, *args]
+
+    def hook_argv(self, *args: str) -> list[str]:
+        """The pinned per-event form (module contract): no ``site``, no ``runpy``."""
+        return [self.python, "-I", "-S", os.path.join(self.package, "__main__.py"), *args]
 
     def header(self, title: str, extra: Iterable[str] = ()) -> list[str]:
         lines = [title, "Review before use. This configuration pins these absolute paths; regenerate it after moving",
@@ -100,6 +111,17 @@ class Pins:
 
 def shell_command(argv: list[str]) -> str:
     return shlex.join(argv)
+
+
+def hook_form(argv: list[str]) -> str:
+    """Which form a hook entry's argv is: ``"current"`` (``hook_argv``), ``"legacy"`` (an older cm's
+    ``-I -m cmrunner``) or ``"other"`` (not a form cm writes)."""
+    if argv[1:3] == ["-I", "-S"] and len(argv) > 3 and os.path.basename(argv[3]) == "__main__.py" \
+            and os.path.basename(os.path.dirname(argv[3])) == "cmrunner":
+        return "current"
+    if argv[1:2] == ["-I"] and tuple(argv[2:4]) == LEGACY_HOOK_FORM:
+        return "legacy"
+    return "other"
 
 
 def comment_block(lines: Iterable[str]) -> str:

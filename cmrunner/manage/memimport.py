@@ -26,8 +26,12 @@ Contract:
 - ``needs_permission``: ``document_import`` is not in ``disclosure.allowedProvenance``. The
   caller asks once; ``grant`` records it through the typed config path (``configedit``).
 - ``run`` queues every new file's parts and runs one Writer loop for them (``importer.run_many``);
-  ``outcome`` says per file what that did (kept in which documents, nothing kept, failed and how
-  to retry) and ``destination`` where the text goes (the configured model or agent CLI).
+  ``outcome`` says per file what that did (which sections were added, changed or removed, nothing
+  kept, failed and how to retry) and ``destination`` where the text goes (the configured model or agent CLI).
+- ``skipped_folder(plans, cwd)``: the folder cm runs in, when a plan skipped a file only because
+  that folder is not a registered project (``NO_PROJECT``: Claude Code's memory of it) or its
+  project's memory is not allowed (``UNAUTHORIZED_SCOPE``); registering it and allowing its memory
+  (``projectaccess``) imports those files. `cm import --from` and the TUI's import screen offer it.
 """
 
 from __future__ import annotations
@@ -137,6 +141,21 @@ def plan(home: str, source: str, workspace_path: str | None, user_home: str | No
     return result
 
 
+def skipped_folder(plans: list[SourcePlan], cwd: str) -> str | None:
+    """See module contract: that folder's real path (a registered project's path), or ``None``."""
+    real = os.path.realpath(cwd)
+    spelled = memsources.claude_project_dir(real)
+    for planned in plans:
+        registered = projects.match(projects.load(planned.paths), real)
+        for skip in planned.skipped:
+            if skip.code == "NO_PROJECT" and os.path.basename(os.path.dirname(skip.path)) == spelled:
+                return real
+            if skip.code == "UNAUTHORIZED_SCOPE" and registered is not None and \
+                    skip.reason.startswith(f"{registered.scope} is not"):
+                return registered.path
+    return None
+
+
 def _imported(paths: DataPaths, file_plan: importplan.Plan) -> bool:
     from cmrunner.capture import observations
     from cmrunner.core import store
@@ -185,9 +204,17 @@ def last_import(carried: importplan.Carried) -> str:
     return "not kept: its part was cancelled or quarantined (final for this text; change the file to send it again)"
 
 
-def outcome(report: importer.ImportReport) -> str:
-    """What one file's import did, in the user's words: the documents it was kept in, that it was
-    processed and nothing was kept, or what stopped it and what to do (``cm retry``, ``cm status``)."""
+SECTIONS_SHOWN = 3  # an outcome names at most this many sections, then "and N more" (80×24 screens)
+
+
+def outcome(home: str, report: importer.ImportReport) -> str:
+    """What one file's import did, in the user's words: the sections its parts' commits added,
+    changed or removed (``views.history.changes_of``, as ``cm flush`` says them; at most
+    ``SECTIONS_SHOWN``, then "and N more"), the documents it was kept in when no section text
+    changed, that it was processed and nothing was kept, or what stopped it and what to do
+    (``cm retry``, ``cm status``)."""
+    from cmrunner.views import history as history_view
+
     parts = report.parts
     failed = [p for p in parts if p["state"] == "dead"]
     waiting = [p for p in parts if p["state"] in ("pending", "claimed")]
@@ -203,8 +230,13 @@ def outcome(report: importer.ImportReport) -> str:
     if lost:
         said.append(f"{len(lost)} part{'s' if len(lost) != 1 else ''} not kept ({lost[0]['state']}: final for "
                     "this text; change the file and its changed sections are sent again)")
-    if kept:
-        said.append("kept in " + ", ".join(kept))
+    jobs = list(dict.fromkeys(p["jobId"] for p in parts if p["state"] == "processed" and p["jobId"]))
+    changed = history_view.changes_of(home, jobs) if jobs else []
+    if changed:
+        more = len(changed) - SECTIONS_SHOWN
+        said.append(", ".join(changed[:SECTIONS_SHOWN]) + (f" and {more} more (`cm history`)" if more > 0 else ""))
+    elif kept:
+        said.append("kept in " + ", ".join(kept) + " (no section text changed)")
     elif not parts:
         said.append("nothing was sent")
     elif not (failed or waiting or lost):

@@ -11,6 +11,14 @@ Contract:
   --allow`` is the one remedy both for an unregistered folder and for a registered one not allowed).
 - ``allow(home, project)`` is the same grant for a project registered already.
 - ``remedy(path, name)`` is that one command, as plans and skip reasons print it.
+- ``folder_offer(home, cwd)`` is what `cm import` offers when it runs in a folder: the folder
+  itself when it is a project root (``is_project_root``: it holds ``.git`` or a checked-in agent
+  instructions file, ``ROOT_MARKERS``; never the user's home or ``/``) inside no registered
+  project, or the registered project holding it when its memory is not allowed; ``None`` when its
+  project is registered and allowed, or it is no project. ``FolderOffer.known_id`` is the id of a
+  project known here but not registered (``projects.known_unregistered``: its memory arrived from
+  another machine) that the folder's repository has: registering gives it that id
+  (``projects.register_here``), so both machines share one memory. Offering writes nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 
 KEYS = ("disclosure.allowedScopes", "writableScopes")
+ROOT_MARKERS = (".git", "AGENTS.md", "CLAUDE.md", "GEMINI.md")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,3 +89,59 @@ def remedy(path: str | None, name: str | None = None) -> str:
         return "cm project register <its path> <name> --allow"
     name = name or os.path.basename(path.rstrip(os.sep)) or "project"
     return f"cm project register {shlex.quote(path)} {shlex.quote(name)} --allow"
+
+
+@dataclass(frozen=True, slots=True)
+class FolderOffer:
+    path: str                                # the folder's real path (a registered project's path)
+    name: str                                # the name it is registered under (its folder's)
+    registered: projects.Project | None      # registered already: only its memory is not allowed
+    known_id: str | None = None              # a project known from another machine that it is
+
+    def question(self) -> str:
+        """The one question that registers it (if needed) and allows its memory."""
+        if self.registered is not None:
+            return (f"{self.path} is the project {self.registered.id}, whose memory cm may not use yet. "
+                    "Allow cm to read and write it?")
+        known = f" (id {self.known_id}: known from another machine, its memory is here)" if self.known_id else ""
+        return f"Register {self.path} as project {self.name}{known} and allow its memory?"
+
+    def remedy(self) -> str:
+        return remedy(self.path, self.name)
+
+
+def is_project_root(folder: str) -> bool:
+    """``folder`` holds one of ``ROOT_MARKERS`` (and is neither the user's home nor ``/``)."""
+    real = os.path.realpath(folder)
+    if real in (os.path.realpath(os.path.expanduser("~")), os.path.realpath(os.sep)):
+        return False
+    return any(os.path.lexists(os.path.join(real, marker)) for marker in ROOT_MARKERS)
+
+
+def folder_offer(home: str, cwd: str, skipped_here: bool = False) -> FolderOffer | None:
+    """What to offer for the folder cm runs in (see module contract); ``skipped_here``: a plan
+    skipped files only because that folder is not registered, which makes it a project too."""
+    real = os.path.realpath(cwd)
+    cfg = config_mod.load(home)
+    paths = DataPaths(cfg.data_root)
+    registered = projects.load(paths)
+    inside = projects.match(registered, real)
+    if inside is not None:
+        return FolderOffer(inside.path, inside.name, inside) if missing(cfg, inside.scope) else None
+    if not (skipped_here or is_project_root(real)):
+        return None
+    name = os.path.basename(real.rstrip(os.sep)) or "project"
+    return FolderOffer(real, name, None, _known_id(paths, registered, real))
+
+
+def _known_id(paths: DataPaths, registered: list[projects.Project], real: str) -> str | None:
+    known = projects.known_unregistered(paths, registered)
+    if not known:
+        return None  # nothing to match: git is not run
+    from cmrunner.core import gitremote
+
+    found = gitremote.origin(real)
+    if found.remote is None:
+        return None
+    candidate = projects.derive_id(found.remote, found.subpath)
+    return candidate if candidate in known else None

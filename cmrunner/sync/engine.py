@@ -19,10 +19,17 @@ Contract:
   Writer's own path (``writer_proc/usercommit.py``: drain lease, repository lock, CAS of the live
   file against the bytes merged, atomic publish, history as a ``sync`` from the remote's device,
   a conflict's local text to the trash as ``sync_conflict``); only then does HEAD move to the
-  merge commit (or the remote's, for a fast-forward). A hand edit meanwhile fails the CAS
+  merge commit (or the remote's, for a fast-forward). The drain lease is taken before the
+  publish's documents are final: once held (a running job is waited for), the live files are read
+  again and, when a job's commit changed them, merged again, so a job never has a file changed
+  under it and its commit is merged, not refused. A hand edit meanwhile fails the CAS
   (``STALE_REVISION``): nothing is published and the next sync merges again. 4. Push; a push the
   remote rejects because it moved goes back to 2, at most ``ROUNDS`` times.
-- Every outcome is recorded (``core/syncstate.py:record``) for ``cm status``; failures are
+- ``run(..., deadline=)``: an automatic sync's overall deadline (``sync.autoDeadlineSeconds``);
+  every git step and every wait (sync lock, drain lease) gets at most the time left, and past it
+  the sync is ``SYNC_TIMEOUT`` (``sync/git.py``), its local commit kept.
+- Every outcome is recorded (``core/syncstate.py:record``) for ``cm status``, an ok one with the
+  commit HEAD and the remote are both at (``cm sync repair``'s merge base); failures are
   ``CmError`` codes with a remedy, and the memory files are untouched by a failed sync.
 """
 
@@ -30,6 +37,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import NamedTuple
@@ -104,6 +112,13 @@ def clear_stale_locks(git: Git) -> None:
         for name in files:
             if name.endswith(".lock"):
                 os.unlink(os.path.join(folder, name))
+
+
+def clear_leftovers(git: Git) -> None:
+    """The copies a ``cm sync repair`` killed mid-rebuild left beside a healthy git directory (the
+    damaged one keeps objects of text that may since have been purged)."""
+    for suffix in (".new", ".broken"):
+        shutil.rmtree(git.git_dir + suffix, ignore_errors=True)
 
 
 def check_health(git: Git, paths: DataPaths) -> None:
@@ -210,6 +225,8 @@ def fetch(git: Git, branch: str) -> str | None:
         git.run("fetch", "--no-tags", "--quiet", REMOTE, f"+refs/heads/{branch}:refs/remotes/{REMOTE}/{branch}",
                 timeout=NETWORK_SECONDS)
     except GitFailed as exc:
+        if exc.code == "SYNC_TIMEOUT":
+            raise
         raise _network_error(exc.returncode, b"", "read") from None
     return git.rev(f"refs/remotes/{REMOTE}/{branch}")
 
@@ -253,6 +270,38 @@ def integrate(git: Git, paths: DataPaths, home: str, local: str | None, remote: 
         base = git.out("merge-base", local, seen) if git.ok("merge-base", local, seen) else None
     with commit.repository_lock(paths):
         live = live_documents(paths)
+    result, conflicts, here = _merge_all(git, paths, home, base, remote, live)
+    changed = {n for n, data in here.items() if data is not None and data != live.get(n)}
+    if changed:
+        # A running drain's job may commit between that read and a publish. The publish holds the
+        # drain lease (no job runs meanwhile), so the merge is done again from what is live then:
+        # a job's commit is merged with the pulled change instead of failing this sync.
+        with usercommit.exclusive(paths, home, _wait(git, usercommit.WAIT_SECONDS)) as session:
+            with commit.repository_lock(paths):
+                now = live_documents(paths)
+            if now != live:
+                live = now
+                result, conflicts, here = _merge_all(git, paths, home, base, remote, live)
+                changed = {n for n, data in here.items() if data is not None and data != live.get(n)}
+            if changed:
+                _publish(session, git, remote, {n: live.get(n) for n in changed},
+                         {n: here[n] or b"" for n in changed},
+                         frozenset(c.key for n in changed for c in conflicts.get(n, [])))
+    tree = build_tree(git, result, marker_of(git, remote))
+    if rewritten:
+        make_commit(git, tree, [remote], f"cm sync: merge on {git.device} onto rewritten history", local)
+    elif local is not None and git.ok("merge-base", "--is-ancestor", local, remote) and \
+            git.out("rev-parse", f"{remote}^{{tree}}") == tree:
+        git.run("update-ref", "-m", "cm sync: fast-forward", "HEAD", remote, local)
+    else:
+        make_commit(git, tree, [p for p in (local, remote) if p], f"cm sync: merge on {git.device}", local)
+    return len(changed), sum(len(v) for v in conflicts.values())
+
+
+def _merge_all(git: Git, paths: DataPaths, home: str, base: str | None, remote: str,
+               live: dict[str, bytes]) -> tuple[dict[str, bytes], dict[str, list[merge.Conflict]], dict[str, bytes | None]]:
+    """Every document merged by section: ``(what the tree gets, conflicts, what the live file gets)``;
+    the live file keeps the sections the secret net holds back here."""
     names = sorted(set(live) | {p for p in git.files(remote) if target_of(p)})
     result: dict[str, bytes] = {}
     conflicts: dict[str, list[merge.Conflict]] = {}
@@ -267,56 +316,60 @@ def integrate(git: Git, paths: DataPaths, home: str, local: str | None, remote: 
             conflicts[name] = merged.conflicts
     here = {n: merge.rejoin(target_of(n) or "", result.get(n) or sections.missing_document_text(
         target_of(n) or "").encode(), kept_back[n]) if n in kept_back else result.get(n) for n in names}
-    changed = {n for n in names if here[n] is not None and here[n] != live.get(n)}
-    if changed:
-        _publish(paths, home, git, remote, {n: live.get(n) for n in changed}, {n: here[n] or b"" for n in changed},
-                 frozenset(c.key for n in changed for c in conflicts.get(n, [])))
-    tree = build_tree(git, result, marker_of(git, remote))
-    if rewritten:
-        make_commit(git, tree, [remote], f"cm sync: merge on {git.device} onto rewritten history", local)
-    elif local is not None and git.ok("merge-base", "--is-ancestor", local, remote) and \
-            git.out("rev-parse", f"{remote}^{{tree}}") == tree:
-        git.run("update-ref", "-m", "cm sync: fast-forward", "HEAD", remote, local)
-    else:
-        make_commit(git, tree, [p for p in (local, remote) if p], f"cm sync: merge on {git.device}", local)
-    return len(changed), sum(len(v) for v in conflicts.values())
+    return result, conflicts, here
 
 
-def _publish(paths: DataPaths, home: str, git: Git, remote: str, before: dict[str, bytes | None],
+def _wait(git: Git, most: float) -> float:
+    """How long a wait inside this sync may take: ``most``, or less when the overall deadline nears."""
+    left = git.left()
+    if left is None:
+        return most
+    if left <= 0:
+        raise git.past_deadline("(waiting for the drain)")
+    return min(most, left)
+
+
+def _publish(session: usercommit.Session, git: Git, remote: str, before: dict[str, bytes | None],
              after: dict[str, bytes], trashed: frozenset[str]) -> None:
     author = git.out("log", "-1", "--format=%an", remote).removeprefix("cm on ") or "another machine"
-    with usercommit.exclusive(paths, home) as session:
-        snapshot = {}
-        for name in sorted(after):
-            target = target_of(name)
-            assert target is not None
-            doc = commit.read_document(paths, target)
-            if (doc.data if doc.exists else None) != before[name]:
-                raise CmError("STALE_REVISION", f"memory/{name} changed while cm merged it (a hand edit or a "
-                                                "commit); nothing was published; run `cm sync` again")
-            snapshot[target] = doc
-        changed = {target_of(n) or "": sections.parse(target_of(n) or "", data) for n, data in after.items()}
-        usercommit.commit_change(session, snapshot, changed, "sync",
-                                 history.Provenance(history.USER, client=f"sync from {author}"[:120]), trashed)
+    snapshot = {}
+    for name in sorted(after):
+        target = target_of(name)
+        assert target is not None
+        doc = commit.read_document(session.paths, target)
+        if (doc.data if doc.exists else None) != before[name]:
+            raise CmError("STALE_REVISION", f"memory/{name} changed while cm merged it (a hand edit); nothing was "
+                                            "published; run `cm sync` again")
+        snapshot[target] = doc
+    changed = {target_of(n) or "": sections.parse(target_of(n) or "", data) for n, data in after.items()}
+    usercommit.commit_change(session, snapshot, changed, "sync",
+                             history.Provenance(history.USER, client=f"sync from {author}"[:120]), trashed)
 
 
-def run(paths: DataPaths, home: str, message: str | None = None, wait: float = LOCK_SECONDS) -> Outcome:
-    """One sync (module contract); records its outcome for ``cm status`` either way."""
+def run(paths: DataPaths, home: str, message: str | None = None, wait: float = LOCK_SECONDS,
+        deadline: float | None = None) -> Outcome:
+    """One sync (module contract); records its outcome for ``cm status`` either way. ``deadline``
+    (seconds, an automatic sync's ``sync.autoDeadlineSeconds``) bounds the whole run: every git
+    step and every wait gets at most the time left (``sync/git.py``)."""
     state = syncstate.read(paths)
     if state is None:
         raise CmError("SYNC_NOT_SET_UP", "memory sync is not set up; run `cm sync init <remote>` first")
     try:
-        with sync_lock(paths, wait):
-            git = Git(paths, syncstate.device_name(home))
+        git = Git(paths, syncstate.device_name(home))
+        if deadline is not None:
+            git.limit(deadline)
+        with sync_lock(paths, _wait(git, wait)):
             clear_stale_locks(git)
             check_health(git, paths)
+            clear_leftovers(git)
             outcome = _run(git, paths, home, state["branch"], message or f"cm: memory on {git.device}")
+            synced = git.rev("HEAD")  # an ok run ends with the remote at HEAD: repair's merge base
     except CmError as exc:
         if exc.code != "SYNC_BUSY":  # the running sync records its own outcome
             syncstate.record(paths, "failed", exc.code, exc.message[:300])
         raise
     syncstate.record(paths, "ok", "SYNC_SECTION_KEPT_LOCAL" if outcome.withheld else None,
-                     ", ".join(outcome.withheld) or None)
+                     ", ".join(outcome.withheld) or None, synced=synced)
     return outcome
 
 

@@ -5,8 +5,13 @@ Contract:
   ``core/syncstate.py`` says why the git directory is outside ``memory/``). No git binary on PATH is
   ``GIT_NOT_FOUND``.
 - Every run has a deadline (``timeout``): a run past it is killed with its process group and is
-  ``SYNC_TIMEOUT``. ``GIT_TERMINAL_PROMPT=0`` and ``GIT_ASK_YESNO=false``: git never waits for a
-  person; the user's credential helpers and ssh agent still apply (their environment is kept).
+  ``SYNC_TIMEOUT``. ``Git.limit(seconds)`` adds an overall deadline for every run after it (an
+  automatic sync's, ``sync.autoDeadlineSeconds``): each run gets at most the time left, one that
+  would start past it does not start, and both are ``SYNC_TIMEOUT`` naming that deadline. A git
+  killed mid-step leaves the repository as it was (objects are written before the one ref
+  update that names them, ``update-ref`` is atomic) and never a memory file: git writes none.
+  ``GIT_TERMINAL_PROMPT=0`` and ``GIT_ASK_YESNO=false``: git never waits for a person; the
+  user's credential helpers and ssh agent still apply (their environment is kept).
 - A failure is ``GitFailed`` (a ``CmError``) whose message is the command's name and exit code
   only; git's own words are classified (``classify``) and never repeated: they may quote the
   remote URL with its token. ``stdout`` is returned as bytes, untouched.
@@ -20,6 +25,7 @@ import re
 import shutil
 import signal
 import subprocess
+import time
 
 from cmrunner.core import syncstate
 from cmrunner.core.errors import CmError
@@ -71,6 +77,22 @@ class Git:
         self.git_dir = syncstate.git_dir(paths)
         self.work_tree = paths.memory
         self.device = device or syncstate.device_name()  # callers with a home pass its configured name
+        self.deadline: float | None = None  # time.monotonic() of the overall deadline, if any
+        self.overall = 0.0
+
+    def limit(self, seconds: float) -> None:
+        """Every run from now on ends by ``seconds`` from now (module contract)."""
+        self.deadline, self.overall = time.monotonic() + seconds, seconds
+
+    def left(self) -> float | None:
+        """Seconds left before the overall deadline (``None``: there is none)."""
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def past_deadline(self, step: str) -> GitFailed:
+        return GitFailed("SYNC_TIMEOUT", f"the automatic sync ran into its deadline of {self.overall:.0f} s "
+                                         f"(sync.autoDeadlineSeconds) at git {step}; nothing was lost and what "
+                                         "was committed stays committed locally; cm tries again later (or run "
+                                         "`cm sync`)", "unreachable", -9)
 
     def env(self) -> dict[str, str]:
         # The user's environment (credential helpers, ssh agent) minus what would point git elsewhere.
@@ -84,6 +106,13 @@ class Git:
             check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
         where = [] if args[0] == "init" else [f"--git-dir={self.git_dir}", f"--work-tree={self.work_tree}"]
         argv = [self.exe, *where, "-c", "core.quotepath=off", "-c", "gc.auto=0", *args]
+        left = self.left()
+        if left is not None and left <= 0:
+            raise self.past_deadline(args[0])
+        overall = left is not None and left < timeout
+        if overall:
+            assert left is not None
+            timeout = left
         try:
             process = subprocess.Popen(argv, cwd="/",
                                        env={**self.env(), **(env or {})}, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
@@ -98,6 +127,8 @@ class Git:
             except OSError:
                 pass
             process.communicate()
+            if overall:
+                raise self.past_deadline(args[0]) from None
             raise GitFailed("SYNC_TIMEOUT", f"git {args[0]} took longer than {timeout:.0f} s; nothing was lost, cm "
                                             "tries again later (or run `cm sync`)", "unreachable", -9) from None
         if check and process.returncode != 0:

@@ -10,11 +10,15 @@ Contract:
   with this machine's when both hold some (never overwritten: a section both hold differently
   keeps the remote's text in place and this machine's in the trash).
 - ``warning(remote)`` says when a remote is not a local path, an ``ssh``/scp-like or an ``https``
-  URL (a plain ``http://`` or ``git://`` remote carries memory unencrypted).
+  URL (a plain ``http://`` or ``git://`` remote carries memory unencrypted); ``kind`` tells them
+  apart by git's own rules, so ``host:path`` is ssh and ``memory.git`` a path relative to the
+  current folder (made absolute: git runs from ``/``).
 - ``status`` reads only: no network, nothing written.
 - ``repair`` ends a hand-started merge or rebase, removes stale git locks, and, when the
-  repository is damaged, rebuilds it from the memory files and the remote (the next sync merges
-  them by section). Conflict markers in a memory file are the user's to edit: it says which file.
+  repository is damaged, rebuilds it from the memory files and the remote, on the last commit this
+  machine synced when the remote still has it (so the sync that follows merges by section from
+  that base; otherwise every difference is a conflict, and it says so). Conflict markers in a
+  memory file are the user's to edit: it says which file.
 - ``purge_history`` syncs, then replaces the remote branch by one commit holding only the current
   files (``--force-with-lease`` on the tip it just saw), and prunes the local copies. What other
   clones, forks or the hosting service keep is beyond it (README says so).
@@ -33,26 +37,38 @@ from cmrunner.core.home import DataPaths
 from cmrunner.sync import engine
 from cmrunner.sync.git import MARKER_TEXT, Git, GitFailed
 
-_SCP = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:")
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_SAFE_SCHEMES = frozenset({"ssh", "git+ssh", "ssh+git", "https"})
 
 
-def is_local(remote: str) -> bool:
-    return remote.startswith(("/", "./", "../", "~", "file://"))
+def kind(remote: str) -> str:
+    """What git makes of ``remote``, by git's own rules: ``url:<scheme>`` for ``scheme://…``,
+    ``helper`` for ``transport::address``, ``scp`` for ``[user@]host:path`` (a colon before any
+    slash), else ``local`` (a path, relative ones to the current folder)."""
+    found = _SCHEME.match(remote)
+    if found:
+        return f"url:{found.group(1).lower()}"
+    if "::" in remote.split("/", 1)[0]:
+        return "helper"
+    colon, slash = remote.find(":"), remote.find("/")
+    if colon > 0 and (slash == -1 or colon < slash):
+        return "scp"
+    return "local"
 
 
 def warning(remote: str) -> str | None:
-    if is_local(remote) or remote.startswith(("ssh://", "https://")) or _SCP.match(remote):
+    found = kind(remote)
+    if found in ("local", "url:file", "scp") or found.removeprefix("url:") in _SAFE_SCHEMES:
         return None
     return (f"the remote {syncstate.redact(remote)} is not a local path, an ssh or an https URL: memory may travel "
             "unencrypted or to a server you do not control")
 
 
 def _normal(remote: str) -> str:
-    if remote.startswith("~"):
-        remote = os.path.expanduser(remote)
-    if remote.startswith(("./", "../")) or (remote.startswith("/") and not remote.startswith("//")):
-        return os.path.abspath(remote)
-    return remote
+    """A local path made absolute (git runs from ``/``, where a relative path means something else)."""
+    if kind(remote) != "local":
+        return remote
+    return os.path.abspath(os.path.expanduser(remote))
 
 
 def init(paths: DataPaths, home: str, remote: str, branch: str = "main") -> engine.Outcome:
@@ -69,7 +85,12 @@ def init(paths: DataPaths, home: str, remote: str, branch: str = "main") -> engi
             git.run("init", "--quiet", "--bare", git.git_dir)
             git.run("symbolic-ref", "HEAD", f"refs/heads/{branch}")
             git.run("remote", "add", engine.REMOTE, _normal(remote))
-            found = engine.fetch(git, branch)
+            try:
+                found = engine.fetch(git, branch)
+            except CmError as exc:  # fetch's remedy speaks of a set-up sync retrying; nothing is set up yet
+                raise CmError(exc.code, f"{exc.message.split(';')[0]}; nothing was set up and your memory files are "
+                                        "untouched; check the path or URL and your access, then run `cm sync init` "
+                                        "again") from None
             if found is not None and git.blob(found, engine.MARKER) is None:
                 raise CmError("SYNC_NOT_CM_MEMORY", f"the remote's branch {branch} holds something that is not a cm "
                                                     "memory (no .cm-memory file); give an empty repository or one "
@@ -98,8 +119,8 @@ def status(paths: DataPaths, home: str) -> dict:
     return out
 
 
-def repair(paths: DataPaths, home: str) -> list[str]:
-    """What was repaired (module contract), then a sync; raises what stays for the user."""
+def repair(paths: DataPaths, home: str) -> tuple[list[str], engine.Outcome]:
+    """What was repaired (module contract) and the sync that follows; raises what stays for the user."""
     state = syncstate.read(paths)
     if state is None:
         raise CmError("SYNC_NOT_SET_UP", "memory sync is not set up; run `cm sync init <remote>` first")
@@ -122,37 +143,75 @@ def repair(paths: DataPaths, home: str) -> list[str]:
         except CmError as exc:
             if exc.code == "SYNC_CONFLICT_MARKERS":
                 raise
-            url = _remote_url(git)
-            if url is None:
-                raise CmError("SYNC_REPO_CORRUPT", "the sync repository is damaged and its remote cannot be read "
-                                                   "from it; remove the sync setup (`cm sync init` again after "
-                                                   "deleting runtime/sync) and set it up again") from None
-            broken = git.git_dir + ".broken"
-            shutil.rmtree(broken, ignore_errors=True)
-            os.rename(git.git_dir, broken)
-            git.run("init", "--quiet", "--bare", git.git_dir)
-            git.run("symbolic-ref", "HEAD", f"refs/heads/{state['branch']}")
-            git.run("remote", "add", engine.REMOTE, url)
-            shutil.rmtree(broken, ignore_errors=True)
-            done.append("rebuilt the sync repository from the memory files and the remote")
-    engine.run(paths, home, f"cm: repaired on {git.device}")
-    return done
+            done += _rebuild(paths, git, state)
+    return done, engine.run(paths, home, f"cm: repaired on {git.device}")
+
+
+def _rebuild(paths: DataPaths, git: Git, state: dict) -> list[str]:
+    """Rebuild a damaged git directory beside it, on the remote's history, and swap it in.
+
+    Its HEAD is the last commit this machine synced (``syncstate.last_synced``) when the remote
+    still has it, so the sync that follows merges from that base: only a section changed on both
+    sides since is a conflict. A remote that cannot be read leaves the damaged directory as it
+    was (the rebuild needs the remote's history, or every difference would count as a conflict)."""
+    url = _remote_url(git)
+    if url is None:
+        raise CmError("SYNC_REPO_CORRUPT", "the sync repository is damaged and its remote cannot be read from it; "
+                                           "remove the sync setup (`cm sync init` again after deleting "
+                                           "runtime/sync) and set it up again")
+    branch = state["branch"]
+    fresh = Git(paths, git.device)
+    fresh.git_dir = git.git_dir + ".new"
+    shutil.rmtree(fresh.git_dir, ignore_errors=True)
+    fresh.run("init", "--quiet", "--bare", fresh.git_dir)
+    fresh.run("symbolic-ref", "HEAD", f"refs/heads/{branch}")
+    fresh.run("remote", "add", engine.REMOTE, url)
+    try:
+        tip = engine.fetch(fresh, branch)
+    except CmError as exc:
+        shutil.rmtree(fresh.git_dir, ignore_errors=True)
+        raise CmError(exc.code, f"{exc.message.split(';')[0]}; the damaged sync repository is kept as it was and "
+                                "your memory files are untouched; run `cm sync repair` again once the remote "
+                                "answers") from None
+    base = syncstate.last_synced(state)
+    said = ["rebuilt the sync repository from the memory files and the remote"]
+    if tip is None:
+        said.append("the remote's branch is empty: this machine's memory is pushed as it is")
+    elif base is not None and fresh.ok("merge-base", "--is-ancestor", base, tip):
+        fresh.run("update-ref", "-m", "cm sync repair", "HEAD", base)
+        said.append(f"merging from the last commit this machine synced ({base[:12]}): only a section changed on "
+                    "both machines since then is a conflict")
+    else:
+        why = "no record of the last sync is kept here" if base is None else \
+            f"the last commit this machine synced ({base[:12]}) is no longer on the remote (its history was rewritten)"
+        said.append(f"{why}: without a merge base, every section that differs from the remote is a conflict "
+                    "(the remote's text kept, this machine's in `cm trash`, restorable)")
+    broken = git.git_dir + ".broken"
+    shutil.rmtree(broken, ignore_errors=True)
+    if os.path.exists(git.git_dir):
+        os.rename(git.git_dir, broken)
+    os.rename(fresh.git_dir, git.git_dir)  # a kill between the two renames: the next repair reads .new's remote
+    shutil.rmtree(broken, ignore_errors=True)
+    return said
 
 
 def _remote_url(git: Git) -> str | None:
+    """The remote's URL from the git directory's config, or from a rebuild a kill interrupted."""
     try:
         found = git.run("config", "--get", f"remote.{engine.REMOTE}.url", check=False)
     except GitFailed:
-        return None
-    if found.returncode == 0 and found.stdout.strip():
+        found = None
+    if found is not None and found.returncode == 0 and found.stdout.strip():
         return found.stdout.decode("utf-8").strip()
-    config = os.path.join(git.git_dir, "config")
-    try:
-        text = open(config, encoding="utf-8").read()
-    except OSError:
-        return None
-    m = re.search(r"^\s*url\s*=\s*(.+)$", text, re.M)
-    return m.group(1).strip() if m else None
+    for folder in (git.git_dir, git.git_dir + ".new", git.git_dir + ".broken"):
+        try:
+            text = open(os.path.join(folder, "config"), encoding="utf-8").read()
+        except OSError:
+            continue
+        m = re.search(r"^\s*url\s*=\s*(.+)$", text, re.M)
+        if m:
+            return m.group(1).strip()
+    return None
 
 
 def purge_history(paths: DataPaths, home: str) -> str:
@@ -180,4 +239,5 @@ def purge_history(paths: DataPaths, home: str) -> str:
         git.run("update-ref", f"refs/remotes/{engine.REMOTE}/{branch}", new)
         git.run("reflog", "expire", "--expire=now", "--all")
         git.run("gc", "--quiet", "--prune=now")
+        syncstate.record(paths, "ok", synced=new)  # the old tip is gone: repair's base is the new one
         return new

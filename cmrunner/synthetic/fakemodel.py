@@ -20,7 +20,9 @@ Contract:
   ``raw_usage`` (any JSON sent as the answer's usage object verbatim, ``null`` for none),
   ``error`` (``{status, body?, headers?}``: an HTTP error or redirect, 300–599, instead of a
   stream), ``truncate`` (close the connection mid-stream, before the completion event),
-  ``delay_seconds`` (pause after the first event, so a client can be interrupted mid-stream).
+  ``delay_seconds`` (pause after the first event, so a client can be interrupted mid-stream),
+  ``gate_file`` (a path: after the first event, hold the answer until the test creates that file,
+  at most ``GATE_SECONDS``; a test's way to act while a client waits mid-answer).
 - Streams both wire protocols: Responses SSE (``response.created`` … ``response.completed``) and Chat
   Completions SSE (``chat.completion.chunk`` … ``data: [DONE]``); ``"stream": false`` gets one JSON body.
 - Prompt caching: every answer's usage reports as cached input the longest byte prefix its request
@@ -103,7 +105,8 @@ DEFAULT_TEXT = "Hello from the fake model."
 DEFAULT_LIFETIME = 300.0
 REPLY_KEYS = frozenset({"text", "tool_calls", "usage", "raw_usage", "error", "truncate", "delay_seconds", "policy",
                         "duplicate", "refusal", "finish", "malformed", "reset", "header_delay_seconds",
-                        "stream_error", "nest", "flood", "line"})
+                        "stream_error", "nest", "flood", "line", "gate_file"})
+GATE_SECONDS = 90.0  # a gate_file never created still ends, before the client's idle timeout (120 s)
 CUES = frozenset({"first", "inspect_ingest", "read_ingest", "inspect_memory", "submit_memory_decision", "submit",
                   "done"})
 CALL_KEYS = frozenset({"name", "arguments", "call_id", "namespace"})
@@ -146,6 +149,8 @@ def _check_reply(reply: object, where: str) -> dict:
     for key in ("delay_seconds", "header_delay_seconds"):
         if not isinstance(reply.get(key, 0), (int, float)):
             raise ScriptError(f"{where}.{key} must be a number")
+    if not isinstance(reply.get("gate_file", ""), str):
+        raise ScriptError(f"{where}.gate_file must be a path")
     if reply.get("finish") not in (None, "length"):
         raise ScriptError(f"{where}.finish must be \"length\"")
     if "refusal" in reply and not isinstance(reply["refusal"], str):
@@ -353,6 +358,10 @@ class FakeModelHandler(BaseHTTPRequestHandler):
                 self._write_chunk(b"\n\n")
             if index == 0 and reply.get("delay_seconds"):
                 time.sleep(float(reply["delay_seconds"]))
+            if index == 0 and reply.get("gate_file"):
+                opens = time.monotonic() + GATE_SECONDS
+                while not os.path.exists(reply["gate_file"]) and time.monotonic() < opens:
+                    time.sleep(0.05)
         if reply.get("reset"):
             # SO_LINGER 0 makes close() send RST: a provider that answered 200 and then reset.
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

@@ -21,7 +21,7 @@ Contract:
   are never below the fold; the result replaces the plan in that box, so no result line is cut.
 - Import (Enter on the highlighted first choice) runs ``memimport.run`` per source in a worker
   thread with the Writer loop (``wait``): progress per processed job, then one line per file in
-  the user's words (``memimport.outcome``: kept in which documents, processed with nothing kept,
+  the user's words (``memimport.outcome``: which sections were added, changed or removed, nothing kept,
   failed with its ``cm retry``; never a bare "processed"). A failure is shown as its code and one-line remedy; nothing but labels, paths,
   codes and counts is ever shown (no file text, no key).
 - While the import runs, Esc only says to wait, and ``q`` warns once that cm exits only when the
@@ -43,9 +43,8 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import OptionList
 
-from cmrunner.core import projects
 from cmrunner.core.errors import CmError
-from cmrunner.manage import importplan, memimport, memsources, projectaccess
+from cmrunner.manage import importplan, memimport, projectaccess
 from cmrunner.tui.widgets import PRIORITY_PAGING, CmScreen, Menu, Text, error_text, option
 
 if TYPE_CHECKING:
@@ -96,18 +95,9 @@ def plan_sources(home: str, chosen: list[str], user_home: str, cwd: str | None =
 def folder_offer(found: Found, cwd: str) -> str | None:
     """The folder cm runs in, when a file was skipped only because that folder is not a registered
     project (``NO_PROJECT``: Claude Code's memory of it) or its project's memory is not allowed
-    (``UNAUTHORIZED_SCOPE``): registering it and allowing its memory in one step imports it."""
-    real = os.path.realpath(cwd)
-    spelled = memsources.claude_project_dir(real)
-    for planned in found.ok:
-        registered = projects.match(projects.load(planned.paths), real)
-        for skip in planned.skipped:
-            if skip.code == "NO_PROJECT" and os.path.basename(os.path.dirname(skip.path)) == spelled:
-                return real
-            if skip.code == "UNAUTHORIZED_SCOPE" and registered is not None and \
-                    skip.reason.startswith(f"{registered.scope} is not"):
-                return registered.path
-    return None
+    (``UNAUTHORIZED_SCOPE``): registering it and allowing its memory in one step imports it
+    (``memimport.skipped_folder``, which `cm import --from` offers too)."""
+    return memimport.skipped_folder(found.ok, cwd)
 
 
 def _count(n: int, word: str) -> str:
@@ -133,8 +123,9 @@ def plan_lines(found: Found, user_home: str) -> list[str]:
         for f in planned.files:
             p = f.plan
             state = f.status if f.imported or (p.count == 0 and not p.retry_parts) else \
-                f"{f.status}, {_count(p.retry_parts, 'part')} to retry, ~{p.tokens:,} tokens" if p.count == 0 else \
-                f"{f.status}, {_count(p.count, 'part')}, {p.sent_bytes:,} of {p.file_bytes:,} bytes, ~{p.tokens:,} tokens"
+                f"{f.status}, {_count(p.retry_parts, 'part')} to retry, ~{p.text_tokens:,} tokens of text" if p.count == 0 \
+                else f"{f.status}, {_count(p.count, 'part')}, {p.sent_bytes:,} of {p.file_bytes:,} bytes, " \
+                f"~{p.text_tokens:,} tokens of text"
             lines.append(f"  {f.found.label} [{f.kind_label}] → {p.scope}: {state}")
             if not f.imported:
                 instructions = f.instruction_lines
@@ -164,10 +155,10 @@ def total_lines(found: Found) -> list[str]:
     return lines
 
 
-def result_lines(planned: memimport.SourcePlan, reports: list[ImportReport]) -> list[str]:
-    """One line per imported file, in the user's words (``memimport.outcome``): kept in which
-    documents, nothing kept, or failed with what to do."""
-    lines = [f"{f.found.label} → {report.scope}: {memimport.outcome(report)}"
+def result_lines(home: str, planned: memimport.SourcePlan, reports: list[ImportReport]) -> list[str]:
+    """One line per imported file, in the user's words (``memimport.outcome``): the sections added,
+    changed or removed, nothing kept, or failed with what to do."""
+    lines = [f"{f.found.label} → {report.scope}: {memimport.outcome(home, report)}"
              for f, report in zip(planned.new, reports, strict=True)]
     if reports and reports[0].note:
         lines.append(reports[0].note)
@@ -289,7 +280,7 @@ class ImportScreen(CmScreen):
                 lines.append("Granted: disclosure.allowedProvenance +document_import (saved in config.json).")
             for planned in found.ok:
                 if planned.new:
-                    lines += result_lines(planned, memimport.run(app.home, planned, True, progress))  # type: ignore[attr-defined]
+                    lines += result_lines(app.home, planned, memimport.run(app.home, planned, True, progress))  # type: ignore[attr-defined]
         except CmError as exc:
             lines.append(error_text(exc, "the files listed above were imported; the others were not"))
         app.call_from_thread(self._imported, lines)

@@ -11,6 +11,10 @@ Contract:
 - ``trash(home)`` lists the sections in the trash with the decision and receipt that removed them.
 - A version whose text looks like a secret (the deep scan of ``safety``, minus the home's
   allow-list) is shown withheld: no text, no diff, the rules named, as ``cm show`` would.
+- Each version carries ``said``: the user's words its commit processed, trimmed to one line
+  (``user_words``; an import's text, not its envelope), ``None`` for a hand edit, words no longer
+  kept, or a withheld version or quote. The text line quotes it under the headline; the terminal
+  UI's list row, shorter, on the row.
 - Read-only: the store is opened read-only and never created or migrated; a store that predates
   history reads as empty. Purged text shows as ``None`` with ``purgedAt``.
 """
@@ -20,7 +24,7 @@ from __future__ import annotations
 import sqlite3
 
 from cmrunner.capture import observations
-from cmrunner.core import config as config_mod, history, sections
+from cmrunner.core import config as config_mod, history, records, sections
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 from cmrunner.secrets import allowlist, safety
@@ -61,8 +65,35 @@ def import_files(conn: sqlite3.Connection, sessions: set[str | None]) -> dict[st
     return found
 
 
+def user_words(conn: sqlite3.Connection, version: history.Version, allowed: frozenset[str],
+               cache: dict[str, list[str]]) -> str | None:
+    """The user's words behind a version, trimmed to one line (``sources.quote``): the kept text of
+    the first observation its commit processed (an import's text, never its envelope), preferring
+    those still linked to the section; ``None`` for a hand edit, words no longer kept, or a quote
+    that looks like a secret (it is withheld, as the version's text would be)."""
+    if not version.receipt_id or version.author != "memory_agent":
+        return None
+    if version.receipt_id not in cache:
+        ids = observations.ids_of_job(conn, version.receipt_id)
+        linked = set(records.sources_of(conn, version.target, version.key))
+        ids = [i for i in ids if i in linked] + [i for i in ids if i not in linked]
+        kept = observations.texts(conn, ids)
+        said = []
+        for i in ids:
+            text = kept.get(i)
+            part = sources.imported(text)
+            words = part[1] if part is not None else text
+            if words and words.strip():
+                said.append(sources.quote(words))
+        cache[version.receipt_id] = said
+    said = cache[version.receipt_id]
+    if not said or secret_rules(said[0], allowed):
+        return None
+    return said[0] + (f" (+{len(said) - 1} more)" if len(said) > 1 else "")
+
+
 def _view(version: history.Version, parent: history.Version | None, allowed: frozenset[str],
-          files: dict[str, str]) -> dict:
+          files: dict[str, str], said: str | None = None) -> dict:
     withheld = secret_rules(version.text, allowed) + secret_rules(parent.text if parent else None, allowed)
     return {
         "id": f"v{version.id}", "target": version.target, "section": _label(version),
@@ -71,6 +102,7 @@ def _view(version: history.Version, parent: history.Version | None, allowed: fro
         "decision": version.decision, "receipt": version.receipt_id, "client": version.client,
         "session": version.session_id, "model": version.model, "at": history.iso(version.at),
         "source": sources.place(version.client, version.session_id, None, files.get(version.session_id or "")),
+        "said": None if withheld else said,
         "removed": version.text is None, "purgedAt": history.iso(version.purged_at) if version.purged_at else None,
         "withheld": sorted(set(withheld)),
         "diff": history.unified(parent.text if parent else None, version.text, f"v{parent.id}" if parent else "(none)",
@@ -91,11 +123,13 @@ def versions(home: str, target: str | None = None, section: str | None = None) -
         key = history.resolve_section(conn, target, section) if target is not None and section is not None else None
         allowed = allowlist.load(home)
         out = []
+        said: dict[str, list[str]] = {}  # receipt → the user's words its commit processed
         for name in targets:
             every = history.versions(conn, name)
             by_id = {v.id: v for v in every}
             files = import_files(conn, {v.session_id for v in every})
-            out += [_view(v, by_id.get(v.parent_id) if v.parent_id else None, allowed, files)
+            out += [_view(v, by_id.get(v.parent_id) if v.parent_id else None, allowed, files,
+                          user_words(conn, v, allowed, said))
                     for v in every if key is None or v.key == key]
         # Newest first across every document: version ids are given in commit order.
         return sorted(out, key=lambda v: int(v["id"][1:]), reverse=True)
@@ -151,14 +185,25 @@ def author(v: dict) -> str:
     return v["author"] if v["decision"] is None else f"{v['author']} ({v['decision']})"
 
 
+LIST_QUOTE_CHARS = 60  # the terminal UI's History list quotes shorter: one list row at 80 columns
+
+
 def version_line(v: dict, where: bool = True) -> str:
-    """One version's headline with where it came from in plain words (``sources.place``);
-    ``where`` adds its receipt and model."""
+    """One version's headline with where it came from in plain words (``sources.place``) and the
+    user's words behind it (``said``, trimmed); ``where`` adds its receipt and model, and without
+    it (the terminal UI's list) the quote is cut shorter."""
     line = f"{v['id']}  {v['target']} / {v['section']}  {v['kind']} by {author(v)}  {v['at']}"
     if v.get("source"):
         line += f"  ({v['source']})"
     extra = " ".join(f"{name} {v[name]}" for name in ("receipt", "model") if v[name])
-    return f"{line}  {extra}" if where and extra else line
+    if where and extra:
+        line += f"  {extra}"
+    said = v.get("said")
+    if said:
+        if not where and len(said) > LIST_QUOTE_CHARS:
+            said = said[:LIST_QUOTE_CHARS - 1].rstrip() + "…"
+        line += f"\n    “{said}”" if where else f"  “{said}”"
+    return line
 
 
 def version_detail(v: dict) -> str:

@@ -1,7 +1,8 @@
 """A scratch world for the tests that run a real agent CLI (Claude Code, Codex, Gemini CLI) as cm's
 Memory Agent, offline against the project's loopback fake model: the environment the CLI runs in
 (a scratch HOME with the host's offline settings, the fake model's URL), cm's home configured
-with ``cm config init --agent …`` (no key), and what the tests ask of it afterwards — a flush, the
+with ``cm config init --agent …`` (no key; the World skips its check, which ``test_agentcli_nettest``
+and ``test_agentcli_init_check`` run against each real CLI), and what the tests ask of it afterwards — a flush, the
 Memory Agent's own model requests, the CLI processes it left behind.
 
 Shared by ``test_e2e_agentcli_{claude,codex,gemini}.py``, ``test_agentcli_nettest.py`` and
@@ -104,7 +105,8 @@ class World:
         self.work = root / "work"
         self.work.mkdir(exist_ok=True)
         self.env = host_env(agent, root, home, fake, hooks=hooks)
-        configure(home, self.env, agent, str(cli), *init)
+        # The init check is one more CLI start per world; the tests of that check run it.
+        configure(home, self.env, agent, str(cli), "--skip-check", *init)
 
     def cm(self, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
         return run_cm(self.home, self.env, *args, timeout=timeout)

@@ -17,6 +17,8 @@ Contract:
   counted, never returned, printed or logged.
 - The run goes into the usage ledger (``Meter.record_run``, process ``network_test``) with the
   tokens the CLI reported, like every model request; the spend caps do not apply to the probe.
+  ``record=False`` (`cm config init --agent`'s check, which runs before any configuration or store
+  exists, as the HTTP endpoint check does) opens no store and records nothing.
 """
 
 from __future__ import annotations
@@ -123,7 +125,7 @@ def _remedy(code: str) -> str:
     return "" if entry.action == reasons.AUTO else entry.fix
 
 
-def run(cfg: config_mod.Config) -> dict:
+def run(cfg: config_mod.Config, record: bool = True) -> dict:
     remote = cfg.remote
     assert remote is not None and config_mod.is_agent_cli(remote)
     runtime = runtime_mod.AgentCliRuntime(remote)
@@ -138,13 +140,13 @@ def run(cfg: config_mod.Config) -> dict:
         report["outcome"] = {"ok": False, "code": error.code, **error.diagnostic, "remedy": _remedy(error.code)}
         return report
     report["version"] = version(binary)
-    conn = store.open_store(DataPaths(cfg.data_root))
-    meter = Meter.unmetered(conn, ledger.NETWORK_TEST, remote, PROBE_GRANT)
+    conn = store.open_store(DataPaths(cfg.data_root)) if record else None
+    meter = Meter.unmetered(conn, ledger.NETWORK_TEST, remote, PROBE_GRANT) if conn is not None else None
     service = _ProbeService()
     stdout = runtime_mod._Output(runtime_mod.OUTPUT_LIMIT, runtime_mod.OUTPUT_LIMIT)
     stderr = runtime_mod._Output(runtime_mod.ERROR_KEPT, runtime_mod.ERROR_LIMIT)
     private = tempfile.mkdtemp(prefix="cm-agent-")  # 0700
-    started = meter.start()
+    started = meter.start() if meter is not None else (0, time.monotonic())
     outcome_code = "ok"
     try:
         try:
@@ -161,8 +163,9 @@ def run(cfg: config_mod.Config) -> dict:
                                  "usage": verdict}
     finally:
         shutil.rmtree(private, ignore_errors=True)
-        sent = len(PROBE_TASK) + len(PROBE_SYSTEM)
-        meter.record_run(max(1, runtime.spec.turns(bytes(stdout.data))), started, sent, stdout.total,
-                         runtime.spec.usage(bytes(stdout.data))[0], outcome_code)
-        conn.close()
+        if meter is not None and conn is not None:
+            sent = len(PROBE_TASK) + len(PROBE_SYSTEM)
+            meter.record_run(max(1, runtime.spec.turns(bytes(stdout.data))), started, sent, stdout.total,
+                             runtime.spec.usage(bytes(stdout.data))[0], outcome_code)
+            conn.close()
     return report

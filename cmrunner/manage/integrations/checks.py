@@ -98,6 +98,9 @@ def _base_hooks(home: str, base_path: str, base: dict) -> tuple[Check, Check]:
         states[event] = ("trusted" if entry.get("trusted_hash") == doctor.trust_hash(event, group, handler)
                          else "untrusted" if "trusted_hash" not in entry else "modified")
     pinned, _ = doctor._check_hooks(home, {"hooks": {e: [g] for e, g, _h in found}})
+    legacy = doctor.legacy_hooks([(e, h.get("command", "")) for e, _g, h in found])
+    if legacy:
+        pinned = doctor.legacy_check(legacy, "cm agents install chatgpt") if pinned.state == "ok" else pinned
     if all(s == "trusted" for s in states.values()):
         trust = Check("hook trust", "ok", "all six hooks trusted (computed as Codex 0.169 does)")
     else:
@@ -117,6 +120,9 @@ def _codex_root(home: str, root: str, owners: list[str]) -> list[Check]:
         profile = _load(profile_path)
         pinned, found = doctor._check_hooks(home, profile)
         trust = doctor._check_trust(profile_path, found, [base, profile])
+        legacy = doctor.legacy_hooks([(e, h.get("command", "")) for e, _g, h in found])
+        if legacy and pinned.state == "ok":
+            pinned = doctor.legacy_check(legacy, "cm agents install codex")
         server = profile.get("mcp_servers", {}).get("common_memory")
     mcp = doctor._check_mcp({"mcp_servers": {"common_memory": server}} if server else {})
     return [pinned, trust, mcp]
@@ -159,15 +165,16 @@ def _json_host(home: str, host: str, manifest: dict, start_servers: bool) -> lis
             argv = shlex.split(handler.get("command", ""))
         except ValueError:
             argv = []
-        pinned_home = argv[argv.index("--home") + 1:][:1] if "--home" in argv else []
-        if not argv or not os.access(argv[0], os.X_OK):
-            unpinned.append(f"{event} interpreter missing")
-        elif pinned_home != [home]:
-            unpinned.append(f"{event} pinned to another home")
+        problem = doctor.pinned_problem(home, argv)
+        if problem:
+            unpinned.append(f"{event} {problem}")
     hooks = (Check("hooks", "fail", "HOOK_NOT_PINNED: " + "; ".join(unpinned)
                    + f"; run `cm agents install {host}` again from this installation") if unpinned else
              Check("hooks", "ok", f"{len(handlers)} hooks pinned to an existing interpreter and this home"))
     result = [settings, hooks]
+    legacy = doctor.legacy_hooks([(event, handler.get("command", "")) for event, handler in handlers])
+    if legacy:
+        result.append(doctor.legacy_check(legacy, f"cm agents install {discovery.public_id(host)}"))
     if start_servers and server is not None:
         result.append(doctor._check_mcp({"mcp_servers": {"common_memory": server}}))
     return result

@@ -12,9 +12,9 @@ and ``cm hook gemini``, which read the event from the payload's ``hook_event_nam
   (milliseconds) per event of ``GEMINI_EVENTS``, and ``mcpServers.common_memory``.
 - The server entries are ``cm mcp-config --host <host>``'s (``mcp_config.entry``), so what is
   installed and what is printed for pasting cannot drift apart.
-- Commands are pinned as for Codex (``hostconfig.Pins``): ``<abs python> -I -m cmrunner hook
-  claude --home <abs home>``, the same entry as the ``cm`` script without depending on its shebang,
-  ``PATH`` or the project directory's modules. The read server runs ``mcp --client-id <host>
+- Commands are pinned as for Codex (``hostconfig.Pins.hook_argv``): ``<abs python> -I -S <abs
+  cmrunner folder>/__main__.py hook claude --home <abs home>``, the same entry as the ``cm`` script
+  without depending on its shebang, ``PATH``, ``site`` or the project directory's modules. The read server runs ``mcp --client-id <host>
   --capability read --global`` with ``COMMON_MEMORY_HOME`` in its environment.
 """
 
@@ -37,8 +37,8 @@ SETTINGS = "settings.json"
 
 
 def hook_command(pins: hostconfig.Pins, host: str) -> str:
-    return hostconfig.shell_command(pins.module_argv("hook", "claude" if host == "claude-code" else "gemini",
-                                                     "--home", pins.home))
+    return hostconfig.shell_command(pins.hook_argv("hook", "claude" if host == "claude-code" else "gemini",
+                                                   "--home", pins.home))
 
 
 def read_server(pins: hostconfig.Pins, host: str) -> dict:

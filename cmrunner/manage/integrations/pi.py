@@ -39,7 +39,7 @@ def wrapper(pins: hostconfig.Pins) -> bytes:
     lines = [f"// {line}".rstrip() for line in header]
     lines += [
         "// The bridge reads these two values each time it runs cm.",
-        f"process.env.COMMON_MEMORY_CM = {json.dumps(json.dumps(pins.module_argv()))};",
+        f"process.env.COMMON_MEMORY_CM = {json.dumps(json.dumps(pins.hook_argv()))};",
         f"process.env.COMMON_MEMORY_HOME = {json.dumps(pins.home)};",
         'export { default } from "./bridge.ts";',
     ]
