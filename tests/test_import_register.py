@@ -192,3 +192,20 @@ def test_from_project_in_its_folder_imports_its_files_once_registered(home, tmp_
     assert f"Register {folder} as project billing and allow its memory? [y/N]" in shown, shown
     assert f"project:AGENTS.md [team convention] -> {project.scope}: new, 1 part" in out, out
     assert out.endswith("complete: true\n"), out
+
+
+def test_a_folder_removed_under_cm_is_no_project_and_no_traceback(home, tmp_path):
+    configure_remote(home, "http://127.0.0.1:9/v1")
+    gone = tmp_path / "gone"
+    env = hook_env(COMMON_MEMORY_HOME=home, HOME=str(tmp_path / "user"), CODEX_HOME="")
+    # The shell's folder is removed before cm starts in it (a process may keep a removed folder as its own).
+    script = 'mkdir -p "$1" && cd "$1" && rmdir "$1" && shift && exec "$@"'
+    runs = [subprocess.run(["sh", "-c", script, "sh", str(gone), CM, *args], env=env, capture_output=True, text=True,
+                           timeout=120, stdin=subprocess.DEVNULL)
+            for args in (["import", "--from", "claude", "--dry-run"], ["import", _notes(tmp_path), "--dry-run"],
+                         ["import", _notes(tmp_path), "--dry-run", "--register"])]
+    assert [r.returncode for r in runs] == [0, 0, 1], [r.stderr for r in runs]
+    assert "Traceback" not in "".join(r.stderr for r in runs)
+    assert runs[0].stdout == "nothing found: no claude memory files on this machine\n"
+    assert runs[1].stdout.endswith("dry run: nothing was queued\n") and "project folder:" not in runs[1].stdout
+    assert runs[2].stderr.startswith("cm: NOT_A_PROJECT_FOLDER: the folder cm runs in no longer exists")

@@ -185,7 +185,12 @@ def _folder(home: str, workspace: str | None, register_folder: bool,
 
     if workspace is not None:
         return None
-    cwd = os.getcwd()
+    cwd = _here()
+    if cwd is None:
+        if register_folder:
+            raise CmError("NOT_A_PROJECT_FOLDER", "the folder cm runs in no longer exists; run it in the project's "
+                                                  "folder") from None
+        return None
     offer = projectaccess.folder_offer(home, cwd, skipped_here)
     if offer is None and register_folder:
         project = projects.match(projects.load(DataPaths(config_mod.load(home).data_root)), os.path.realpath(cwd))
@@ -195,6 +200,14 @@ def _folder(home: str, workspace: str | None, register_folder: bool,
                       f"{os.path.realpath(cwd)} is no project folder (none of {', '.join(projectaccess.ROOT_MARKERS)}); "
                       "run it in the project's folder, or `cm project register PATH NAME --allow` first")
     return offer
+
+
+def _here() -> str | None:
+    """The folder cm runs in, or ``None`` when it is gone (removed after cm was started in it)."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
 
 
 def _take(home: str, offer: FolderOffer, register_folder: bool, quiet: bool) -> bool:
@@ -223,8 +236,9 @@ def _import_from(ctx: click.Context, source: str, workspace: str | None, no_wait
     offer = _folder(home, workspace, False)
     found = None
     if offer is None and workspace is None and source != "project":
-        found = memimport.plan(home, source, workspace, cwd=os.getcwd())
-        skipped = memimport.skipped_folder([found], os.getcwd()) is not None  # e.g. Claude Code's memory of it
+        found = memimport.plan(home, source, workspace, cwd=_here())
+        here = _here()
+        skipped = here is not None and memimport.skipped_folder([found], here) is not None  # Claude Code's memory of it
         offer = _folder(home, workspace, register_folder, skipped_here=skipped)
     elif offer is None:
         offer = _folder(home, workspace, register_folder)
@@ -236,7 +250,7 @@ def _import_from(ctx: click.Context, source: str, workspace: str | None, no_wait
                                             f"not one cm may use: `{offer.remedy()}` then add `--workspace "
                                             f"{shlex.quote(offer.path)}`, or pass --register")
     if found is None:  # planned (again) once the folder's project is registered and allowed
-        found = memimport.plan(home, source, workspace, cwd=os.getcwd())
+        found = memimport.plan(home, source, workspace, cwd=_here())
     if not found.files and not found.skipped:
         echo(f"nothing found: no {source} memory files on this machine")
         return

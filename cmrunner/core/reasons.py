@@ -197,8 +197,9 @@ TABLE: dict[str, Reason] = {
     "SYNC_CONFLICT_MARKERS": Reason("a memory file holds git conflict markers written by hand",
                                     "edit the markers out of that file, then run `cm sync`", WAIT),
     "SYNC_REMOTE_UNREACHABLE": Reason("the remote could not be reached; the memory is committed locally",
-                                      "nothing to do: cm retries after the next commit (check the network or the "
-                                      "remote, or run `cm sync`)", AUTO),
+                                      "nothing to do: cm retries at the next commit, or at the first drain 5 "
+                                      "minutes or more after this failure (check the network or the remote, or "
+                                      "run `cm sync` now)", AUTO),
     "SYNC_REMOTE_REJECTED": Reason("the remote refused cm (access, or a protected branch); the memory is committed "
                                    "locally", "check your access to the remote, then run `cm sync`", WAIT),
     "SYNC_REMOTE_BUSY": Reason("the remote kept moving while cm merged", "nothing to do: cm syncs again", AUTO),
