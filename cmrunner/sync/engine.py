@@ -333,8 +333,9 @@ def _wait(git: Git, most: float) -> float:
 def author_of(git: Git, local: str | None, remote: str, name: str) -> str:
     """The device whose commit last changed ``name`` on the remote's side of ``local``: a merge
     that only carried the file over is passed by (git's history simplification follows the
-    parent it came from), so a third machine's merge on the tip does not take the credit. The
-    tip's author when no such commit is found."""
+    parent it came from), so a third machine's merge on the tip does not take the credit. Per
+    file, not per section: two machines' edits of one file since ``local`` name the later
+    commit's (a merge that combined them, its maker). The tip's author when none is found."""
     found = git.out("log", "-1", "--format=%an", f"{local}..{remote}" if local else remote, "--", name)
     found = found or git.out("log", "-1", "--format=%an", remote)
     return found.removeprefix("cm on ") or "another machine"
