@@ -69,6 +69,31 @@ def test_adjust_memory_reaches_the_writer_and_the_result_is_in_view_memory(home,
     assert rows == [("interactive", "edit", "global", "processed", "done", "modified")]
 
 
+def test_a_forget_request_says_what_it_removed_at_80x24(home, tmp_path):
+    """Issue 36: Adjust Memory answered "the Writer may also have decided to change nothing" after it
+    removed a whole section. Through the real drain and the fake model (``support/edit_policy.py``:
+    a request starting "Forget" removes the section the first request added): the result says
+    which section was removed."""
+    with fakemodel.running(str(tmp_path / "fake"), {"replies": [], "policy": EDIT_POLICY}) as fake:
+        configure_model(home, fake.base_url)
+        setupstate.finish(home)
+
+        async def steps(pilot):
+            await open_adjust()(pilot)
+            await pilot.press(*REQUEST, "enter")
+            await wait_for(pilot, "Status: processed. Changed: profile / Requested change added.", timeout=60)
+            await pilot.press(*"Forget that request", "enter")
+            text = await wait_for(pilot, "Changed: profile / Requested change removed.", timeout=60)
+            assert "Status: processed." in text and "decided to change nothing" not in text and "added." not in text
+            await pilot.press("escape", "escape")
+
+        drive(CmApp(home, discover=temp_hosts(str(tmp_path))), steps, size=(80, 24))
+        assert fake.model_requests()
+    wait_no_drain(home)
+    paths = DataPaths(config_mod.load(home).data_root)
+    assert "Requested change" not in open(paths.document("profile"), encoding="utf-8").read()
+
+
 def test_a_sensitive_request_is_refused_before_anything_is_stored(home, tmp_path):
     configure_model(home, "http://127.0.0.1:9/v1")
     setupstate.finish(home)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import os
 
-from tui_support import KEY, drive, temp_hosts, wait_for
+from tui_support import KEY, configure_model, drive, open_action, temp_hosts, wait_for
 
-from cmrunner.manage import providers
+from cmrunner.manage import providers, setupstate
 from cmrunner.synthetic import fakemodel
 from cmrunner.tui.app import CmApp
 
@@ -106,3 +106,33 @@ def test_the_model_form_replaces_an_agent_cli_runtime(home, tmp_path):
         drive(CmApp(home, start="config", discover=temp_hosts(str(tmp_path))), steps, size=SMALL)
     remote = json.load(open(os.path.join(home, "config.json")))["remote"]
     assert remote["provider"] == "openai-compatible" and remote["preset"] == "ollama" and "agent" not in remote
+
+
+def test_a_typed_model_the_server_does_not_list_is_refused_with_the_listed_ones_and_nothing_is_saved(home, tmp_path):
+    """Issue 36's bad input: a model that is not listed is caught in the wizard before saving, with
+    its code and the fix (the listed models), and the saved configuration stays byte for byte."""
+    with fakemodel.running(str(tmp_path / "fake"), {"models": ["alpha", "beta"]}) as fake:
+        configure_model(home, fake.base_url)  # the model configured before: fake-model at this server
+        setupstate.finish(home)
+        saved = {name: open(os.path.join(home, name), "rb").read() for name in ("config.json", ".env")}
+
+        async def then(pilot):
+            await _pick_preset(pilot, "custom", fake.base_url)
+            await wait_for(pilot, "3/4 API key")
+            await pilot.press(*KEY, "enter")
+            await wait_for(pilot, "2 models at")
+            menu = pilot.app.screen.query_one("#models")
+            ids = [menu.get_option_at_index(i).id for i in range(menu.option_count)]
+            assert ids[-1] == "manual", ids
+            menu.highlighted = ids.index("manual")
+            await pilot.press("enter")
+            await pilot.press(*"gamma", "enter")
+            text = await wait_for(pilot, "MODEL_NOT_LISTED", timeout=60)
+            assert "does not list 'gamma'; pick a listed one: alpha, beta" in text, text
+            assert "gamma was not saved; nothing changed." in text
+            await pilot.press("escape", "escape", "escape", "escape")
+
+        drive(CmApp(home, discover=temp_hosts(str(tmp_path))), open_action("model", then), size=SMALL)
+        probes = [r for r in fake.requests() if r["method"] == "POST"]
+    assert {name: open(os.path.join(home, name), "rb").read() for name in saved} == saved
+    assert probes == []  # refused on the list alone: no test request was sent for it

@@ -26,7 +26,7 @@ def _ready(home: str, url: str = "http://127.0.0.1:9/v1") -> None:
 
 def test_q_quits_and_question_mark_shows_the_keys(home, tmp_path):
     _ready(home)
-    app = CmApp(home, discover=temp_hosts(str(tmp_path)))
+    app = CmApp(home, discover=temp_hosts(str(tmp_path)), cwd=str(tmp_path))  # no project folder: no offer
 
     async def steps(pilot):
         await wait_for(pilot, "cm · Common Memory")

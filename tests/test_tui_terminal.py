@@ -28,7 +28,8 @@ pytestmark = pytest.mark.timeout(120)
 def session(tmp_path, home: str, name: str, size: tuple[int, int] = (110, 36)) -> Tmux:
     script = tmp_path / f"{name}.sh"
     before, after = tmp_path / f"{name}.before", tmp_path / f"{name}.after"
-    script.write_text(f"stty -a > {shlex.quote(str(before))}\n{shlex.quote(CM)}\n"
+    # cm runs in the test's own folder, no project: Home offers to register a project folder it runs in
+    script.write_text(f"cd {shlex.quote(str(tmp_path))}\nstty -a > {shlex.quote(str(before))}\n{shlex.quote(CM)}\n"
                       f"status=$?\nstty -a > {shlex.quote(str(after))}\necho \"CM-EXIT:$status\"\nsleep 60\n")
     env = {"COMMON_MEMORY_HOME": home, "CODEX_HOME": str(tmp_path / "codexhome"),
            "PI_CODING_AGENT_DIR": str(tmp_path / "no-pi"), "PATH": f"{BIN}:/usr/bin:/bin",

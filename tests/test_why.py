@@ -120,3 +120,19 @@ def test_why_explains_a_removed_section_and_keeps_its_evidence_after_a_restore(h
     [restored] = _why(home, "preferences", "Indentation")
     assert not restored["removed"] and [e["id"] for e in restored["evidence"]] == [1, 2]
     assert "no evidence linked" not in run_cm(["why", "preferences", "--home", home]).stdout.decode()
+
+
+def test_why_after_an_undo_still_shows_the_evidence(home, tmp_path):
+    """Issue 36: "after an undo the evidence is reported as missing". Two drains (put, correct), then
+    `cm undo` of the correction: the section's text is the first commit's again, and `cm why`
+    names the evidence behind it with the user's words, never "no evidence linked"."""
+    run_commits(home, tmp_path, count=2, recent=True)
+    history = json.loads(run_cm(["history", "preferences", "Indentation", "--json", "--home", home]).stdout)
+    undo = run_cm(["undo", history[0]["receipt"], "--home", home])
+    assert undo.returncode == 0, undo.stderr
+    [found] = _why(home, "preferences", "Indentation")
+    assert [v["kind"] for v in found["versions"]] == ["undo", "replace", "put"]
+    assert found["evidence"] and 1 in [e["id"] for e in found["evidence"]], found
+    assert SAID[0] in [e["words"] for e in found["evidence"]], found
+    text = run_cm(["why", "preferences", "Indentation", "--home", home]).stdout.decode()
+    assert "no evidence linked" not in text and "evidence #1, you said" in text and f"“{SAID[0]}”" in text, text

@@ -118,3 +118,22 @@ def test_flush_says_nothing_was_kept_when_the_memory_agent_ignores_it(home, tmp_
     out = proc.stdout.decode()
     assert "nothing was kept, because the Memory Agent found nothing in it to remember or change" in out
     assert "memory changed" not in out
+
+
+def test_flush_reports_an_addition_a_change_and_a_removal_in_the_users_terms(home, tmp_path):
+    """Issue 36, a removal reported end to end: put, correct, then forget one section, each through
+    a real `cm flush` (the scripted Memory Agent of ``history_support``)."""
+    from history_support import SAID, SCRIPT
+
+    paths, _cfg = configure(home)
+    env = drain_env(write_script(str(tmp_path), SCRIPT), str(tmp_path / "calls"))
+    said = []
+    for i, text in enumerate(SAID, start=1):
+        admit(paths, text, f"e{i}", batch=f"b{i}")
+        proc = run_cm(["flush"], env=env, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        said += [line for line in proc.stdout.decode().splitlines() if line.startswith(("memory changed", "nothing"))]
+    assert said == ["memory changed: preferences / Indentation added",
+                    "memory changed: preferences / Indentation changed",
+                    "memory changed: preferences / Indentation removed"]
+    assert "## Indentation" not in open(paths.document("preferences")).read()

@@ -2,7 +2,9 @@
 
 Drives the real management UI with textual's pilot through every screen at 80×24, in a scratch home under
 ``/tmp/cm-screens`` (deleted and recreated), with the loopback fake model, a Codex folder (with its
-memory files, for the import step), a Pi agent folder and a pretend ChatGPT.app.
+memory files, for the import step), a Pi agent folder and a pretend ChatGPT.app. The management screens run
+in a scratch git repository with a remote (``/tmp/cm-screens/src/ferrous``), so Home shows its offer to
+register that folder; the first run runs in a folder outside git.
 Each screen is written as plain text (what a person sees, without colour). Not a test: pytest does not collect it.
 """
 
@@ -84,8 +86,12 @@ def open_action(column: int, index: int):
 
 
 async def management(pilot: object, shots: Shots, home: str) -> None:
-    await wait_for(pilot, "cm · Common Memory")
+    await wait_for(pilot, "Register this folder (ferrous)")
     await shots.save(pilot, "home")
+    await pilot.press("r")  # type: ignore[attr-defined]
+    await wait_for(pilot, "Enter saves, in one step:")
+    await shots.save(pilot, "register-folder")
+    await pilot.press("escape")  # type: ignore[attr-defined]  # nothing saved: the other screens stay global
     await open_action(0, 0)(pilot)
     await wait_for(pilot, "[x] Codex CLI")
     await pilot.press("end", "space")  # type: ignore[attr-defined]
@@ -195,6 +201,13 @@ def main(out: str) -> None:
     home = os.path.join(ROOT, "home", ".common-memory")
     os.environ["COMMON_MEMORY_HOME"] = home
     hosts = temp_hosts(ROOT, chatgpt=True)
+    outside = os.path.join(ROOT, "outside")
+    repo = os.path.join(ROOT, "src", "ferrous")
+    os.makedirs(outside)
+    os.makedirs(repo)
+    subprocess.run(["git", "init", "-q", repo], check=True, timeout=30)
+    subprocess.run(["git", "-C", repo, "remote", "add", "origin", "https://github.com/example/ferrous.git"],
+                   check=True, timeout=30)
     user_home = plant_agents_memory()
     shots = Shots(out)
     with fakemodel.running(os.path.join(ROOT, "fake"), {"replies": [], "policy": EDIT_POLICY}) as fake:
@@ -202,12 +215,14 @@ def main(out: str) -> None:
             async with app.run_test(size=SIZE) as pilot:
                 await steps(pilot)
 
-        asyncio.run(run(CmApp(home, discover=hosts, user_home=user_home), lambda p: first_run(p, shots, fake.base_url)))
+        asyncio.run(run(CmApp(home, discover=hosts, user_home=user_home, cwd=outside),
+                        lambda p: first_run(p, shots, fake.base_url)))
         paths = DataPaths(config_mod.load(home).data_root)
         os.makedirs(paths.memory, exist_ok=True)
         with open(paths.document("preferences"), "w", encoding="utf-8") as handle:
             handle.write("# Preferences\n\n## Editor\nI use Vim keybindings, and tabs for indentation.\n")
-        asyncio.run(run(CmApp(home, discover=hosts, user_home=user_home), lambda p: management(p, shots, home)))
+        asyncio.run(run(CmApp(home, discover=hosts, user_home=user_home, cwd=repo),
+                        lambda p: management(p, shots, home)))
         time.sleep(0.5)
     guidance = subprocess.run([os.path.join(os.path.dirname(sys.executable), "cm")], capture_output=True, text=True,
                               stdin=subprocess.DEVNULL, env=dict(os.environ), timeout=30).stdout
@@ -215,7 +230,7 @@ def main(out: str) -> None:
         handle.write("$ cm < /dev/null | cat\n" + guidance)
     shots.count += 1
     plant_secrets(home)  # after the other captures, which show memory without secrets
-    asyncio.run(run(CmApp(home, discover=hosts, user_home=user_home), lambda p: secrets_screen(p, shots)))
+    asyncio.run(run(CmApp(home, discover=hosts, user_home=user_home, cwd=outside), lambda p: secrets_screen(p, shots)))
 
 
 if __name__ == "__main__":

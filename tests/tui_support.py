@@ -10,6 +10,8 @@
   capture-pane; every session is killed by name afterwards.
 - ``model_form(pilot, base_url)`` fills the setup wizard's provider, base URL and key steps;
   ``first_run(pilot, base_url)`` goes on through the model list and the agents to their result.
+- ``check_fits(pilot)`` is the one check that a screen fits its terminal (see its docstring); it fails
+  when it found nothing to check.
 - ``EDIT_POLICY`` names ``support/edit_policy.py``, the fake model's policy for edit tasks.
 """
 
@@ -168,3 +170,85 @@ class Tmux:
 
     def close(self) -> None:
         subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True, timeout=10)
+
+
+SHARED_KEYS = "q quit · ? help"
+SCROLLBAR = "▁▂▃▄▅▆▇█ "  # a scrolled box's bar may share the footer's last row
+
+
+def _scrolls_y(widget: object) -> bool:
+    """Holds more rows than it shows, and can scroll to them (overflow ``hidden`` cannot)."""
+    return widget.max_scroll_y > 0 and widget.styles.overflow_y in ("auto", "scroll")  # type: ignore[attr-defined]
+
+
+def _scrolls(widget: object) -> bool:
+    return _scrolls_y(widget) or (widget.max_scroll_x > 0  # type: ignore[attr-defined]
+                                  and widget.styles.overflow_x in ("auto", "scroll"))  # type: ignore[attr-defined]
+
+
+def cut_widgets(screen: object) -> list[str]:
+    """Widgets shown only in part with no way to see the rest: clipped by an ancestor (or the
+    screen) that cannot scroll them into view, or a text block whose own lines need more rows
+    (or, not wrapping, more columns without an ellipsis) than it has and which does not scroll."""
+    from textual.widgets import Static
+
+    found: list[str] = []
+    for widget, geometry in screen._compositor.full_map.items():  # type: ignore[attr-defined]
+        if widget is screen or not widget.display or not widget.region.area:
+            continue
+        region, clip = geometry.region, geometry.clip
+        if not clip.contains_region(region) and clip.intersection(region).area:
+            ancestors = [a for a in widget.ancestors_with_self[1:] if hasattr(a, "max_scroll_y")]
+            if not any(_scrolls(a) for a in ancestors):
+                found.append(f"{widget!r} at {region} clipped to {clip}")
+        if isinstance(widget, Static) and not _scrolls(widget):
+            content = widget.content_region
+            needed = widget.get_content_height(content.size, screen.size, content.width)  # type: ignore[attr-defined]
+            if needed > content.height:
+                found.append(f"{widget!r} needs {needed} rows, has {content.height}")
+            if widget.styles.text_wrap == "nowrap" and widget.styles.text_overflow != "ellipsis":
+                wide = widget.get_content_width(content.size, screen.size)  # type: ignore[attr-defined]
+                if wide > content.width:
+                    found.append(f"{widget!r} needs {wide} columns, has {content.width}, no ellipsis")
+    return found
+
+
+async def check_fits(pilot: object) -> str:
+    """The current screen fits the pilot's terminal: its footer (the screen's keys with Esc, then
+    ``q quit · ? help``) is whole and the last thing shown; no widget or text block is cut
+    (``cut_widgets``); and whatever holds more than it shows scrolls: PgDn scrolls at least one such
+    box (others may be scrolled by focus and arrows) without moving a highlight in a list that did not
+    scroll, and PgUp scrolls back. Fails when there is no footer or no widget to check. Returns the
+    screen's flat text."""
+    from textual.widgets import OptionList
+
+    app = pilot.app  # type: ignore[attr-defined]
+    screen = app.screen
+    assert list(screen.query("#hint")), f"no footer found on {screen!r}"
+    footer = screen.footer()
+    assert "Esc" in footer and footer.endswith(SHARED_KEYS), footer
+    shown = flat(screen_text(app))
+    assert flat(footer) in shown, (footer, screen_text(app))
+    assert shown.rstrip(SCROLLBAR).rstrip().endswith(flat(footer)), screen_text(app)
+    widgets = [w for w in screen._compositor.full_map if w is not screen and w.display and w.region.area]
+    assert len(widgets) > 2, f"nothing to check on {screen!r} beyond its frame"
+    cut = cut_widgets(screen)
+    assert not cut, "\n".join(cut) + "\n" + screen_text(app)
+    boxes = [w for w in [screen, *widgets] if hasattr(w, "max_scroll_y") and _scrolls_y(w)]
+    if boxes:
+        before = {id(b): b.scroll_y for b in boxes}
+        lists = {id(w): w.highlighted for w in widgets if isinstance(w, OptionList)}
+        await pilot.press("pagedown")  # type: ignore[attr-defined]
+        await pilot.pause(0.2)  # type: ignore[attr-defined]
+        moved = [b for b in boxes if b.scroll_y > before[id(b)]]
+        assert moved, f"PgDn scrolled none of {boxes!r}\n{screen_text(app)}"
+        for w in widgets:
+            if isinstance(w, OptionList) and w not in moved:
+                assert w.highlighted == lists[id(w)], f"PgDn moved the highlight of {w!r}"
+        for b in boxes:
+            assert b in moved or b.can_focus, f"{b!r} holds more than it shows and neither PgDn nor focus scrolls it"
+        await pilot.press("pageup")  # type: ignore[attr-defined]
+        await pilot.pause(0.2)  # type: ignore[attr-defined]
+        assert all(b.scroll_y <= before[id(b)] for b in moved), "PgUp did not scroll back"
+        shown = flat(screen_text(app))
+    return shown

@@ -8,6 +8,7 @@ Contract:
   id on every machine and under every local path; the slug is the repository's (or sub-folder's)
   name, never the display name. Without a remote the id is generated (``<slug of name>-<6 random
   hex>``) and never reused. ``register(..., project_id=)`` joins a known id explicitly.
+- ``preview`` says what ``register_here`` would register (id and how it was chosen) and saves nothing.
 - One id may have several paths (clones or worktrees of one repository on one machine): they
   share one memory; ``remove`` drops every path of the id.
 - Known, not registered here: a project whose memory file ``memory/projects/<id>.md`` exists (it
@@ -257,9 +258,11 @@ def register(paths: DataPaths, path: str, name: str) -> Project:
     return register_here(paths, path, name).project
 
 
-def register_here(paths: DataPaths, path: str, name: str, project_id: str | None = None) -> Registered:
+def register_here(paths: DataPaths, path: str, name: str, project_id: str | None = None,
+                  generated: str | None = None) -> Registered:
     """Register ``path`` under display ``name``; its id is derived from its repository's remote
-    (``derive_id``), ``project_id`` when given (it must be registered or known here), else generated."""
+    (``derive_id``), ``project_id`` when given (it must be registered or known here), else generated:
+    ``generated`` (the id a ``preview`` showed) when it is still free, else a new one."""
     from cmrunner.core import gitremote
 
     real, name = _checked(path, name)
@@ -272,32 +275,57 @@ def register_here(paths: DataPaths, path: str, name: str, project_id: str | None
                     "PROJECT_ALREADY_REGISTERED",
                     f"{real} is already registered as {project.id}; remove it first to re-register",
                 )
-        taken = {p.id for p in projects}
-        how, why = "new", ""
-        if project_id is not None:
-            if not scopes.is_project_id(project_id) or (
-                    project_id not in taken and project_id not in known_unregistered(paths, projects)):
-                raise CmError("UNKNOWN_PROJECT", f"no project here has id {project_id!r} (registered or with a "
-                                                 "memory file); see `cm project list`")
-            candidate, how = project_id, "joined"
-        elif found.remote is not None:
-            same = next((p for p in projects if (p.remote, p.subpath) == (found.remote, found.subpath)), None)
-            # Another path of the same repository here keeps its id, even one registered before ids
-            # came from remotes: one repository, one memory on this machine.
-            candidate = same.id if same is not None else derive_id(found.remote, found.subpath)
-            if candidate in taken:
-                how = "shared"
-            elif os.path.isfile(paths.document(scopes.project_scope(candidate))):
-                how = "known"
-        else:
-            how, why = "generated", found.why
-            while True:
-                candidate = f"{_slug(name)}-{os.urandom(3).hex()}"
-                if candidate not in taken and not os.path.exists(paths.document(scopes.project_scope(candidate))):
-                    break
+        candidate, how, why = _choose_id(paths, projects, name, found, project_id, generated)
         project = Project(candidate, real, name, int(time.time() * 1000), found.remote, found.subpath)
         _save(paths, projects + [project])
     return Registered(project, how, why)
+
+
+def preview(paths: DataPaths, path: str, name: str) -> Registered:
+    """What ``register_here(paths, path, name)`` would register, saving nothing: the same id choice
+    (a generated id is drawn now; pass it back as ``generated`` to keep it)."""
+    from cmrunner.core import gitremote
+
+    real, name = _checked(path, name)
+    found = gitremote.origin(real)
+    projects = load(paths)
+    candidate, how, why = _choose_id(paths, projects, name, found, None, None)
+    return Registered(Project(candidate, real, name, 0, found.remote, found.subpath), how, why)
+
+
+def _choose_id(paths: DataPaths, projects: list[Project], name: str, found: tuple[str | None, str, str],
+               project_id: str | None, generated: str | None) -> tuple[str, str, str]:
+    """The id a new registration gets, how it was chosen and (generated) why; ``found`` is the
+    folder's ``gitremote.Origin`` (remote, sub-path, why)."""
+    taken = {p.id for p in projects}
+    remote, subpath, reason = found
+    if project_id is not None:
+        if not scopes.is_project_id(project_id) or (
+                project_id not in taken and project_id not in known_unregistered(paths, projects)):
+            raise CmError("UNKNOWN_PROJECT", f"no project here has id {project_id!r} (registered or with a "
+                                             "memory file); see `cm project list`")
+        return project_id, "joined", ""
+    if remote is not None:
+        same = next((p for p in projects if (p.remote, p.subpath) == (remote, subpath)), None)
+        # Another path of the same repository here keeps its id, even one registered before ids
+        # came from remotes: one repository, one memory on this machine.
+        candidate = same.id if same is not None else derive_id(remote, subpath)
+        if candidate in taken:
+            return candidate, "shared", ""
+        if os.path.isfile(paths.document(scopes.project_scope(candidate))):
+            return candidate, "known", ""
+        return candidate, "new", ""
+
+    def free(candidate: str) -> bool:
+        return candidate not in taken and not os.path.exists(paths.document(scopes.project_scope(candidate)))
+
+    if generated is not None and generated.startswith(_slug(name) + "-") and scopes.is_project_id(generated) \
+            and free(generated):
+        return generated, "generated", reason
+    while True:
+        candidate = f"{_slug(name)}-{os.urandom(3).hex()}"
+        if free(candidate):
+            return candidate, "generated", reason
 
 
 def remove(paths: DataPaths, project_id: str) -> list[Project]:

@@ -9,6 +9,10 @@ Contract:
   save (``configedit.set_values``): both or neither. A folder registered already is not an error
   when ``allow`` is asked: its project is the one allowed (so ``cm project register PATH NAME
   --allow`` is the one remedy both for an unregistered folder and for a registered one not allowed).
+- ``preview(home, path, name)`` is what ``register(home, path, name, True)`` would save, saving
+  nothing: the project (``projects.preview``: a derived id, the id of a project known from another
+  machine, or a generated one, kept when registering with ``generated``) and the keys its scope
+  would be added to. The TUI shows it before its one confirmation.
 - ``allow(home, project)`` is the same grant for a project registered already.
 - ``remedy(path, name)`` is that one command, as plans and skip reasons print it.
 - ``folder_offer(home, cwd)`` is what `cm import` offers when it runs in a folder: the folder
@@ -65,13 +69,34 @@ def allow(home: str, project: projects.Project) -> list[str]:
     return keys
 
 
-def register(home: str, path: str, name: str, allow_access: bool, project_id: str | None = None) -> Registered:
-    """Register ``path`` as ``name`` (``project_id``: join that project, ``projects.register_here``)
-    and (``allow_access``) allow its memory (see module contract)."""
+@dataclass(frozen=True, slots=True)
+class Preview:
+    project: projects.Project  # as it would be registered (not saved)
+    how: str                   # how its id would be chosen (``projects.register_here``)
+    why: str
+    missing: list[str]         # the keys (``KEYS``) its scope would be added to
+
+    @property
+    def known(self) -> bool:
+        """Its memory is here already (a project known from another machine, not registered here)."""
+        return self.how == "known"
+
+
+def preview(home: str, path: str, name: str) -> Preview:
+    """What registering ``path`` as ``name`` and allowing its memory would save (see module contract)."""
+    cfg = config_mod.load(home)
+    seen = projects.preview(DataPaths(cfg.data_root), path, name)
+    return Preview(seen.project, seen.how, seen.why, missing(cfg, seen.project.scope))
+
+
+def register(home: str, path: str, name: str, allow_access: bool, project_id: str | None = None,
+             generated: str | None = None) -> Registered:
+    """Register ``path`` as ``name`` (``project_id``: join that project, ``projects.register_here``;
+    ``generated``: the id a ``preview`` showed) and (``allow_access``) allow its memory (see module contract)."""
     paths = DataPaths(config_mod.load(home).data_root)
     how = why = ""
     try:
-        done = projects.register_here(paths, path, name, project_id)
+        done = projects.register_here(paths, path, name, project_id, generated)
         project, new, how, why = done.project, True, done.how, done.why
     except CmError as exc:
         if exc.code != "PROJECT_ALREADY_REGISTERED" or not allow_access:

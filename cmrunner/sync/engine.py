@@ -228,14 +228,20 @@ def fetch(git: Git, branch: str) -> str | None:
     except GitFailed as exc:
         if exc.code == "SYNC_TIMEOUT":
             raise
-        raise _network_error(exc.returncode, b"", "read") from None
+        raise _network_error(exc.returncode, b"", "read", exc.kind) from None
     return git.rev(f"refs/remotes/{REMOTE}/{branch}")
 
 
-def _network_error(returncode: int, stderr: bytes, verb: str) -> CmError:
+def _network_error(returncode: int, stderr: bytes, verb: str, kind: str | None = None) -> CmError:
     from cmrunner.sync.git import classify
 
-    if classify(stderr.decode("utf-8", "replace")) == "rejected":
+    kind = kind or classify(stderr.decode("utf-8", "replace"))
+    if kind == "corrupt":  # not the network: `cm sync repair` rebuilds the repository
+        return CmError("SYNC_REPO_CORRUPT", f"the sync repository is damaged: git could not read an object of its "
+                                            f"own to {verb} (git exit {returncode}); your memory files are untouched; "
+                                            "run `cm sync repair` (it rebuilds it from your memory files and the "
+                                            "remote)")
+    if kind == "rejected":
         return CmError("SYNC_REMOTE_REJECTED", f"the remote refused to let cm {verb} (git exit {returncode}); check "
                                                "your access to it, then run `cm sync`")
     return CmError("SYNC_REMOTE_UNREACHABLE", f"the remote could not be reached to {verb} (git exit {returncode}); "

@@ -8,7 +8,9 @@ Contract:
 - A configuration that cannot be read opens an error screen with the reason; nothing is written.
 - ``discover`` is injectable so tests can present hosts without a real ChatGPT app; by default it
   is ``integrations.discovery.discover``. ``user_home`` is the folder the agents' own memory files
-  are looked for in (``tui/importing.py``); by default the user's home directory.
+  are looked for in (``tui/importing.py``); by default the user's home directory. ``cwd`` is the
+  folder cm runs in (Home's offer to register it, ``tui/register.py``, and the import plan); by
+  default the process's working directory.
 - Ctrl+C quits like Esc at the top (textual restores the terminal on every exit path).
 """
 
@@ -36,6 +38,8 @@ Screen { padding: 0 1; }
 .column { width: 1fr; height: auto; border: round $primary; margin-right: 1; }
 .column-title { text-style: bold; }
 #columns { height: auto; }
+#offer { margin-top: 1; }
+#columns Menu { margin: 0; }
 Menu, CheckList { height: auto; max-height: 16; margin: 1 0; }
 #providers { height: 1fr; max-height: 100%; }
 Input { margin-bottom: 1; }
@@ -91,10 +95,11 @@ class CmApp(App):
 
     def __init__(self, home: str, start: str = "manage",
                  discover: Callable[[], dict[str, discovery.Host]] | None = None,
-                 user_home: str | None = None) -> None:
+                 user_home: str | None = None, cwd: str | None = None) -> None:
         super().__init__()
         self.home = home
         self.user_home = user_home or os.path.expanduser("~")
+        self.cwd = cwd or os.getcwd()
         self.start = start
         self._discover = discover or discovery.discover
         self.uninstalled = False

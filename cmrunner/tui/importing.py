@@ -198,7 +198,7 @@ class ImportScreen(CmScreen):
 
     def _discover(self) -> None:
         app = self.app
-        found = plan_sources(app.home, self.chosen, app.user_home, os.getcwd())  # type: ignore[attr-defined]
+        found = plan_sources(app.home, self.chosen, app.user_home, app.cwd)  # type: ignore[attr-defined]
         app.call_from_thread(self._shown, found)
 
     def _shown(self, found: Found) -> None:
@@ -215,7 +215,7 @@ class ImportScreen(CmScreen):
         self.query_one("#total", Text).display = True
         menu = self.query_one("#choice", Menu)
         menu.clear_options()
-        self.folder = folder_offer(found, os.getcwd())
+        self.folder = folder_offer(found, self.app.cwd)  # type: ignore[attr-defined]
         register = [option("register", f"Register this folder ({os.path.basename(self.folder)}) as a project "
                                        "and allow its memory")] if self.folder else []
         if found.new:

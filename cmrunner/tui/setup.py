@@ -9,7 +9,8 @@ preset and Custom, in a worker thread, over the model's own outbound client, and
 one too. A wrong URL (``ENDPOINT_NOT_FOUND``: probably missing ``/v1``), a server that is down
 (``MODEL_UNREACHABLE``) or a refused key is shown in place with Retry and Back (the URL); a list
 the server cannot give (a 404 offers Back too) offers Retry and "type the name", and the check
-then decides. A failed
+then decides. A listed server's list ends with "Type another model name": a typed name the list
+lacks is refused (``MODEL_NOT_LISTED``, naming listed ones) before anything is saved. A failed
 check or Esc leaves the configuration as it was: Esc goes back a step, and on the first step (or
 with ``q`` on any step) it asks before quitting, saying that nothing was saved. The key is typed into a password field
 and never displayed; when one is configured, an empty field keeps it. Local presets (no key) skip the key
@@ -238,7 +239,9 @@ class ModelScreen(FormScreen):
             self.models = found
             self.query_one("#status", Text).set(f"{len(found)} model{'' if len(found) == 1 else 's'} at "
                                                 f"{self.flow.base_url}:")
-            menu.add_options([option(f"model:{i}", name) for i, name in enumerate(found)])
+            # a name typed here is checked against this list too (``MODEL_NOT_LISTED`` names the listed ones)
+            menu.add_options([*(option(f"model:{i}", name) for i, name in enumerate(found)),
+                              option("manual", "Type another model name")])
             current = self.flow.current.get("model")
             menu.highlighted = found.index(current) if current in found else 0
         if isinstance(found, CmError):

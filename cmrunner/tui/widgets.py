@@ -82,6 +82,32 @@ class Menu(OptionList):
             self.highlighted = 0  # Enter always has something to open
         return self
 
+    def _top_whole(self) -> None:
+        """On the first enabled option, show the list from its top: a disabled line above it (an
+        explanation, such as the agent CLIs not found) is then whole, never cut in half."""
+        first = next((i for i in range(self.option_count) if not self.get_option_at_index(i).disabled), None)
+        if self.highlighted is not None and self.highlighted == first:
+            self.scroll_home(animate=False)
+
+    def action_page_up(self) -> None:
+        super().action_page_up()
+        if self.highlighted is None and self.option_count:
+            self.action_first()  # textual's page up onto a disabled first line highlights nothing
+        self._top_whole()
+
+    def action_page_down(self) -> None:
+        super().action_page_down()
+        if self.highlighted is None and self.option_count:
+            self.action_last()
+
+    def action_cursor_up(self) -> None:
+        super().action_cursor_up()
+        self._top_whole()
+
+    def action_first(self) -> None:
+        super().action_first()
+        self._top_whole()
+
 
 @dataclass
 class _Choice:

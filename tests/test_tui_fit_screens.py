@@ -1,0 +1,140 @@
+"""Every screen reachable from Home fits 80×24 (textual pilot on a real home with real history, a
+trash entry, a hand-written secret and usage rows): ``tui_support.check_fits`` on each — the footer
+whole and last, nothing cut, and whatever holds more than it shows scrolls with PgDn without moving
+an unrelated highlight. The deeper states are checked too: a History version's why, search results,
+an open document, the uninstall steps and the first run's steps."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import pytest
+from history_support import run_commits
+from tui_support import check_fits, configure_model, drive, model_form, open_action, temp_hosts, wait_for
+
+from cmrunner.core import config as config_mod, ledger, store
+from cmrunner.core.home import DataPaths
+from cmrunner.manage import setupstate
+from cmrunner.synthetic import fakemodel
+from cmrunner.tui.app import CmApp
+from cmrunner.tui.home import COLUMNS
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "fixtures"))
+from secrets_corpus import SECRETS
+
+pytestmark = pytest.mark.timeout(300)
+SIZE = (80, 24)
+TOKEN = next(text for fmt, text in SECRETS if fmt == "github").split()[-1]
+# What each screen shows once its content has loaded (a worker's text lands before the check).
+LOADED = {"agents": "[ ] Codex CLI", "check": "Installation check", "import": "Continue",
+          "view": "Authorized documents", "adjust": "Notice:", "status": "Writer:",
+          "secrets": "withheld", "history": "put by memory_agent (retain)", "trash": "Indentation",
+          "config": "Current Configuration", "model": "1/4 Provider", "network": "Saved: mode direct",
+          "test": "Outcome:", "usage": "Tokens per day, last 30 days", "uninstall": "Continue"}
+
+
+def _lived_in(home: str, tmp_path) -> DataPaths:
+    """Three real commits (the last forgets a section: history and the trash), a hand-written
+    section holding a token, and two days of usage."""
+    paths, _after = run_commits(home, tmp_path, count=3)
+    configure_model(home, "http://127.0.0.1:9/v1")
+    setupstate.finish(home)
+    with open(paths.document("preferences"), "a", encoding="utf-8") as handle:
+        handle.write(f"\n## Editor\nVim keybindings.\n\n## Deploy\nThe CI publishes with {TOKEN} every Friday.\n")
+    conn = store.open_store(paths)
+    now = int(time.time() * 1000)
+    with store.immediate(conn):
+        for back, tokens in ((2, 4000), (0, 1000)):
+            ledger.append(conn, ledger.Entry(now - back * 86_400_000, "memory_agent", "job", 1, 1, "api.example.com",
+                                             "gpt-x", "responses", ("global",), ("user_explicit",), 4096, 1024,
+                                             tokens, None, 100, None, "provider", 900, "ok"))
+    conn.close()
+    return paths
+
+
+def _app(home: str, tmp_path) -> CmApp:
+    hosts = temp_hosts(str(tmp_path / ("a-long-folder-name-" * 2)), chatgpt=True, claude=True, gemini=True)
+    return CmApp(home, discover=hosts, user_home=str(tmp_path / "userhome"), cwd=str(tmp_path))
+
+
+def test_every_screen_reachable_from_home_fits_at_80x24(home, tmp_path):
+    _lived_in(home, tmp_path)
+    checked: list[str] = []
+
+    async def steps(pilot):
+        await wait_for(pilot, "Model & Configuration")
+        await check_fits(pilot)
+        for _title, items in COLUMNS:
+            for action, _label in items:
+                await open_action(action, lambda p, a=action: wait_for(p, LOADED[a], timeout=60))(pilot)
+                await pilot.pause(0.3)
+                await check_fits(pilot)
+                checked.append(action)
+                await pilot.press("escape")
+                await wait_for(pilot, "Model & Configuration")
+
+    drive(_app(home, tmp_path), steps, SIZE)
+    assert checked == [k for _t, items in COLUMNS for k, _l in items]
+
+
+def test_the_deeper_screens_fit_at_80x24(home, tmp_path):
+    _lived_in(home, tmp_path)
+
+    async def history(pilot):
+        await wait_for(pilot, "put by memory_agent (retain)")
+        await pilot.press("down")
+        await wait_for(pilot, "-Tabs in Go.")  # a version's diff
+        await check_fits(pilot)
+        await pilot.press("w")
+        await wait_for(pilot, "evidence of the commits that wrote its text")
+        await check_fits(pilot)
+        await pilot.press("escape")
+
+    async def view(pilot):
+        await wait_for(pilot, "Authorized documents")
+        await pilot.press("enter")
+        await wait_for(pilot, "page 1/")
+        await check_fits(pilot)
+        await pilot.press("escape", "tab", *"Vim", "enter")
+        await wait_for(pilot, "matching line")
+        await check_fits(pilot)
+        await pilot.press("escape")
+
+    async def uninstall(pilot):
+        await wait_for(pilot, "Continue")
+        await pilot.press("enter")
+        await wait_for(pilot, "Uninstall · Memory Data")
+        await check_fits(pilot)
+        await pilot.press("enter")
+        await wait_for(pilot, "Memory Data will be kept")
+        await check_fits(pilot)
+        await pilot.press("escape", "escape")
+
+    async def steps(pilot):
+        for action, then in (("history", history), ("view", view), ("uninstall", uninstall)):
+            await open_action(action, then)(pilot)
+            await wait_for(pilot, "Model & Configuration")
+
+    drive(_app(home, tmp_path), steps, SIZE)
+
+
+def test_the_first_run_steps_fit_at_80x24(home, tmp_path):
+    with fakemodel.running(str(tmp_path / "fake"), {"models": [f"fake-model-{i}" for i in range(30)]}) as fake:
+        async def steps(pilot):
+            await wait_for(pilot, "1/4 Provider")
+            await check_fits(pilot)  # the presets: longer than 24 rows
+            await pilot.press("enter")
+            await wait_for(pilot, "2/4 Base URL")
+            await check_fits(pilot)
+            await pilot.press("escape")
+            await model_form(pilot, fake.base_url)
+            await wait_for(pilot, "30 models at")
+            await check_fits(pilot)
+            await pilot.press("escape")
+            await wait_for(pilot, "3/4 API key")
+            await check_fits(pilot)
+
+        drive(_app(home, tmp_path), steps, SIZE)
+    assert not os.path.exists(os.path.join(home, "config.json")) or config_mod.load(home).remote == {}
