@@ -237,10 +237,11 @@ def _network_error(returncode: int, stderr: bytes, verb: str, kind: str | None =
 
     kind = kind or classify(stderr.decode("utf-8", "replace"))
     if kind == "corrupt":  # not the network: `cm sync repair` rebuilds the repository
-        return CmError("SYNC_REPO_CORRUPT", f"the sync repository is damaged: git could not read an object of its "
-                                            f"own to {verb} (git exit {returncode}); your memory files are untouched; "
-                                            "run `cm sync repair` (it rebuilds it from your memory files and the "
-                                            "remote)")
+        return CmError("SYNC_REPO_CORRUPT", f"the sync repository is damaged: one of its own objects did not read "
+                                            f"while cm {'read from' if verb == 'read' else 'pushed to'} the remote "
+                                            f"(git exit {returncode}); your memory "
+                                            "files are untouched; run `cm sync repair` (it rebuilds it from your "
+                                            "memory files and the remote)")
     if kind == "rejected":
         return CmError("SYNC_REMOTE_REJECTED", f"the remote refused to let cm {verb} (git exit {returncode}); check "
                                                "your access to it, then run `cm sync`")

@@ -156,11 +156,19 @@ class Git:
         return found.stdout.decode().strip() if found.returncode == 0 else None
 
     def blob(self, commit: str | None, path: str) -> bytes | None:
-        """The bytes of ``path`` in ``commit``, or ``None`` when it is not there."""
+        """The bytes of ``path`` in ``commit``, or ``None`` when it is not there. An object that is
+        there but does not read is ``SYNC_REPO_CORRUPT``: taken for absent, a merge base's copy
+        would turn every section into a conflict."""
         if commit is None:
             return None
         found = self.run("cat-file", "blob", f"{commit}:{path}", check=False)
-        return found.stdout if found.returncode == 0 else None
+        if found.returncode == 0:
+            return found.stdout
+        if classify(found.stderr.decode("utf-8", "replace")) == "corrupt":
+            raise GitFailed("SYNC_REPO_CORRUPT", f"the sync repository is damaged: {path}'s copy does not read; your "
+                                                 "memory files are untouched; run `cm sync repair` (it rebuilds it "
+                                                 "from your memory files and the remote)", "corrupt", found.returncode)
+        return None
 
     def files(self, commit: str | None) -> list[str]:
         """Every file path in ``commit``'s tree."""
