@@ -219,6 +219,26 @@ def test_delay_pauses_after_the_first_event(tmp_path):
     assert b"response.completed" in rest
 
 
+def test_gate_file_holds_the_answer_until_the_file_exists(tmp_path):
+    import threading
+
+    gate = str(tmp_path / "gate")
+    with fakemodel.running(str(tmp_path / "fm"), [{"text": "held", "gate_file": gate}]) as fm:
+        conn = http.client.HTTPConnection("127.0.0.1", fm.port, timeout=30)
+        conn.request("POST", "/v1/responses", json.dumps({"stream": True}), {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        first = resp.readline()
+        rest: list[bytes] = []
+        reader = threading.Thread(target=lambda: rest.append(resp.read()))
+        reader.start()
+        reader.join(1.0)
+        assert reader.is_alive(), "the answer went on without its gate"
+        open(gate, "w").close()
+        reader.join(20)
+        conn.close()
+    assert first.startswith(b"event: response.created") and b"response.completed" in rest[0]
+
+
 def test_lifetime_bound_stops_the_server_by_itself(tmp_path):
     port_file, log = tmp_path / "port", tmp_path / "log.jsonl"
     proc = subprocess.Popen([sys.executable, fakemodel.__file__, "--port-file", str(port_file), "--log", str(log),
@@ -253,6 +273,7 @@ def test_context_manager_stops_the_server_when_the_test_fails(tmp_path):
     [{"tool_calls": [{"arguments": {}}]}],
     [{"error": {"status": 200}}],
     [{"usage": {"input_tokens": -1}}],
+    [{"text": "x", "gate_file": 3}],
     {"replies": [], "extra": 1},
     "not a script",
 ])
