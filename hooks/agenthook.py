@@ -54,13 +54,15 @@ from cmrunner.capture import (
     gemini_chat,
     hook_inbox,
     hook_rejections,
-    sessions,
 )
 from cmrunner.core import config as config_mod, drainlease, identity, store
 from cmrunner.core.errors import CmError, InputError
 from cmrunner.core.home import DataPaths
 from cmrunner.hooks import runner, slashcommands, stdin
-from cmrunner.reading import reader
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the reader loads only where memory is read: per-turn events skip it (issue 35)
+    from cmrunner.reading import reader
 
 UNKNOWN = "UNKNOWN_HOOK_EVENT"
 UNCONFIRMED = "UNCONFIRMED_PROMPT"
@@ -179,6 +181,8 @@ def _admit(conn: sqlite3.Connection, spec: HostSpec, cfg: config_mod.Config, hom
             session_id = capture.session_key(spec.client, key, ev.session)
             now = capture.now_ms()
             activations.open_activation(conn, base, session_id, spec.client, instance, ev.session, ev.cwd, now)
+            from cmrunner.capture import sessions  # a SessionStart only: per-turn events skip it
+
             sessions.register(conn, session_id, spec.client, instance, ev.session, now)
         else:
             session_id = row[0]
@@ -189,6 +193,7 @@ def _admit(conn: sqlite3.Connection, spec: HostSpec, cfg: config_mod.Config, hom
         if fresh is None:
             return {}
         from cmrunner.capture import waiting  # a reading SessionStart only: per-turn events skip it
+        from cmrunner.reading import reader
 
         block, warning = reader.render_block(fresh, spec.context_limit, waiting.turns(conn, scope))
         activations.freeze_snapshot(conn, session_id, block, capture.canonical_json(sorted({"global", scope})),

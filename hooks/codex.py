@@ -22,11 +22,14 @@ from __future__ import annotations
 import os
 import sqlite3
 
-from cmrunner.capture import activations, admission as capture, capacity, codex_inbox, sessions, transcript
+from cmrunner.capture import activations, admission as capture, capacity, codex_inbox, transcript
 from cmrunner.core import config as config_mod, drainlease, identity
 from cmrunner.core.errors import CmError, InputError
 from cmrunner.hooks import runner, stdin
-from cmrunner.reading import reader
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the reader loads only where memory is read: per-turn events skip it (issue 35)
+    from cmrunner.reading import reader
 
 CLIENTS = {"codex": "codex", "work": "chatgpt-work"}
 USED_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "Interrupt", "SessionEnd")
@@ -126,6 +129,8 @@ def _activation(conn: sqlite3.Connection, client: str, instance: str, ev: HookEv
     session_id = capture.session_key(client, instance_key, ev.session)
     now = capture.now_ms()
     activations.open_activation(conn, base, session_id, client, instance, ev.session, ev.cwd, now)
+    from cmrunner.capture import sessions  # a SessionStart only: per-turn events skip it
+
     sessions.register(conn, session_id, client, instance_key, ev.session, now)
     return _Activation(base, session_id, True, True)
 
@@ -150,6 +155,7 @@ def _admit(conn: sqlite3.Connection, cfg: config_mod.Config, home: str, client: 
         frozen = activations.frozen_snapshot(conn, act.session_id)
         if frozen is None and fresh_view is not None:
             from cmrunner.capture import waiting  # a reading SessionStart only: per-turn events skip it
+            from cmrunner.reading import reader
 
             block, warning = reader.render_block(fresh_view, waiting=waiting.turns(conn, scope),
                                                   refresh=reader.REFRESH_COMMAND)

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from cmrunner.capture import hostevents
 from cmrunner.hooks import agenthook
-from cmrunner.reading import reader
 
 EVENTS = hostevents.GEMINI_EVENTS
 IGNORED = hostevents.GEMINI_IGNORED
+# Gemini CLI takes the reader's whole block: ``reader.INJECTION_LIMIT`` (a test holds them equal), not
+# imported, so per-turn events do not load the reader (issue 35).
+CONTEXT_LIMIT = 64 * 1024
 SPEC = agenthook.HostSpec("gemini", "Gemini CLI", EVENTS, "prompt", "prompt_response", IGNORED,
-                          reader.INJECTION_LIMIT, "cm hook gemini --home <absolute path>", chat_record=True)
+                          CONTEXT_LIMIT, "cm hook gemini --home <absolute path>", chat_record=True)
 
 
 def main(argv: list[str]) -> int:

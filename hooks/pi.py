@@ -30,7 +30,6 @@ from cmrunner.core import config as config_mod, drainlease, identity, projects, 
 from cmrunner.core.errors import CmError, InputError
 from cmrunner.core.home import DataPaths
 from cmrunner.hooks import runner, stdin
-from cmrunner.reading import reader
 
 PI_EVENTS = ("session_start", "input", "message_end", "agent_end", "session_shutdown", "memory_flush",
              "memory_read")
@@ -95,6 +94,8 @@ def handle(home: str, event: dict) -> dict:
     paths = DataPaths(cfg.data_root)
     answer: dict = {"ok": True}
     if event["event"] in READ_ONLY or (event["event"] == "session_start" and event["payload"].get("readMemory") is True):
+        from cmrunner.reading import reader  # memory reads only: per-turn captures skip it
+
         scope = projects.scope_for(paths, event["cwd"])
         contexts = reader.authorized_contexts(cfg.allowed_scopes, scope if scope != "global" else None)
         view = reader.read_memory(paths, contexts, home)

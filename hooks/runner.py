@@ -25,7 +25,10 @@ from collections.abc import Callable
 from cmrunner.core import config as config_mod, jsonfast, projects, store
 from cmrunner.core.errors import CmError, InputError
 from cmrunner.core.home import DataPaths, resolve_home
-from cmrunner.reading import reader
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the reader loads only where memory is read: per-turn events skip it (issue 35)
+    from cmrunner.reading import reader
 
 INTERNAL_CODE = "INTERNAL_ERROR"  # the same as ``drainfailures.INTERNAL_CODE`` (not imported: hook budget)
 
@@ -81,6 +84,8 @@ def admit_event(home: str, cwd: str, reading: bool, instance: Callable[[], str],
     scope = projects.scope_for(paths, cwd)
     fresh: reader.MemoryView | None = None
     if reading:
+        from cmrunner.reading import reader
+
         contexts = reader.authorized_contexts(cfg.allowed_scopes, scope if scope != "global" else None)
         fresh = reader.read_memory(paths, contexts, home)
     conn = store.open_store(paths, store.HOOK_BUSY_MS)

@@ -8,7 +8,7 @@ import pytest
 
 from cmrunner.core import sections
 from cmrunner.core.errors import CmError
-from cmrunner.writer_proc import contract, tools
+from cmrunner.writer_proc import contract, reads as reads_mod, tools
 from cmrunner.writer_proc.reads import ReadPort, Source
 
 SECRET_LOOKING = "sk-proj-Abc123Def456Ghi789Jkl012Mno345"
@@ -62,7 +62,10 @@ def test_rejections_name_only_codes_and_fields(name, raw, code, errors):
     assert SECRET_LOOKING not in json.dumps(outcome.result) and "walks" not in json.dumps(outcome.result)
 
 
-def test_reads_serve_pages_and_null_offsets_mean_the_start():
+def test_reads_serve_pages_and_null_offsets_mean_the_start(monkeypatch):
+    # a page too small for the whole job (190 source bytes and a 26-byte document), so no read is
+    # the complete first read and each tool serves its own page
+    monkeypatch.setattr(reads_mod, "BULK_PAGE", 200)
     box, reads = _box()
     manifest = box.call("inspect_ingest", json.dumps({"handle": "ingest_7", "offset": None}))
     assert not manifest.rejected and manifest.result["blocks"][0]["evidence_ref"] == "ev_7"
@@ -73,6 +76,20 @@ def test_reads_serve_pages_and_null_offsets_mean_the_start():
     assert memory.result["text"] == "# Profile\n\n## Walks\nlong\n"
     notes = box.call("record_working_notes", json.dumps({"notes": "read all; nothing new"}))
     assert notes.result == {"recorded": True, "bytes": 21} and box.notes == "read all; nothing new"
+
+
+def test_after_the_complete_first_read_a_read_returns_no_text_again_but_is_still_checked():
+    box, reads = _box()
+    first = box.call("inspect_ingest", json.dumps({"handle": "ingest_7", "offset": None})).result
+    assert first["complete"] is True and first["memory"][0]["text"] == "# Profile\n\n## Walks\nlong\n"
+    for name, args in (("read_ingest", {"handle": "ingest_7", "block": "b1", "offset": 0}),
+                       ("read_ingest", {"handle": None, "block": None, "offset": 0}),
+                       ("inspect_memory", {"handle": reads.snapshot_handle, "target": None, "offset": 0}),
+                       ("inspect_memory", {"handle": reads.snapshot_handle, "target": "profile", "offset": 0})):
+        assert box.call(name, json.dumps(args)).result == tools.ALREADY_RETURNED, name
+    bad = box.call("inspect_memory", json.dumps({"handle": "snapshot_x", "target": None, "offset": 0}))
+    assert bad.rejected and bad.code == "INVALID_SNAPSHOT_HANDLE", "a wrong handle is still refused"
+    assert box.call("processing_state", "").result["complete"] is True
 
 
 def test_contract_rejection_carries_path_and_rule_then_first_acceptance_wins():
@@ -118,7 +135,7 @@ def _bulk_port() -> ReadPort:
 
 
 def test_bulk_read_pages_every_block_in_order_and_counts_as_coverage(monkeypatch):
-    from cmrunner.writer_proc import reads as reads_mod
+
 
     monkeypatch.setattr(reads_mod, "BULK_PAGE", 102)  # byte 102 is inside an "ö": the page ends before it
     reads = _bulk_port()
@@ -141,7 +158,7 @@ def test_bulk_read_pages_every_block_in_order_and_counts_as_coverage(monkeypatch
 
 
 def test_bulk_read_keeps_the_contiguity_rule(monkeypatch):
-    from cmrunner.writer_proc import reads as reads_mod
+
 
     monkeypatch.setattr(reads_mod, "BULK_PAGE", 102)
     reads = _bulk_port()
@@ -161,7 +178,7 @@ def test_bulk_read_keeps_the_contiguity_rule(monkeypatch):
 
 
 def test_manifest_carries_document_text_and_marks_what_it_served_as_read(monkeypatch):
-    from cmrunner.writer_proc import reads as reads_mod
+
 
     reads = _bulk_port()
     manifest = reads.inspect_memory(reads.snapshot_handle)

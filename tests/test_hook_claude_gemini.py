@@ -16,6 +16,7 @@ import pytest
 from conftest import db_rows, hook_env, run_cm, settle
 
 from cmrunner.hooks import claude, gemini
+from cmrunner.reading import reader
 
 HOSTS = {"claude": claude.SPEC, "gemini": gemini.SPEC}
 
@@ -208,6 +209,11 @@ def test_claude_injection_stays_under_the_cut_and_says_so_when_too_large(home, w
     assert len(out["hookSpecificOutput"]["additionalContext"]) < 10_000
     assert "unavailable" in out["hookSpecificOutput"]["additionalContext"]
     assert "injection limit" in out["systemMessage"]
+
+
+def test_gemini_takes_the_readers_whole_block():
+    # gemini.py holds the number itself so that per-turn events do not load the reader (issue 35)
+    assert gemini.SPEC.context_limit == gemini.CONTEXT_LIMIT == reader.INJECTION_LIMIT
 
 
 @pytest.mark.parametrize("host", ["claude", "gemini"])

@@ -31,7 +31,9 @@ PER_TURN_FORBIDDEN = ("hashlib", "_hashlib",
                       "json",
                       # the drain's side of capture: the transcript parser, the Codex consumer and the
                       # sensitive-content scanner load only where the drain consumes the inbox
-                      "cmrunner.capture.rollout", "cmrunner.capture.codex_consumer", "cmrunner.secrets.safety")
+                      "cmrunner.capture.rollout", "cmrunner.capture.codex_consumer", "cmrunner.secrets.safety",
+                      # the session cache is the consumers' and the memory reader SessionStart's (issue 35)
+                      "cmrunner.capture.sessions", "cmrunner.reading.reader")
 
 
 # The form hosts are pinned to (`<python> -I -S <installed cmrunner>/__main__.py hook …`,

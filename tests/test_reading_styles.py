@@ -47,8 +47,11 @@ def test_the_first_read_of_any_tool_returns_every_source_and_document(name, args
     assert {d["target"]: d["text"].encode() for d in memory} == {t: d.data for t, d in reads.snapshot.items()}
     assert all(d["next"] is None and d["sections"] for d in memory)
     assert reads.ingest_fully_read and reads.fully_read_targets == {"profile", "preferences"}
-    again = box.call(name, json.dumps(args)).result
-    assert "complete" not in again and "sources" not in again and "memory" not in again, "only the first read"
+    for later_name, later_args in FIRST_READS:
+        if later_name == "inspect_memory":
+            later_args = {**later_args, "handle": reads.snapshot_handle}
+        again = box.call(later_name, json.dumps(later_args)).result
+        assert again == tools.ALREADY_RETURNED, "the text is served once per attempt, not again"
 
 
 def test_a_job_larger_than_one_page_is_paged_as_before(monkeypatch):

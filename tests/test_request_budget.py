@@ -39,8 +39,10 @@ def _states(paths) -> list[tuple[str, str | None]]:
 
 
 def test_a_growing_conversation_stops_before_the_request_budget(home, tmp_path):
-    rereads = {"tool_calls": [{"name": "read_ingest", "arguments": {"handle": None, "block": None, "offset": 0}}]}
-    script = {"replies": [rereads] * 10, "default": rereads}
+    # Each reply's own arguments stay in the conversation (a read returns the text once per attempt,
+    # so a re-read no longer grows it): 15 KB of working notes per turn.
+    notes = {"tool_calls": [{"name": "record_working_notes", "arguments": {"notes": "word " * 3000}}]}
+    script = {"replies": [notes] * 10, "default": notes}
     paths, outcome, log = _run(home, tmp_path, script, ["word " * 2000], maxRequestBytes=SMALL)
     assert (outcome.state, outcome.code) == ("dead", "REQUEST_TOO_LARGE")
     assert job_row(paths)[2] == {"stage": "request", "reason": "request_budget", "retryable": False}

@@ -148,3 +148,44 @@ def test_a_repair_killed_between_its_two_renames_is_completed_by_the_next(tmp_pa
     assert "merging from the last commit this machine synced" in said
     assert not os.path.exists(git_dir + ".new") and not os.path.exists(git_dir + ".broken")
     assert "helix" in profile(paths_a) and "fish" in profile(paths_a) and trash(home_a) == []
+
+
+def _corrupt_blobs(paths) -> int:
+    """Only the file contents' objects overwritten: HEAD's commit and tree still read back, so the
+    sync's quick check at its start passes, and the damage shows when git needs the objects."""
+    git_dir = syncstate.git_dir(paths)
+    listed = subprocess.run(["git", "--git-dir", git_dir, "cat-file", "--batch-all-objects", "--batch-check"],
+                            capture_output=True, check=True, text=True).stdout.split("\n")
+    count = 0
+    for line in filter(None, listed):
+        name, kind, _size = line.split(" ")
+        if kind == "blob":
+            path = os.path.join(git_dir, "objects", name[:2], name[2:])
+            if os.path.exists(path):
+                os.chmod(path, 0o600)
+                with open(path, "wb") as f:
+                    f.write(b"garbage")
+                count += 1
+    return count
+
+
+def test_damage_below_the_tip_is_named_as_such_and_repair_rebuilds_it(tmp_path):
+    remote, (home_a, paths_a), (home_b, paths_b) = _two(tmp_path)
+    assert _corrupt_blobs(paths_a) >= 1
+    edit(paths_b, "zsh", "fish")
+    ok(home_b, "sync")
+    edit(paths_a, "vim", "helix")
+    before = profile(paths_a)
+    proc = cm(home_a, "sync")
+    err = proc.stderr.decode()
+    # Not the network: the repository's own object does not read, and repair is the remedy.
+    assert proc.returncode == 1 and "cm: SYNC_REPO_CORRUPT: " in err and "`cm sync repair`" in err, err
+    assert profile(paths_a) == before and state(home_a)["last"]["code"] == "SYNC_REPO_CORRUPT"
+    said = ok(home_a, "sync", "repair")
+    assert "rebuilt the sync repository" in said and "merging from the last commit this machine synced" in said
+    text = profile(paths_a)
+    assert "helix" in text and "fish" in text and trash(home_a) == []
+    ok(home_b, "sync")
+    assert "helix" in profile(paths_b)
+    # A sound repository is left as it is: repair has nothing to rebuild.
+    assert "rebuilt" not in ok(home_a, "sync", "repair")

@@ -288,6 +288,33 @@ def test_an_edit_task_sets_a_correction_watermark_even_for_a_plain_remember(env)
     w.close()
 
 
+def test_only_an_edit_task_states_the_edit_result_rule_and_the_instructions_do_not(env):
+    """The edit-result rule is the one rule only an edit task can use, so it travels in that task
+    (issue 35: the instructions every request repeats stay byte-identical for every job kind, and
+    ordinary jobs stop paying for it); the Writer enforces it either way (INVALID_EDIT_RESULT)."""
+    from cmrunner.agentrt.agent import system_prompt
+    from cmrunner.writer_proc.port import EDIT_RESULT_RULE
+
+    paths, cfg = env
+    seen: list[dict] = []
+
+    def script(task, reads):
+        seen.append(task)
+        edit = task["task_kind"] == "edit"
+        return decision(task, retain(all_evidence(reads), put("preferences", "Indent" if edit else "Shell", "x\n")),
+                        edit_result="modified" if edit else None)
+
+    admit(paths, "I use fish", "e1")
+    w, _ = writer(paths, cfg, script)
+    assert w.run_once().state == "committed"
+    admit(paths, "note that I prefer tabs", "e2", batch=None, source="interactive", task_kind="edit", agent="cm-adjust")
+    assert w.run_once().state == "committed"
+    w.close()
+    assert len(seen) == 2 and seen[0]["task_kind"] != "edit" and seen[1]["task_kind"] == "edit"
+    assert "edit_result" not in seen[0] and seen[1]["edit_result"] == EDIT_RESULT_RULE
+    assert "edit_result" not in system_prompt()
+
+
 def test_replacing_the_second_of_two_sections_of_one_title_links_that_section(env):
     """A hand edit can leave two sections of one title; a put that replaces the second under its
     own title keeps that unit's key, so the evidence is linked to it, not to its namesake."""

@@ -3,9 +3,10 @@
 Contract:
 - ``build_task`` makes the ``memory_task_v1`` the agent starts from: the job id as ``request_id``,
   bundle handles with sizes and provenance, the snapshot handle, and the decision schema — never
-  source text or Markdown (the agent reads those through the ``ReadPort`` tools). A document
-  import's bundle also names its ``import_kind`` (``cmrunner.core.importkinds``; null for a file
-  imported with ``cm import FILE``) and ``may_become``: the documents its content may go to.
+  source text or Markdown (the agent reads those through the ``ReadPort`` tools). An edit task also
+  states its ``edit_result`` rule. A document import's bundle also names its ``import_kind``
+  (``cmrunner.core.importkinds``; null for a file imported with ``cm import FILE``) and
+  ``may_become``: the documents its content may go to.
 - The port itself, ``AgentError`` and ``AgentResult`` are the runtimes' (``cmrunner.agentrt.interface``):
   the Writer calls ``decide(task, tools, meter)`` with the job's ``tools.Toolbox`` and its meter.
 - ``ScriptedPort`` is a real agent loop without a model: it reads every source block and every
@@ -31,8 +32,14 @@ if TYPE_CHECKING:
     from cmrunner.agentrt.meter import Meter
 
 
+# An edit task's one extra rule travels in its task, not in the instructions every job sends: the
+# instructions stay byte-identical across all jobs (one provider cache prefix) and ordinary jobs do
+# not pay for a rule they cannot use. The Writer enforces it either way (INVALID_EDIT_RESULT).
+EDIT_RESULT_RULE = "`modified` exactly when a decision is not `ignore`"
+
+
 def build_task(job_id: str, task_kind: str, reads: ReadPort) -> dict:
-    return {
+    task = {
         "version": "memory_task_v1",
         "task_kind": task_kind,
         "request_id": job_id,
@@ -41,6 +48,9 @@ def build_task(job_id: str, task_kind: str, reads: ReadPort) -> dict:
         "snapshot": {"handle": reads.snapshot_handle, "document_count": len(reads.snapshot)},
         "decision_schema": contract.decision_json_schema(task_kind == "edit"),
     }
+    if task_kind == "edit":
+        task["edit_result"] = EDIT_RESULT_RULE
+    return task
 
 
 def _bundle(s: Source) -> dict:

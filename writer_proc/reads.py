@@ -159,6 +159,7 @@ class ReadPort:
         self._ingest_covered = {h: 0 for h in self.sources}
         self._memory_covered = {t: 0 for t in self.snapshot}
         self._first_read_done = False
+        self.everything_served = False  # a read returned every source and document (``complete``)
         self.submission: Accepted | None = None
 
     # -- coverage --------------------------------------------------------------------------
@@ -273,6 +274,7 @@ class ReadPort:
         if not has_memory:
             result["memory"] = self._manifest()
         result["complete"] = True
+        self.everything_served = True
         return result
 
     def inspect_memory(self, handle: str, target: str | None = None, offset: int = 0) -> dict:

@@ -20,6 +20,11 @@ Contract:
 - Arguments are parsed within ``boundedjson``'s bounds: nesting deeper than
   ``limits.JSON_MAX_DEPTH`` is rejected as ``TOOL_ARGUMENTS_INVALID`` (rule ``maxDepth``), like
   any other unparsable arguments, so the model may correct itself and the replayed call is blank.
+- Once a read returned everything the job holds (``complete``), every later valid read in the
+  attempt answers ``ALREADY_RETURNED`` instead of the same text again (after the same checks, so a
+  bad handle is still rejected): a model that asks for sources and memory at once, or twice, does
+  not carry every document twice in each request that follows, since the text is already in its
+  conversation (issue 35: the parallel-calling style cost 12% more per turn than the serial one).
 - The first accepted submission ends the tool loop; a later call in the same turn is not run.
 - Failures that end the attempt propagate as exceptions: a lost lease (``STALE_LEASE``) and a
   submission whose result fails the sensitive-content check (not recoverable in-agent).
@@ -40,6 +45,8 @@ NOTES_LIMIT = 16 * 1024
 ARGUMENTS_LIMIT = limits.TOOL_ARGUMENTS_LIMIT
 _CODE = re.compile(r"^[A-Z][A-Z0-9_]{1,63}$")
 ABORTING_CODES = frozenset({"STALE_LEASE", "SENSITIVE_CONTENT_REJECTED"})
+READS = frozenset({"inspect_ingest", "read_ingest", "inspect_memory"})
+ALREADY_RETURNED = {"already_returned": "an earlier read returned every source and document of this job", "next": None}
 
 _HINTS = {
     "UNKNOWN_TOOL": "use only the tools listed in this request",
@@ -177,12 +184,14 @@ class Toolbox:
         errors = _argument_errors(args, self.specs[name])
         if errors:
             return rejection(name, "TOOL_ARGUMENTS_INVALID", errors)
+        served = self.reads.everything_served
         try:
-            return ToolOutcome(self._read(name, args))
+            result = self._read(name, args)
         except CmError as exc:
             if exc.code in ABORTING_CODES:
                 raise
             return rejection(name, exc.code)
+        return ToolOutcome(dict(ALREADY_RETURNED) if served and name in READS else result)
 
     def _read(self, name: str, args: dict) -> dict:
         offset = args.get("offset") or 0

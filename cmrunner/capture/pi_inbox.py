@@ -27,7 +27,7 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from cmrunner.capture import failures, sessions
+from cmrunner.capture import failures
 from cmrunner.capture.admission import sha256_text
 from cmrunner.core import jsonfast
 from cmrunner.core.config import Config
@@ -38,6 +38,9 @@ from cmrunner.core.errors import CmError
 ISOLATING = frozenset({"SESSION_MESSAGE_CONFLICT", "SESSION_TURN_CLOSED", "SESSION_SETTLE_CONFLICT",
                        "SESSION_CAPACITY_EXCEEDED", "INVALID_OBSERVATION", "INVALID_SESSION_MESSAGE"})
 USER_SOURCES = ("interactive", "rpc")
+# ``sessions`` (the session cache) is the consumer's only: each method below that uses it imports it
+# itself, so ``cm capture`` and every hook's capacity check, which import this module for
+# ``append`` and ``held_bytes``, do not load it (issue 35).
 
 
 def _iso(ms: object) -> str:
@@ -70,6 +73,8 @@ class PiInbox:
         return self._next(conn) is not None
 
     def step(self, conn: sqlite3.Connection) -> bool:
+        from cmrunner.capture import sessions
+
         row = self._next(conn)  # a plain WAL read: the write lock is taken only to change something
         if row is None:
             return False
@@ -78,6 +83,8 @@ class PiInbox:
         return True
 
     def _open_turn(self, conn: sqlite3.Connection, session_id: str, event_id: str) -> str:
+        from cmrunner.capture import sessions
+
         found = sessions.latest_open_turn(conn, session_id)
         if found is not None:
             return found
@@ -86,6 +93,8 @@ class PiInbox:
         return turn_id
 
     def _consume(self, conn: sqlite3.Connection, row: tuple) -> None:
+        from cmrunner.capture import sessions
+
         inbox_id, session_id, event_id, event, body, scope = row
         if not conn.execute("SELECT 1 FROM pi_inbox WHERE id = ?", (inbox_id,)).fetchone():
             return  # consumed meanwhile
@@ -116,6 +125,8 @@ class PiInbox:
         conn.execute("DELETE FROM pi_inbox WHERE id = ?", (inbox_id,))
 
     def _message(self, conn: sqlite3.Connection, session_id: str, event_id: str, payload: dict, scope: str) -> None:
+        from cmrunner.capture import sessions
+
         role = payload.get("role")
         text = _text(payload)
         observed = _iso(payload.get("timestamp"))

@@ -17,8 +17,9 @@ Contract:
   the two diverged: each document is merged by section (``sync/merge.py``) from the merge base,
   the live file and the remote's, and every document that changes is published through the
   Writer's own path (``writer_proc/usercommit.py``: drain lease, repository lock, CAS of the live
-  file against the bytes merged, atomic publish, history as a ``sync`` from the remote's device,
-  a conflict's local text to the trash as ``sync_conflict``); only then does HEAD move to the
+  file against the bytes merged, atomic publish, history as a ``sync`` from the device whose
+  commit changed the document (``author_of``), a conflict's local text to the trash as
+  ``sync_conflict``); only then does HEAD move to the
   merge commit (or the remote's, for a fast-forward). The drain lease is taken before the
   publish's documents are final: once held (a running job is waited for), the live files are read
   again and, when a job's commit changed them, merged again, so a job never has a file changed
@@ -228,14 +229,20 @@ def fetch(git: Git, branch: str) -> str | None:
     except GitFailed as exc:
         if exc.code == "SYNC_TIMEOUT":
             raise
-        raise _network_error(exc.returncode, b"", "read") from None
+        raise _network_error(exc.returncode, b"", "read", exc.kind) from None
     return git.rev(f"refs/remotes/{REMOTE}/{branch}")
 
 
-def _network_error(returncode: int, stderr: bytes, verb: str) -> CmError:
+def _network_error(returncode: int, stderr: bytes, verb: str, kind: str | None = None) -> CmError:
     from cmrunner.sync.git import classify
 
-    if classify(stderr.decode("utf-8", "replace")) == "rejected":
+    kind = kind or classify(stderr.decode("utf-8", "replace"))
+    if kind == "corrupt":  # not the network: `cm sync repair` rebuilds the repository
+        return CmError("SYNC_REPO_CORRUPT", f"the sync repository is damaged: git could not read an object of its "
+                                            f"own to {verb} (git exit {returncode}); your memory files are untouched; "
+                                            "run `cm sync repair` (it rebuilds it from your memory files and the "
+                                            "remote)")
+    if kind == "rejected":
         return CmError("SYNC_REMOTE_REJECTED", f"the remote refused to let cm {verb} (git exit {returncode}); check "
                                                "your access to it, then run `cm sync`")
     return CmError("SYNC_REMOTE_UNREACHABLE", f"the remote could not be reached to {verb} (git exit {returncode}); "
@@ -285,7 +292,7 @@ def integrate(git: Git, paths: DataPaths, home: str, local: str | None, remote: 
                 result, conflicts, here = _merge_all(git, paths, home, base, remote, live)
                 changed = {n for n, data in here.items() if data is not None and data != live.get(n)}
             if changed:
-                _publish(session, git, remote, {n: live.get(n) for n in changed},
+                _publish(session, git, local, remote, {n: live.get(n) for n in changed},
                          {n: here[n] or b"" for n in changed},
                          frozenset(c.key for n in changed for c in conflicts.get(n, [])))
     tree = build_tree(git, result, marker_of(git, remote))
@@ -330,9 +337,20 @@ def _wait(git: Git, most: float) -> float:
     return min(most, left)
 
 
-def _publish(session: usercommit.Session, git: Git, remote: str, before: dict[str, bytes | None],
-             after: dict[str, bytes], trashed: frozenset[str]) -> None:
-    author = git.out("log", "-1", "--format=%an", remote).removeprefix("cm on ") or "another machine"
+def author_of(git: Git, local: str | None, remote: str, name: str) -> str:
+    """The device whose commit last changed ``name`` on the remote's side of ``local``: a merge
+    that only carried the file over is passed by (git's history simplification follows the
+    parent it came from), so a third machine's merge on the tip does not take the credit. Per
+    file, not per section: two machines' edits of one file since ``local`` name the later
+    commit's (a merge that combined them, its maker). The tip's author when none is found."""
+    found = git.out("log", "-1", "--format=%an", f"{local}..{remote}" if local else remote, "--", name)
+    found = found or git.out("log", "-1", "--format=%an", remote)
+    return found.removeprefix("cm on ") or "another machine"
+
+
+def _publish(session: usercommit.Session, git: Git, local: str | None, remote: str,
+             before: dict[str, bytes | None], after: dict[str, bytes], trashed: frozenset[str]) -> None:
+    """Publish the merged documents, one user commit per device they came from (history names it)."""
     snapshot = {}
     for name in sorted(after):
         target = target_of(name)
@@ -342,9 +360,14 @@ def _publish(session: usercommit.Session, git: Git, remote: str, before: dict[st
             raise CmError("STALE_REVISION", f"memory/{name} changed while cm merged it (a hand edit); nothing was "
                                             "published; run `cm sync` again")
         snapshot[target] = doc
-    changed = {target_of(n) or "": sections.parse(target_of(n) or "", data) for n, data in after.items()}
-    usercommit.commit_change(session, snapshot, changed, "sync",
-                             history.Provenance(history.USER, client=f"sync from {author}"[:120]), trashed)
+    by_author: dict[str, list[str]] = {}
+    for name in sorted(after):
+        by_author.setdefault(author_of(git, local, remote, name), []).append(name)
+    for author, names in sorted(by_author.items()):
+        targets = {n: target_of(n) or "" for n in names}
+        usercommit.commit_change(session, {t: snapshot[t] for t in targets.values()},
+                                 {t: sections.parse(t, after[n]) for n, t in targets.items()}, "sync",
+                                 history.Provenance(history.USER, client=f"sync from {author}"[:120]), trashed)
 
 
 def run(paths: DataPaths, home: str, message: str | None = None, wait: float = LOCK_SECONDS,

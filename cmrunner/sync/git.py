@@ -41,11 +41,14 @@ MARKER_TEXT = b"cm memory\nformat: 1\n"
 _UNREACHABLE = re.compile(r"could not resolve|connection refused|timed out|unable to access|could not read from remote|"
                           r"does not appear to be a git repository|no such file or directory|not found|"
                           r"network is unreachable|host key verification failed|permission denied", re.I)
+_CORRUPT = re.compile(r"is corrupt|object corrupt|inflate: data stream error|unable to unpack|bad object|"
+                      r"hash mismatch|sha1 mismatch|missing (?:blob|tree|commit) object", re.I)
 _REJECTED = re.compile(r"\[rejected\]|non-fast-forward|fetch first|stale info|\[remote rejected\]|pre-receive hook", re.I)
 
 
 class GitFailed(CmError):
-    """A git command failed; ``kind`` is ``unreachable``, ``rejected`` or ``other``."""
+    """A git command failed; ``kind`` is ``corrupt`` (an object of this repository does not read),
+    ``unreachable``, ``rejected`` or ``other``."""
 
     def __init__(self, code: str, message: str, kind: str, returncode: int) -> None:
         super().__init__(code, message)
@@ -54,6 +57,11 @@ class GitFailed(CmError):
 
 
 def classify(stderr: str) -> str:
+    # git's own lines about this repository's objects (not the remote's, which git prefixes
+    # "remote:"): the sync repository is damaged, whatever the step was.
+    local = "\n".join(line for line in stderr.splitlines() if not line.startswith("remote:"))
+    if _CORRUPT.search(local):
+        return "corrupt"
     if _REJECTED.search(stderr):
         return "rejected"
     if _UNREACHABLE.search(stderr):
