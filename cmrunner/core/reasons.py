@@ -184,7 +184,8 @@ TABLE: dict[str, Reason] = {
     "GIT_FAILED": Reason("a git command of the memory sync failed; the memory files are untouched",
                          "run `cm sync repair`, then `cm sync`", WAIT),
     "SYNC_TIMEOUT": Reason("the remote did not answer in time; the memory is committed locally",
-                           "nothing to do: cm syncs again after the next commit (or run `cm sync`)", AUTO),
+                           "nothing to do: cm syncs again at the next commit, or at the first drain 5 "
+                           "minutes or more after this failure (or run `cm sync`)", AUTO),
     "DRAIN_BUSY": Reason("a drain kept processing memory past the sync's wait, so the pulled changes were not "
                          "published yet (nothing was lost)", "nothing to do: cm syncs again after the next commit "
                          "(or run `cm sync` when `cm status` shows the drain idle)", AUTO),
