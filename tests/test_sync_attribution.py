@@ -28,3 +28,31 @@ def test_history_attributes_a_pulled_change_to_the_device_it_came_from(tmp_path)
     assert {v["client"] for v in on_b} == {"sync from laptop"}, on_b
     assert {v["client"] for v in on_a} == {"sync from desktop"}, on_a
     assert any("+fish" in v["diff"] for v in on_a) and any("+neovim" in v["diff"] for v in on_b)
+
+
+def test_with_three_machines_each_document_names_the_device_that_changed_it(tmp_path):
+    """The remote's tip may be a third machine's merge: a document it only carried over is still
+    attributed to the device whose commit changed it."""
+    remote = bare(tmp_path)
+    home_a, paths_a = machine(tmp_path, "a", A)
+    with open(paths_a.document("preferences"), "w", encoding="utf-8") as f:
+        f.write("# Preferences\n\n## Style\nTabs.\n")
+    devices = {"a": "laptop", "b": "desktop", "c": "devbox"}
+    homes = {"a": (home_a, paths_a)}
+    for key in ("b", "c"):
+        homes[key] = machine(tmp_path, key)
+    for key, (home, _paths) in homes.items():
+        ok(home, "config", "set", "deviceName", devices[key])
+        ok(home, "sync", "init", remote)
+    (home_b, paths_b), (home_c, paths_c) = homes["b"], homes["c"]
+    before = {v["id"] for v in history(home_b)}
+    edit(paths_a, "vim", "neovim")  # laptop changes the profile
+    ok(home_a, "sync")
+    with open(paths_c.document("preferences"), "a", encoding="utf-8") as f:  # devbox the preferences
+        f.write("\n## Tests\nRun them first.\n")
+    ok(home_c, "sync")  # its merge of laptop's commit is now the remote's tip
+    ok(home_b, "sync")
+    assert "neovim" in profile(paths_b) and "Run them first." in open(paths_b.document("preferences")).read()
+    pulled = [v for v in history(home_b) if v["id"] not in before]
+    by_target = {(v["target"], v["client"]) for v in pulled}
+    assert by_target == {("profile", "sync from laptop"), ("preferences", "sync from devbox")}, pulled

@@ -9,9 +9,11 @@ import os
 import shutil
 import subprocess
 
+import pytest
 from sync_support import bare, cm, edit, machine, ok, profile, remote_log, state, trash
 
 from cmrunner.core import syncstate
+from cmrunner.core.errors import CmError
 
 A = "# Profile\n\n## Work\nI write Go.\n\n## Editor\nvim\n\n## Shell\nzsh\n"
 
@@ -148,3 +150,63 @@ def test_a_repair_killed_between_its_two_renames_is_completed_by_the_next(tmp_pa
     assert "merging from the last commit this machine synced" in said
     assert not os.path.exists(git_dir + ".new") and not os.path.exists(git_dir + ".broken")
     assert "helix" in profile(paths_a) and "fish" in profile(paths_a) and trash(home_a) == []
+
+
+def _corrupt_blobs(paths) -> int:
+    """Only the file contents' objects overwritten: HEAD's commit and tree still read back, so the
+    sync's quick check at its start passes, and the damage shows when git needs the objects."""
+    git_dir = syncstate.git_dir(paths)
+    listed = subprocess.run(["git", "--git-dir", git_dir, "cat-file", "--batch-all-objects", "--batch-check"],
+                            capture_output=True, check=True, text=True).stdout.split("\n")
+    count = 0
+    for line in filter(None, listed):
+        name, kind, _size = line.split(" ")
+        if kind == "blob":
+            path = os.path.join(git_dir, "objects", name[:2], name[2:])
+            if os.path.exists(path):
+                os.chmod(path, 0o600)
+                with open(path, "wb") as f:
+                    f.write(b"garbage")
+                count += 1
+    return count
+
+
+def test_damage_below_the_tip_is_named_as_such_and_repair_rebuilds_it(tmp_path):
+    remote, (home_a, paths_a), (home_b, paths_b) = _two(tmp_path)
+    assert _corrupt_blobs(paths_a) >= 1
+    edit(paths_b, "zsh", "fish")
+    ok(home_b, "sync")
+    edit(paths_a, "vim", "helix")
+    before = profile(paths_a)
+    proc = cm(home_a, "sync")
+    err = proc.stderr.decode()
+    # Not the network: the repository's own object does not read, and repair is the remedy.
+    assert proc.returncode == 1 and "cm: SYNC_REPO_CORRUPT: " in err and "`cm sync repair`" in err, err
+    assert profile(paths_a) == before and state(home_a)["last"]["code"] == "SYNC_REPO_CORRUPT"
+    said = ok(home_a, "sync", "repair")
+    assert "rebuilt the sync repository" in said and "merging from the last commit this machine synced" in said
+    text = profile(paths_a)
+    assert "helix" in text and "fish" in text and trash(home_a) == []
+    ok(home_b, "sync")
+    assert "helix" in profile(paths_b)
+    # A sound repository is left as it is: repair has nothing to rebuild.
+    assert "rebuilt" not in ok(home_a, "sync", "repair")
+
+
+def test_a_copy_that_does_not_read_is_corrupt_not_absent(tmp_path):
+    from cmrunner.sync.git import Git
+
+    _remote, (_home_a, paths_a), _b = _two(tmp_path)
+    git = Git(paths_a)
+    head = git.rev("HEAD")
+    assert git.blob(head, "profile.md") == profile(paths_a).encode() and git.blob(head, "nothing.md") is None
+    name = subprocess.run(["git", "--git-dir", git.git_dir, "rev-parse", f"{head}:profile.md"], capture_output=True,
+                          check=True, text=True).stdout.strip()
+    path = os.path.join(git.git_dir, "objects", name[:2], name[2:])
+    os.chmod(path, 0o600)
+    with open(path, "wb") as f:
+        f.write(b"garbage")
+    with pytest.raises(CmError) as caught:  # not taken for an absent copy
+        git.blob(head, "profile.md")
+    assert caught.value.code == "SYNC_REPO_CORRUPT" and "`cm sync repair`" in caught.value.message
+    assert git.blob(head, "nothing.md") is None

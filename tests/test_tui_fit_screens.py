@@ -1,8 +1,10 @@
 """Every screen reachable from Home fits 80×24 (textual pilot on a real home with real history, a
 trash entry, a hand-written secret and usage rows): ``tui_support.check_fits`` on each — the footer
 whole and last, nothing cut, and whatever holds more than it shows scrolls with PgDn without moving
-an unrelated highlight. The deeper states are checked too: a History version's why, search results,
-an open document, the uninstall steps and the first run's steps."""
+an unrelated highlight. The deeper states are checked too: a History version's diff and why, search
+results, an open document, the uninstall steps, Adjust Memory with its result and Processing Status
+after it, and every first-run step (provider, URL, a 31-model list, key, agents, ChatGPT's import
+server, the result and the import plan)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import time
 
 import pytest
 from history_support import run_commits
-from tui_support import check_fits, configure_model, drive, model_form, open_action, temp_hosts, wait_for
+from tui_support import EDIT_POLICY, check_fits, configure_model, drive, model_form, open_action, temp_hosts, wait_for
 
 from cmrunner.core import config as config_mod, ledger, store
 from cmrunner.core.home import DataPaths
@@ -120,8 +122,13 @@ def test_the_deeper_screens_fit_at_80x24(home, tmp_path):
     drive(_app(home, tmp_path), steps, SIZE)
 
 
-def test_the_first_run_steps_fit_at_80x24(home, tmp_path):
-    with fakemodel.running(str(tmp_path / "fake"), {"models": [f"fake-model-{i}" for i in range(30)]}) as fake:
+def test_the_first_run_steps_fit_at_80x24(home, tmp_path, monkeypatch):
+    codex = tmp_path / "a-long-folder-name-a-long-folder-name-" / "codexhome" / "memories"
+    codex.mkdir(parents=True)
+    monkeypatch.setenv("CODEX_HOME", str(codex.parent))  # the import step reads Codex's memory from here
+    (codex / "MEMORY.md").write_text("# Memory\n\n- Prefers small pull requests.\n", encoding="utf-8")
+    models = {"models": ["fake-model", *(f"fake-model-{i}" for i in range(30))]}
+    with fakemodel.running(str(tmp_path / "fake"), models) as fake:
         async def steps(pilot):
             await wait_for(pilot, "1/4 Provider")
             await check_fits(pilot)  # the presets: longer than 24 rows
@@ -130,11 +137,43 @@ def test_the_first_run_steps_fit_at_80x24(home, tmp_path):
             await check_fits(pilot)
             await pilot.press("escape")
             await model_form(pilot, fake.base_url)
-            await wait_for(pilot, "30 models at")
+            await wait_for(pilot, "31 models at")
             await check_fits(pilot)
             await pilot.press("escape")
             await wait_for(pilot, "3/4 API key")
             await check_fits(pilot)
+            await pilot.press("enter")
+            await wait_for(pilot, "31 models at")
+            await pilot.press("enter")  # fake-model, the first
+            await wait_for(pilot, "Agent Integration")
+            await check_fits(pilot)
+            await pilot.press("enter")
+            await wait_for(pilot, "AI Understanding Import")  # ChatGPT's optional import server
+            await check_fits(pilot)
+            await pilot.press("enter")  # do not install it
+            await wait_for(pilot, "Installation check:", timeout=60)
+            await check_fits(pilot)
+            await pilot.press("enter")
+            await wait_for(pilot, "Skip: import nothing", timeout=60)
+            await check_fits(pilot)
 
         drive(_app(home, tmp_path), steps, SIZE)
-    assert not os.path.exists(os.path.join(home, "config.json")) or config_mod.load(home).remote == {}
+    assert config_mod.load(home).remote["model"] == "fake-model"
+
+
+def test_adjust_memory_with_its_result_fits_at_80x24(home, tmp_path):
+    with fakemodel.running(str(tmp_path / "fake"), {"replies": [], "policy": EDIT_POLICY}) as fake:
+        configure_model(home, fake.base_url)
+        setupstate.finish(home)
+
+        async def then(pilot):
+            await wait_for(pilot, "Notice:")
+            await check_fits(pilot)
+            await pilot.press(*"Please remember that I prefer tabs over spaces in every project", "enter")
+            await wait_for(pilot, "Status: processed", timeout=90)
+            await check_fits(pilot)
+            await pilot.press("escape")
+            await open_action("status", lambda p: wait_for(p, "Adjust Memory requests"))(pilot)
+            await check_fits(pilot)
+
+        drive(_app(home, tmp_path), open_action("adjust", then), SIZE)

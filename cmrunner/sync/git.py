@@ -41,11 +41,14 @@ MARKER_TEXT = b"cm memory\nformat: 1\n"
 _UNREACHABLE = re.compile(r"could not resolve|connection refused|timed out|unable to access|could not read from remote|"
                           r"does not appear to be a git repository|no such file or directory|not found|"
                           r"network is unreachable|host key verification failed|permission denied", re.I)
+_CORRUPT = re.compile(r"is corrupt|object corrupt|inflate: data stream error|unable to unpack|bad object|"
+                      r"hash mismatch|sha1 mismatch|missing (?:blob|tree|commit) object", re.I)
 _REJECTED = re.compile(r"\[rejected\]|non-fast-forward|fetch first|stale info|\[remote rejected\]|pre-receive hook", re.I)
 
 
 class GitFailed(CmError):
-    """A git command failed; ``kind`` is ``unreachable``, ``rejected`` or ``other``."""
+    """A git command failed; ``kind`` is ``corrupt`` (an object of this repository does not read),
+    ``unreachable``, ``rejected`` or ``other``."""
 
     def __init__(self, code: str, message: str, kind: str, returncode: int) -> None:
         super().__init__(code, message)
@@ -54,6 +57,11 @@ class GitFailed(CmError):
 
 
 def classify(stderr: str) -> str:
+    # git's own lines about this repository's objects (not the remote's, which git prefixes
+    # "remote:"): the sync repository is damaged, whatever the step was.
+    local = "\n".join(line for line in stderr.splitlines() if not line.startswith("remote:"))
+    if _CORRUPT.search(local):
+        return "corrupt"
     if _REJECTED.search(stderr):
         return "rejected"
     if _UNREACHABLE.search(stderr):
@@ -88,9 +96,10 @@ class Git:
         """Seconds left before the overall deadline (``None``: there is none)."""
         return None if self.deadline is None else self.deadline - time.monotonic()
 
-    def past_deadline(self, step: str) -> GitFailed:
+    def past_deadline(self, where: str) -> GitFailed:
+        """``SYNC_TIMEOUT`` for the overall deadline; ``where`` says what it cut ("at git fetch")."""
         return GitFailed("SYNC_TIMEOUT", f"the automatic sync ran into its deadline of {self.overall:.0f} s "
-                                         f"(sync.autoDeadlineSeconds) at git {step}; nothing was lost and what "
+                                         f"(sync.autoDeadlineSeconds) {where}; nothing was lost and what "
                                          "was committed stays committed locally; cm tries again later (or run "
                                          "`cm sync`)", "unreachable", -9)
 
@@ -108,7 +117,7 @@ class Git:
         argv = [self.exe, *where, "-c", "core.quotepath=off", "-c", "gc.auto=0", *args]
         left = self.left()
         if left is not None and left <= 0:
-            raise self.past_deadline(args[0])
+            raise self.past_deadline(f"at git {args[0]}")
         overall = left is not None and left < timeout
         if overall:
             assert left is not None
@@ -128,7 +137,7 @@ class Git:
                 pass
             process.communicate()
             if overall:
-                raise self.past_deadline(args[0]) from None
+                raise self.past_deadline(f"at git {args[0]}") from None
             raise GitFailed("SYNC_TIMEOUT", f"git {args[0]} took longer than {timeout:.0f} s; nothing was lost, cm "
                                             "tries again later (or run `cm sync`)", "unreachable", -9) from None
         if check and process.returncode != 0:
@@ -148,11 +157,19 @@ class Git:
         return found.stdout.decode().strip() if found.returncode == 0 else None
 
     def blob(self, commit: str | None, path: str) -> bytes | None:
-        """The bytes of ``path`` in ``commit``, or ``None`` when it is not there."""
+        """The bytes of ``path`` in ``commit``, or ``None`` when it is not there. An object that is
+        there but does not read is ``SYNC_REPO_CORRUPT``: taken for absent, a merge base's copy
+        would turn every section into a conflict."""
         if commit is None:
             return None
         found = self.run("cat-file", "blob", f"{commit}:{path}", check=False)
-        return found.stdout if found.returncode == 0 else None
+        if found.returncode == 0:
+            return found.stdout
+        if classify(found.stderr.decode("utf-8", "replace")) == "corrupt":
+            raise GitFailed("SYNC_REPO_CORRUPT", f"the sync repository is damaged: {path}'s copy does not read; your "
+                                                 "memory files are untouched; run `cm sync repair` (it rebuilds it "
+                                                 "from your memory files and the remote)", "corrupt", found.returncode)
+        return None
 
     def files(self, commit: str | None) -> list[str]:
         """Every file path in ``commit``'s tree."""

@@ -140,6 +140,11 @@ def repair(paths: DataPaths, home: str) -> tuple[list[str], engine.Outcome]:
             engine.clear_stale_locks(git)
         try:
             engine.check_health(git, paths)
+            # A sync checks only the tip; repair reads every object, so damage deeper down (what a
+            # failed fetch or push reports as SYNC_REPO_CORRUPT) is rebuilt too.
+            if git.run("fsck", "--no-progress", "--no-dangling", check=False,
+                       timeout=engine.LOCK_SECONDS).returncode != 0:
+                raise CmError("SYNC_REPO_CORRUPT", "the sync repository holds an object that does not read")
         except CmError as exc:
             if exc.code == "SYNC_CONFLICT_MARKERS":
                 raise
