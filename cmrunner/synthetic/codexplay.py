@@ -3,8 +3,8 @@
 Contract:
 - ``Session(root, name, home, cwd)`` creates ``<root>/rollout-<name>.jsonl`` with the
   ``session_meta`` line Codex 0.169 writes first; every line carries one fixed UTC timestamp.
-- ``hook(event, **fields)`` sends one hook event exactly as Codex would: ``python -I -m cmrunner
-  hook codex --home <home>`` as a subprocess, the event JSON on stdin, host instance
+- ``hook(event, **fields)`` sends one hook event exactly as Codex would: the pinned form
+  ``python -I -S <this cmrunner>/__main__.py hook codex --home <home>`` as a subprocess, the event JSON on stdin, host instance
   ``play:<name>`` in ``COMMON_MEMORY_HOST_INSTANCE``. It returns a ``HookResult`` (exit code,
   parsed stdout, milliseconds); it never raises on a hook failure, the caller decides.
 - ``turn(n, user, assistant)`` plays one interaction the way Codex orders it: ``task_started`` in
@@ -25,6 +25,8 @@ from typing import NamedTuple
 
 STAMP = "2026-11-30T00:00:00.000Z"
 HOOK_TIMEOUT = 30
+# The pinned hook form of this installation (cmrunner.manage.hostconfig.Pins.hook_argv): its __main__.py.
+ENTRY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "__main__.py")
 
 
 def _line(record: dict) -> str:
@@ -56,7 +58,7 @@ class Session:
         body = {"session_id": self.name, "transcript_path": self.path, "cwd": self.cwd, "hook_event_name": event,
                 **fields}
         started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-I", "-m", "cmrunner", "hook", "codex", "--home", self.home],
+        done = subprocess.run([sys.executable, "-I", "-S", ENTRY, "hook", "codex", "--home", self.home],
                               input=json.dumps(body).encode(), capture_output=True, env=self.env,
                               timeout=HOOK_TIMEOUT)
         elapsed = (time.perf_counter() - started) * 1000
