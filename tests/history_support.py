@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import time
 
 from drain_support import check_end_state, drain_env, start_drain, write_script
 from writer_support import admit, configure
@@ -31,16 +30,13 @@ SCRIPT = {"decisions": [
 SAID = ["I use tabs in Go.", "Actually, spaces in Go.", "Forget how I indent."]
 
 
-def run_commits(home: str, tmp_path, count: int = 3, recent: bool = False) -> tuple[DataPaths, list[bytes]]:
-    """``count`` drains, one per user message; returns the preferences bytes after each. The
-    messages are dated 2026-11-30 (older than the 7-day rule: their words are pruned once
-    processed), or ``recent``: now, so their words are kept."""
+def run_commits(home: str, tmp_path, count: int = 3) -> tuple[DataPaths, list[bytes]]:
+    """``count`` drains, one per user message; returns the preferences bytes after each."""
     paths, _cfg = configure(home)
     script = write_script(str(tmp_path), SCRIPT)
     after = []
-    stamp = {"observed_at": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())} if recent else {}
     for i, text in enumerate(SAID[:count], start=1):
-        admit(paths, text, f"e{i}", batch=f"b{i}", **stamp)
+        admit(paths, text, f"e{i}", batch=f"b{i}")
         drain = start_drain(home, drain_env(script, str(tmp_path / "calls")))
         assert drain.wait(timeout=60) == 0, drain.stderr.read()
         after.append(open(paths.document("preferences"), "rb").read())

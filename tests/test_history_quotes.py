@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 
 from conftest import run_cm
-from history_support import SAID, run_commits
-from writer_support import admit as _admit, all_evidence, configure, decision, put, retain, writer
+from drain_support import drain_env, start_drain, write_script
+from history_support import SAID, SCRIPT, run_commits
+from writer_support import admit, all_evidence, configure, decision, put, retain, writer
 
-NOW = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())  # words kept: younger than the 7-day rule
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiLEAKBARE22"
 
 
 def test_each_version_quotes_the_words_that_made_it(home, tmp_path):
-    run_commits(home, tmp_path, count=2, recent=True)
+    run_commits(home, tmp_path, count=2)
     found = json.loads(run_cm(["history", "preferences", "Indentation", "--json", "--home", home]).stdout)
     assert [(v["kind"], v["said"]) for v in found] == [("replace", SAID[1]), ("put", SAID[0])]
     out = run_cm(["history", "preferences", "--home", home]).stdout.decode()
@@ -27,21 +26,25 @@ def test_each_version_quotes_the_words_that_made_it(home, tmp_path):
 
 
 def test_a_forget_leaves_nothing_of_the_forgotten_words_to_quote(home, tmp_path):
-    run_commits(home, tmp_path, recent=True)  # put, replace, then forget: the forget tombstones the words
+    run_commits(home, tmp_path)  # put, replace, then forget: the forget tombstones the words
     found = json.loads(run_cm(["history", "--json", "--home", home]).stdout)
     assert [v["kind"] for v in found] == ["remove", "replace", "put"] and all(v["said"] is None for v in found)
     out = run_cm(["history", "--home", home]).stdout.decode()
     assert all(words not in out for words in SAID), out
 
 
-def admit(paths, text: str, entry: str, batch: str) -> int:
-    return _admit(paths, text, entry, batch=batch, observed_at=NOW)
-
-
 def test_words_pruned_by_the_7_day_rule_are_not_quoted(home, tmp_path):
-    run_commits(home, tmp_path)  # dated 2026-11-30: processed, so pruned
+    paths, _after = run_commits(home, tmp_path, count=2)
+    assert all(v["said"] for v in json.loads(run_cm(["history", "--json", "--home", home]).stdout))
+    # Eight days pass: the next drain prunes the processed words by the 7-day rule.
+    conn = sqlite3.connect(paths.db)
+    with conn:
+        conn.execute("UPDATE observations SET processed_at = processed_at - 8 * 86400000")
+    conn.close()
+    drain = start_drain(home, drain_env(write_script(str(tmp_path), SCRIPT), str(tmp_path / "calls")))
+    assert drain.wait(timeout=60) == 0, drain.stderr.read()
     found = json.loads(run_cm(["history", "--json", "--home", home]).stdout)
-    assert len(found) == 3 and all(v["said"] is None for v in found)
+    assert len(found) == 2 and all(v["said"] is None for v in found), found
     assert "“" not in run_cm(["history", "--home", home]).stdout.decode()
 
 

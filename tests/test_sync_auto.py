@@ -63,7 +63,8 @@ def test_flush_with_the_remote_unreachable_commits_locally_and_status_says_so(tm
     assert "receipt: " in _git_log(paths)
     shown = ok(home, "status")
     assert "sync:" in shown and "FAILED SYNC_REMOTE_UNREACHABLE" in shown and "committed locally" in shown
-    assert "remedy: nothing to do: cm retries after the next commit" in shown  # what to do, not only what failed
+    # what to do, not only what failed
+    assert "remedy: nothing to do: cm retries at the next commit, or at the first drain 5 minutes or more" in shown
     os.rename(remote + ".away", remote)
     ok(home, "sync")
     assert "Tabs in Go." in remote_log(remote) and state(home)["last"]["outcome"] == "ok"

@@ -80,7 +80,7 @@ def test_an_automatic_sync_against_a_remote_that_never_answers_ends_at_its_deadl
         assert "receipt: " in _git(paths, "log", "-1", "--format=%B") and "bare repository" in _git(
             paths, "show", "HEAD:profile.md")
         shown = ok(home, "status")
-        assert "FAILED SYNC_TIMEOUT" in shown and "remedy: nothing to do: cm syncs again" in shown
+        assert "FAILED SYNC_TIMEOUT" in shown and "remedy: nothing to do: cm retries at the next commit" in shown
         # Nothing half-written: the repository is whole, and the next sync completes and pushes.
         subprocess.run(["git", "--git-dir", syncstate.git_dir(paths), "fsck", "--no-dangling"], check=True,
                        capture_output=True)
@@ -100,3 +100,24 @@ def test_the_deadline_is_validated_config(tmp_path):
     from cmrunner.core import config as config_mod
 
     assert config_mod.load(home).sync_auto_deadline_seconds == 30
+
+
+def test_the_deadline_also_cuts_a_wait_for_the_memory_folders_lock(tmp_path):
+    from filelock import FileLock
+    from sync_support import edit, machine
+
+    remote = bare(tmp_path)
+    home, paths = machine(tmp_path, "a", "# Profile\n\n## Work\nI write Go.\n")
+    ok(home, "config", "set", "sync.autoDeadlineSeconds", str(DEADLINE))
+    ok(home, "sync", "init", remote)
+    edit(paths, "I write Go.", "I write Go and Zig.")
+    held = FileLock(paths.repo_lock)
+    with held:  # a commit that holds the memory folder (its own limit is 30 s)
+        began = time.monotonic()
+        proc = run_cm(["sync", "--auto", "--home", home], timeout=60)
+        took = time.monotonic() - began
+    assert proc.returncode == 1 and took < 20, took  # not the lock's own 30 s
+    last = state(home)["last"]
+    assert last["code"] == "SYNC_TIMEOUT" and "waiting for the memory folder's lock" in last["detail"], last
+    said = ok(home, "sync")
+    assert "pushed" in said and "Go and Zig" in remote_log(remote)

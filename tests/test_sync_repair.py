@@ -9,9 +9,11 @@ import os
 import shutil
 import subprocess
 
+import pytest
 from sync_support import bare, cm, edit, machine, ok, profile, remote_log, state, trash
 
 from cmrunner.core import syncstate
+from cmrunner.core.errors import CmError
 
 A = "# Profile\n\n## Work\nI write Go.\n\n## Editor\nvim\n\n## Shell\nzsh\n"
 
@@ -189,3 +191,22 @@ def test_damage_below_the_tip_is_named_as_such_and_repair_rebuilds_it(tmp_path):
     assert "helix" in profile(paths_b)
     # A sound repository is left as it is: repair has nothing to rebuild.
     assert "rebuilt" not in ok(home_a, "sync", "repair")
+
+
+def test_a_copy_that_does_not_read_is_corrupt_not_absent(tmp_path):
+    from cmrunner.sync.git import Git
+
+    _remote, (_home_a, paths_a), _b = _two(tmp_path)
+    git = Git(paths_a)
+    head = git.rev("HEAD")
+    assert git.blob(head, "profile.md") == profile(paths_a).encode() and git.blob(head, "nothing.md") is None
+    name = subprocess.run(["git", "--git-dir", git.git_dir, "rev-parse", f"{head}:profile.md"], capture_output=True,
+                          check=True, text=True).stdout.strip()
+    path = os.path.join(git.git_dir, "objects", name[:2], name[2:])
+    os.chmod(path, 0o600)
+    with open(path, "wb") as f:
+        f.write(b"garbage")
+    with pytest.raises(CmError) as caught:  # not taken for an absent copy
+        git.blob(head, "profile.md")
+    assert caught.value.code == "SYNC_REPO_CORRUPT" and "`cm sync repair`" in caught.value.message
+    assert git.blob(head, "nothing.md") is None

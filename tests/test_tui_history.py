@@ -35,6 +35,8 @@ def test_history_shows_the_diff_and_undoes_a_correction(home, tmp_path):
         text = await wait_for(pilot, "put by memory_agent (retain)")
         assert "2 version(s), newest first:" in text and "replace by memory_agent (retain)" in text
         assert text.index("replace by") < text.index("put by")
+        # each row quotes the user's words behind it (the same line as `cm history`, issue 36)
+        assert text.index("“Actually, spaces in Go.”") < text.index("“I use tabs in Go.”")
         await pilot.press("down", "up")  # highlight the newest version again: its diff is shown
         text = await wait_for(pilot, "+Spaces in Go.")
         assert "-Tabs in Go." in text

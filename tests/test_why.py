@@ -126,7 +126,7 @@ def test_why_after_an_undo_still_shows_the_evidence(home, tmp_path):
     """Issue 36: "after an undo the evidence is reported as missing". Two drains (put, correct), then
     `cm undo` of the correction: the section's text is the first commit's again, and `cm why`
     names the evidence behind it with the user's words, never "no evidence linked"."""
-    run_commits(home, tmp_path, count=2, recent=True)
+    run_commits(home, tmp_path, count=2)
     history = json.loads(run_cm(["history", "preferences", "Indentation", "--json", "--home", home]).stdout)
     undo = run_cm(["undo", history[0]["receipt"], "--home", home])
     assert undo.returncode == 0, undo.stderr

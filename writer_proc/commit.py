@@ -39,14 +39,16 @@ REPO_LOCK_SECONDS = 30.0
 
 
 @contextmanager
-def repository_lock(paths: DataPaths) -> Iterator[None]:
+def repository_lock(paths: DataPaths, wait: float = REPO_LOCK_SECONDS) -> Iterator[None]:
+    """The memory folder's lock; ``wait`` is less than ``REPO_LOCK_SECONDS`` for a caller with a
+    deadline of its own (an automatic sync)."""
     from filelock import FileLock, Timeout
 
-    lock = FileLock(paths.repo_lock, timeout=REPO_LOCK_SECONDS, fallback_to_soft=False, mode=0o600)
+    lock = FileLock(paths.repo_lock, timeout=wait, fallback_to_soft=False, mode=0o600)
     try:
         lock.acquire()
     except Timeout:
-        raise CmError("REPOSITORY_LOCK_TIMEOUT", f"another cm process held the repository lock for {REPO_LOCK_SECONDS:.0f} s; retry later") from None
+        raise CmError("REPOSITORY_LOCK_TIMEOUT", f"another cm process held the repository lock for {wait:.0f} s; retry later") from None
     try:
         yield
     finally:

@@ -183,11 +183,14 @@ TABLE: dict[str, Reason] = {
     "GIT_NOT_FOUND": Reason("memory sync needs git and none is on PATH", "install git", WAIT),
     "GIT_FAILED": Reason("a git command of the memory sync failed; the memory files are untouched",
                          "run `cm sync repair`, then `cm sync`", WAIT),
-    "SYNC_TIMEOUT": Reason("the remote did not answer in time; the memory is committed locally",
-                           "nothing to do: cm syncs again after the next commit (or run `cm sync`)", AUTO),
+    "SYNC_TIMEOUT": Reason("a sync ran past its time limit (the remote did not answer in time, or the memory "
+                           "stayed busy); the memory files are untouched and a local commit stays",
+                           "nothing to do: cm retries at the next commit, or at the first drain 5 minutes or more "
+                           "after this failure (check the network or the remote, or run `cm sync` now)", AUTO),
     "DRAIN_BUSY": Reason("a drain kept processing memory past the sync's wait, so the pulled changes were not "
-                         "published yet (nothing was lost)", "nothing to do: cm syncs again after the next commit "
-                         "(or run `cm sync` when `cm status` shows the drain idle)", AUTO),
+                         "published yet (nothing was lost)", "nothing to do: cm retries at the next commit, or at "
+                         "the first drain 5 minutes or more after this failure (or run `cm sync` when `cm status` "
+                         "shows the drain idle)", AUTO),
     "SYNC_BUSY": Reason("another sync of this memory was running", "nothing to do: it syncs the same memory", AUTO),
     "SYNC_NOT_SET_UP": Reason("memory sync is not set up", "run `cm sync init <remote>`", NONE),
     "SYNC_REPO_CORRUPT": Reason("the sync repository under runtime/sync is damaged; the memory files are untouched",

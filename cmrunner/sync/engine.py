@@ -27,8 +27,9 @@ Contract:
   (``STALE_REVISION``): nothing is published and the next sync merges again. 4. Push; a push the
   remote rejects because it moved goes back to 2, at most ``ROUNDS`` times.
 - ``run(..., deadline=)``: an automatic sync's overall deadline (``sync.autoDeadlineSeconds``);
-  every git step and every wait (sync lock, drain lease) gets at most the time left, and past it
-  the sync is ``SYNC_TIMEOUT`` (``sync/git.py``), its local commit kept.
+  every git step and every wait of its own (sync lock, repository lock, drain lease) gets at most
+  the time left, and past it the sync is ``SYNC_TIMEOUT`` (``sync/git.py``), its local commit
+  kept. A publish that started is never cut: the Writer's commit inside it keeps its own limits.
 - Every outcome is recorded (``core/syncstate.py:record``) for ``cm status``, an ok one with the
   commit HEAD and the remote are both at (``cm sync repair``'s merge base); failures are
   ``CmError`` codes with a remedy, and the memory files are untouched by a failed sync.
@@ -200,7 +201,7 @@ def tree_files(git: Git, rev: str | None) -> dict[str, bytes]:
 
 def commit_local(git: Git, paths: DataPaths, home: str, message: str) -> tuple[bool, list[str]]:
     """Step 1 (module contract): ``(committed, withheld documents)``."""
-    with commit.repository_lock(paths):
+    with commit.repository_lock(paths, _wait(git, commit.REPO_LOCK_SECONDS)):
         head = git.rev("HEAD")
         live = live_documents(paths)
         held = withheld_documents(live, home, paths)
@@ -237,10 +238,11 @@ def _network_error(returncode: int, stderr: bytes, verb: str, kind: str | None =
 
     kind = kind or classify(stderr.decode("utf-8", "replace"))
     if kind == "corrupt":  # not the network: `cm sync repair` rebuilds the repository
-        return CmError("SYNC_REPO_CORRUPT", f"the sync repository is damaged: git could not read an object of its "
-                                            f"own to {verb} (git exit {returncode}); your memory files are untouched; "
-                                            "run `cm sync repair` (it rebuilds it from your memory files and the "
-                                            "remote)")
+        return CmError("SYNC_REPO_CORRUPT", f"the sync repository is damaged: one of its own objects did not read "
+                                            f"while cm {'read from' if verb == 'read' else 'pushed to'} the remote "
+                                            f"(git exit {returncode}); your memory "
+                                            "files are untouched; run `cm sync repair` (it rebuilds it from your "
+                                            "memory files and the remote)")
     if kind == "rejected":
         return CmError("SYNC_REMOTE_REJECTED", f"the remote refused to let cm {verb} (git exit {returncode}); check "
                                                "your access to it, then run `cm sync`")
@@ -275,7 +277,7 @@ def integrate(git: Git, paths: DataPaths, home: str, local: str | None, remote: 
     if rewritten:
         assert local is not None and seen is not None
         base = git.out("merge-base", local, seen) if git.ok("merge-base", local, seen) else None
-    with commit.repository_lock(paths):
+    with commit.repository_lock(paths, _wait(git, commit.REPO_LOCK_SECONDS)):
         live = live_documents(paths)
     result, conflicts, here = _merge_all(git, paths, home, base, remote, live)
     changed = {n for n, data in here.items() if data is not None and data != live.get(n)}
@@ -284,7 +286,7 @@ def integrate(git: Git, paths: DataPaths, home: str, local: str | None, remote: 
         # drain lease (no job runs meanwhile), so the merge is done again from what is live then:
         # a job's commit is merged with the pulled change instead of failing this sync.
         with usercommit.exclusive(paths, home, _wait(git, usercommit.WAIT_SECONDS)) as session:
-            with commit.repository_lock(paths):
+            with commit.repository_lock(paths, _wait(git, commit.REPO_LOCK_SECONDS)):
                 now = live_documents(paths)
             if now != live:
                 live = now
@@ -332,7 +334,7 @@ def _wait(git: Git, most: float) -> float:
     if left is None:
         return most
     if left <= 0:
-        raise git.past_deadline("(waiting for the drain)")
+        raise git.past_deadline("before a wait")
     return min(most, left)
 
 
@@ -377,6 +379,7 @@ def run(paths: DataPaths, home: str, message: str | None = None, wait: float = L
     state = syncstate.read(paths)
     if state is None:
         raise CmError("SYNC_NOT_SET_UP", "memory sync is not set up; run `cm sync init <remote>` first")
+    git: Git | None = None
     try:
         git = Git(paths, syncstate.device_name(home))
         if deadline is not None:
@@ -388,12 +391,24 @@ def run(paths: DataPaths, home: str, message: str | None = None, wait: float = L
             outcome = _run(git, paths, home, state["branch"], message or f"cm: memory on {git.device}")
             synced = git.rev("HEAD")  # an ok run ends with the remote at HEAD: repair's merge base
     except CmError as exc:
+        left = git.left() if git is not None else None
+        if exc.code in _WAITS and left is not None and left <= 0:  # the wait was cut by the deadline
+            assert git is not None
+            cut = git.past_deadline(_WAITS[exc.code])
+            syncstate.record(paths, "failed", cut.code, cut.message[:300])
+            raise cut from None
         if exc.code != "SYNC_BUSY":  # the running sync records its own outcome
             syncstate.record(paths, "failed", exc.code, exc.message[:300])
         raise
     syncstate.record(paths, "ok", "SYNC_SECTION_KEPT_LOCAL" if outcome.withheld else None,
                      ", ".join(outcome.withheld) or None, synced=synced)
     return outcome
+
+
+# Waits the deadline shortens, and what a sync past it was waiting for (SYNC_BUSY stays itself: the
+# running sync records its own outcome).
+_WAITS = {"REPOSITORY_LOCK_TIMEOUT": "while waiting for the memory folder's lock",
+          "DRAIN_BUSY": "while waiting for the drain"}
 
 
 def _run(git: Git, paths: DataPaths, home: str, branch: str, message: str) -> Outcome:

@@ -96,9 +96,10 @@ class Git:
         """Seconds left before the overall deadline (``None``: there is none)."""
         return None if self.deadline is None else self.deadline - time.monotonic()
 
-    def past_deadline(self, step: str) -> GitFailed:
+    def past_deadline(self, where: str) -> GitFailed:
+        """``SYNC_TIMEOUT`` for the overall deadline; ``where`` says what it cut ("at git fetch")."""
         return GitFailed("SYNC_TIMEOUT", f"the automatic sync ran into its deadline of {self.overall:.0f} s "
-                                         f"(sync.autoDeadlineSeconds) at git {step}; nothing was lost and what "
+                                         f"(sync.autoDeadlineSeconds) {where}; nothing was lost and what "
                                          "was committed stays committed locally; cm tries again later (or run "
                                          "`cm sync`)", "unreachable", -9)
 
@@ -116,7 +117,7 @@ class Git:
         argv = [self.exe, *where, "-c", "core.quotepath=off", "-c", "gc.auto=0", *args]
         left = self.left()
         if left is not None and left <= 0:
-            raise self.past_deadline(args[0])
+            raise self.past_deadline(f"at git {args[0]}")
         overall = left is not None and left < timeout
         if overall:
             assert left is not None
@@ -136,7 +137,7 @@ class Git:
                 pass
             process.communicate()
             if overall:
-                raise self.past_deadline(args[0]) from None
+                raise self.past_deadline(f"at git {args[0]}") from None
             raise GitFailed("SYNC_TIMEOUT", f"git {args[0]} took longer than {timeout:.0f} s; nothing was lost, cm "
                                             "tries again later (or run `cm sync`)", "unreachable", -9) from None
         if check and process.returncode != 0:
@@ -156,11 +157,19 @@ class Git:
         return found.stdout.decode().strip() if found.returncode == 0 else None
 
     def blob(self, commit: str | None, path: str) -> bytes | None:
-        """The bytes of ``path`` in ``commit``, or ``None`` when it is not there."""
+        """The bytes of ``path`` in ``commit``, or ``None`` when it is not there. An object that is
+        there but does not read is ``SYNC_REPO_CORRUPT``: taken for absent, a merge base's copy
+        would turn every section into a conflict."""
         if commit is None:
             return None
         found = self.run("cat-file", "blob", f"{commit}:{path}", check=False)
-        return found.stdout if found.returncode == 0 else None
+        if found.returncode == 0:
+            return found.stdout
+        if classify(found.stderr.decode("utf-8", "replace")) == "corrupt":
+            raise GitFailed("SYNC_REPO_CORRUPT", f"the sync repository is damaged: {path}'s copy does not read; your "
+                                                 "memory files are untouched; run `cm sync repair` (it rebuilds it "
+                                                 "from your memory files and the remote)", "corrupt", found.returncode)
+        return None
 
     def files(self, commit: str | None) -> list[str]:
         """Every file path in ``commit``'s tree."""

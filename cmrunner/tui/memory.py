@@ -24,7 +24,7 @@ from cmrunner.core import config as config_mod
 from cmrunner.core.errors import CmError
 from cmrunner.manage import adjust
 from cmrunner.tui.widgets import CmScreen, Menu, Text, error_text, option
-from cmrunner.views import browse
+from cmrunner.views import browse, history as history_view
 
 HIT_CHARS = 80
 
@@ -230,16 +230,13 @@ class AdjustScreen(CmScreen):
         self.app.push_screen(StatusScreen())
 
 
-CHANGE_WORDS = {"put": "added", "replace": "changed", "remove": "removed"}
-
-
 def outcome_text(changes: list[dict] | None) -> str:
     """What a processed request did to the memory, section by section, in the user's terms."""
     if changes is None:
         return "Open Search / View Memory to see the memory as it is now."
     if not changes:
         return "Nothing was changed: the Writer kept nothing from this request."
-    done = [f"{c['target']} / {c['section'] or '(untitled)'} {CHANGE_WORDS.get(c['kind'], c['kind'])}" for c in changes]
+    done = [f"{c['target']} / {c['section'] or '(untitled)'} {history_view.CHANGE_WORDS.get(c['kind'], c['kind'])}" for c in changes]
     return "Changed: " + "; ".join(done) + "."
 
 
