@@ -151,6 +151,10 @@ def main() -> None:
                 (f"{pinned} SessionEnd ({len(end_ms)} fresh sessions; budget ~1,500 ms)", summary(end_ms))]
         claude_ratio = summary(claude_module_ms)["p95"] / floor["p95"]
         pinned_ratio = module["p95"] / floor["p95"]
+        # Under load every process waits for a core, which dilutes any ratio towards 1: no verdict then.
+        quiet = max(load_before, os.getloadavg()[0]) <= 1.5
+        verdict = (f"**{'met' if max(pinned_ratio, claude_ratio) <= 1.2 else 'NOT met'}**" if quiet else
+                   "not judged, the load average was over 1.5")
         body = "\n".join([
             f"Machine: {machine()}; {args.runs} alternating runs of each; load average {load_before:.1f} before, "
             f"{os.getloadavg()[0]:.1f} after.",
@@ -164,8 +168,8 @@ def main() -> None:
             f"| floor: `python -I -S`, sqlite3, one WAL+FULL commit, detached spawn | {floor['median']:.1f} | {floor['p95']:.1f} | {floor['max']:.1f} |",
             "",
             f"p95 ratio to the floor, pinned forms: `hook codex` **{pinned_ratio:.2f}×**, `hook claude` "
-            f"UserPromptSubmit **{claude_ratio:.2f}×** (issue 35's goal ≤ 1.2×: "
-            f"**{'met' if max(pinned_ratio, claude_ratio) <= 1.2 else 'NOT met'}**); the form before issue 35 "
+            f"UserPromptSubmit **{claude_ratio:.2f}×** (issue 35's goal ≤ 1.2× on a quiet machine: {verdict}); "
+            f"the form before issue 35 "
             f"`hook codex` {legacy['p95'] / floor['p95']:.2f}×; console script `cm hook codex` {ratio:.2f}× "
             f"(target ≤ 2×); hook p95 target ≤ 60 ms: **{'met' if module['p95'] <= 60 else 'NOT met'}**.",
         ])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 
 import pytest
@@ -208,7 +209,8 @@ def test_sections_of_a_cancelled_part_are_sent_again_once_the_file_changes(home,
     text = "# Notes\n\n## A\n\nalpha marker-a-\n\n## B\n\nbeta marker-b-\n"
     path = _write(str(tmp_path / "notes.md"), text)
     queued = _import([path, "--no-wait"], home)
-    import_id = queued.split("import ", 1)[1].split(" ", 1)[0]
+    # the line that names the import (a plan run inside a git folder also says "to import into it")
+    [import_id] = re.findall(r"^import (md-[0-9a-f]+) into ", queued, re.M)
     wait_no_drain(home)
     assert run_cm(["cancel", import_id], env=hook_env(COMMON_MEMORY_HOME=home)).returncode == 0
     again = _import([path, "--no-wait"], home)  # the same text: its outcome is final, nothing is sent
