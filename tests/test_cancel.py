@@ -34,7 +34,9 @@ def test_a_cancelled_import_is_never_sent(home, tmp_path):
     path.write_text(_prose(60), encoding="utf-8")
     queued = run_cm(["import", str(path), "--no-wait", "--yes"])
     assert queued.returncode == 0, queued.stderr
-    import_id = queued.stdout.decode().split("import ", 1)[1].split(" ", 1)[0]
+    # the result line "import <id> into <scope>: …" (run from a project folder, a line before it offers
+    # to "import into it")
+    import_id = next(line for line in queued.stdout.decode().splitlines() if line.startswith("import ")).split()[1]
     wait_no_drain(home)
     parts = rows(paths, "SELECT id FROM observations")
     assert len(parts) > 1

@@ -15,7 +15,18 @@ import os
 
 import pytest
 from history_support import run_commits
-from tui_support import configure_model, drive, flat, model_form, open_action, screen_text, temp_hosts, wait_for
+from tui_support import (
+    SCROLLBAR,
+    SHARED_KEYS,
+    configure_model,
+    drive,
+    flat,
+    model_form,
+    open_action,
+    screen_text,
+    temp_hosts,
+    wait_for,
+)
 
 from cmrunner.core import config as config_mod
 from cmrunner.manage import setupstate
@@ -25,8 +36,6 @@ from cmrunner.tui.home import COLUMNS
 
 pytestmark = pytest.mark.timeout(240)
 SIZE = (80, 24)
-SHARED_KEYS = "q quit · ? help"
-SCROLLBAR = "▁▂▃▄▅▆▇█ "  # a scrolled screen's bar shares the footer's last row
 IMPORT_POLICY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "support",
                              "import_policy.py") + ":keep_imported_parts"
 

@@ -28,6 +28,8 @@ from secrets_corpus import SECRETS
 
 pytestmark = pytest.mark.timeout(300)
 SIZE = (80, 24)
+LONG = ("Vim keybindings in every editor I use: the terminal one, the one in the IDE, and the one on each "
+        "server I log in to.")  # a line longer than a search result shows
 TOKEN = next(text for fmt, text in SECRETS if fmt == "github").split()[-1]
 # What each screen shows once its content has loaded (a worker's text lands before the check).
 LOADED = {"agents": "[ ] Codex CLI", "check": "Installation check", "import": "Continue",
@@ -44,7 +46,7 @@ def _lived_in(home: str, tmp_path) -> DataPaths:
     configure_model(home, "http://127.0.0.1:9/v1")
     setupstate.finish(home)
     with open(paths.document("preferences"), "a", encoding="utf-8") as handle:
-        handle.write(f"\n## Editor\nVim keybindings.\n\n## Deploy\nThe CI publishes with {TOKEN} every Friday.\n")
+        handle.write(f"\n## Editor\n{LONG}\n\n## Deploy\nThe CI publishes with {TOKEN} every Friday.\n")
     conn = store.open_store(paths)
     now = int(time.time() * 1000)
     with store.immediate(conn):
@@ -101,7 +103,9 @@ def test_the_deeper_screens_fit_at_80x24(home, tmp_path):
         await check_fits(pilot)
         await pilot.press("escape", "tab", *"Vim", "enter")
         await wait_for(pilot, "matching line")
-        await check_fits(pilot)
+        shown = await check_fits(pilot)
+        hit = str(pilot.app.screen.query_one("#results").get_option_at_index(0).prompt)
+        assert hit.endswith("…") and LONG[:40] in hit and LONG[:40] in shown  # cut on purpose, and says so
         await pilot.press("escape")
 
     async def uninstall(pilot):

@@ -26,6 +26,12 @@ from cmrunner.manage import adjust
 from cmrunner.tui.widgets import CmScreen, Menu, Text, error_text, option
 from cmrunner.views import browse, history as history_view
 
+HIT_CHARS = 80
+
+
+def _hit_text(text: str) -> str:
+    """A matching line as the result list shows it: whole, or cut on purpose with an ellipsis."""
+    return text if len(text) <= HIT_CHARS else text[:HIT_CHARS - 1].rstrip() + "…"
 
 class ViewMemoryScreen(CmScreen):
     TITLE_TEXT = "Memory Control · Search / View Memory"
@@ -79,7 +85,7 @@ class ViewMemoryScreen(CmScreen):
             return
         names = {d.target: d.title for d in self.docs}
         title.set(f"{len(self.hits)} matching line{'' if len(self.hits) == 1 else 's'}:")
-        results.add_options([option(f"hit:{i}", f"{names[h.target]}, line {h.line + 1}: {h.text[:80]}")
+        results.add_options([option(f"hit:{i}", f"{names[h.target]}, line {h.line + 1}: {_hit_text(h.text)}")
                              for i, h in enumerate(self.hits)])
         results.display = True
         results.highlighted = 0
