@@ -7,11 +7,13 @@ stdlib relay. When ``COMMON_MEMORY_AGENT_SESSION`` is set (that CLI's environmen
 entry exits 0 at once, before anything is read or imported. Every other command, and ``--help`` on any of them, is the click CLI in ``cmrunner.cli``.
 
 Invariant: a hook path ends its process with ``os._exit`` once its body has returned (see
-``_hook_exit``); nothing on those paths may rely on interpreter teardown (``atexit``, finalizers).
+``_hook_exit``); nothing on those paths may rely on interpreter teardown (``atexit``, finalizers),
+nor on the cyclic garbage collector, which is off for the process's one event.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -46,6 +48,11 @@ def main() -> None:
     command = argv[0] if argv else ""
     if "--help" in argv or "-h" in argv:
         command = ""  # help is click's job: it prints the entry's usage without running it
+    if command in _HOOK_COMMANDS:
+        # A hook process lives for one event and ends with os._exit; the cyclic collector would
+        # only walk the freshly imported modules' objects, several passes during start-up, and find
+        # nothing to free (measured: a full pass landed inside one import on every turn).
+        gc.disable()
     if command in _HOOK_COMMANDS and os.environ.get(_MEMORY_AGENT_MARKER):
         # An agent CLI running cm's Memory Agent: its session is cm's own work, never captured,
         # never given memory. The hook does nothing and the host goes on (exit 0, no output).

@@ -183,3 +183,33 @@ def test_a_configured_home_stays_light_and_a_hand_edit_is_validated_once(home, t
     again = prompt(3)
     _assert_light(again, PER_TURN_FORBIDDEN)
     assert "cmrunner.core.configmodel" not in again
+
+
+# Runs the real entry with os._exit wrapped to report, at the process's very end, whether the cyclic
+# collector was on; then exits as the entry would.
+_GC_PROBE = ("import gc, os, sys\n"
+             "real_exit = os._exit\n"
+             "def report(code):\n"
+             "    os.write(2, b'gc-enabled=%d\\n' % gc.isenabled())\n"
+             "    real_exit(code)\n"
+             "os._exit = report\n"
+             "sys.argv = ['cm', *sys.argv[1:]]\n"
+             "from cmrunner.entry import main\n"
+             "try:\n"
+             "    main()\n"
+             "finally:\n"
+             "    report(0)\n")
+
+
+@pytest.mark.parametrize("host", ["claude", "gemini"])
+def test_a_hook_process_runs_its_one_event_without_the_cyclic_collector(home, workdir, host):
+    """A hook lives for one event and ends with os._exit: the collector's passes over the freshly
+    imported modules free nothing and cost about a millisecond a turn (docs/benchmarks.md)."""
+    proc = subprocess.run([sys.executable, "-I", "-c", _GC_PROBE, "hook", host, "--home", home],
+                          input=_agent_payload(home, workdir, host, 1), env=hook_env(), capture_output=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert b"gc-enabled=0" in proc.stderr.splitlines(), proc.stderr
+    other = subprocess.run([sys.executable, "-I", "-c", _GC_PROBE, "--version"], env=hook_env(), capture_output=True,
+                           timeout=60)
+    assert b"gc-enabled=1" in other.stderr.splitlines(), "only hook processes turn it off"
