@@ -9,7 +9,9 @@ short transactions still meet the hooks at SQLite's own lock.
 
 Contract: ``held(path, seconds)`` acquires the gate or raises ``STORE_BUSY`` after ``seconds``
 (a blocking ``flock`` bounded by ``SIGALRM`` in the main thread; short polling in other threads,
-where Python allows no signal handlers);
+where Python allows no signal handlers); with ``seconds`` ``None`` it waits as long as it takes
+(the project registry's lock, ``cmrunner.core.projects``, whose holders only read and rename a
+small file);
 the lock is released when the block ends or the process dies (the kernel drops it). Stdlib only.
 """
 
@@ -57,7 +59,7 @@ class held:  # lower case: used as ``with gate.held(path, seconds):``, like the 
 
     __slots__ = ("path", "seconds", "fd")
 
-    def __init__(self, path: str, seconds: float) -> None:
+    def __init__(self, path: str, seconds: float | None) -> None:
         self.path = path
         self.seconds = seconds
         self.fd = -1
@@ -76,7 +78,10 @@ class held:  # lower case: used as ``with gate.held(path, seconds):``, like the 
         os.close(fd)
 
 
-def _acquire(fd: int, seconds: float) -> None:
+def _acquire(fd: int, seconds: float | None) -> None:
+    if seconds is None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -36,7 +36,7 @@ import os
 import time
 from collections.abc import Callable
 
-from cmrunner.core import fsutil, jsonfast, scopes, sha
+from cmrunner.core import fsutil, gate, jsonfast, scopes, sha
 from cmrunner.core.errors import CmError
 from cmrunner.core.home import DataPaths
 
@@ -183,31 +183,10 @@ def upgrade(paths: DataPaths) -> list[Project]:
         return _upgraded(paths)
 
 
-class _locked:  # lower case: used as ``with _locked(paths):``
-    """The registry's ``flock`` for a ``with`` block (a class: contextlib costs every hook about a
-    millisecond of import, issue 35)."""
-
-    __slots__ = ("paths", "fd")
-
-    def __init__(self, paths: DataPaths) -> None:
-        self.paths = paths
-        self.fd = -1
-
-    def __enter__(self) -> None:
-        import fcntl
-
-        fsutil.ensure_private_dir(self.paths.runtime, "runtime directory")
-        fd = os.open(os.path.join(self.paths.runtime, "projects.lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except BaseException:
-            os.close(fd)
-            raise
-        self.fd = fd
-
-    def __exit__(self, *_exc: object) -> None:
-        fd, self.fd = self.fd, -1
-        os.close(fd)
+def _locked(paths: DataPaths) -> gate.held:
+    """The registry's ``flock`` for a ``with`` block, waited for without a bound."""
+    fsutil.ensure_private_dir(paths.runtime, "runtime directory")
+    return gate.held(os.path.join(paths.runtime, "projects.lock"), None)
 
 
 # -- ids ------------------------------------------------------------------------------------------
