@@ -243,7 +243,7 @@ FIRST_ERROR = [
     # several problems at once: unknown keys first, then missing ones, then fields in order
     (lambda d: (d.update(extra=1), d.pop("scheduler")), "extra",
      "absent (unknown field; accepted fields: schemaVersion, dataRoot, disclosure, writableScopes, scheduler, "
-     "remote, sessionCache, history, spend, deviceName)"),
+     "remote, sessionCache, history, spend, sync, deviceName)"),
     (lambda d: (d.pop("scheduler"), d.update(dataRoot="rel")), "scheduler", "present (it is required)"),
     (lambda d: (d.update(dataRoot="rel"), d["disclosure"].update(enabled=1)), "dataRoot", "an absolute path"),
     (lambda d: d.update(remote=_remote(model="", bogus=1)), "remote.bogus",
