@@ -37,6 +37,11 @@ from cmrunner.core.home import DataPaths
 
 OLD = "app-111111"
 TRIALS = 18  # a third killed from the spawn, two thirds from the first write
+MIN_MID_OPERATION = TRIALS // 5
+# Trials go on past TRIALS (up to this many) until MIN_MID_OPERATION kills landed mid-operation:
+# the steps take a few tens of ms, and on a busy or an idle machine the poll for the first write can
+# lag them, so a fixed count of random delays sometimes landed only 2 of 18 mid-operation (CI).
+MAX_TRIALS = 60
 TEXT = "# Project\n\n## Keep\n\nkeep me\n\n## Gone\n\nold words\n"
 
 
@@ -161,10 +166,12 @@ def test_sigkill_at_any_point_of_adopt_remote_id_is_completed_by_the_next_run(tm
     steps = killwindow.Window(span=max(statistics.median(r[2] - r[1] for r in runs), 0.005))
     rng = random.Random(20261208)
     outcomes = {"killed": 0, "mid_operation": 0, "completed": 0, "from_spawn": 0, "from_first_write": 0}
-    for trial in range(TRIALS):
+    trial = 0
+    while trial < TRIALS or (outcomes["mid_operation"] < MIN_MID_OPERATION and trial < MAX_TRIALS):
+        trial += 1
         home, paths = fresh()
         proc = _start(home)
-        if trial % 3 == 0:
+        if trial % 3 == 1:
             outcomes["from_spawn"] += 1
             time.sleep(whole.delay(rng))
         else:
@@ -191,8 +198,8 @@ def test_sigkill_at_any_point_of_adopt_remote_id_is_completed_by_the_next_run(tm
         registered, split = _check(home, paths, new, text, history)
         assert registered == new and not split and os.listdir(paths.projects_dir) == [f"{new}.md"]
         reap_drains(home)
-    killwindow.record("project_adopt_crash", trials=TRIALS, window_s=round(2 * whole.span, 3),
+    killwindow.record("project_adopt_crash", trials=trial, window_s=round(2 * whole.span, 3),
                       steps_window_s=round(2 * steps.span, 3), **outcomes)
     # About half the kills timed from the first write land before the registry's write or the
-    # lease's release; a fifth of all trials leaves room for the shared machine's load to change.
-    assert outcomes["mid_operation"] >= TRIALS // 5, f"the kills must really land mid-operation: {outcomes}"
+    # lease's release; the loop above runs until a fifth of TRIALS did, or gives up at MAX_TRIALS.
+    assert outcomes["mid_operation"] >= MIN_MID_OPERATION, f"the kills must really land mid-operation: {outcomes}"
