@@ -74,7 +74,11 @@ def test_hostile_input_on_every_entry_admits_nothing_wrong_and_stops_nothing(hom
     # The flush ran to its end: it is only "incomplete" (exit 1) for what the fuzz left in sessions
     # that were set aside or never ended (buffered), which no flush may seal.
     out = (flushed.stdout + flushed.stderr).decode()
-    assert b"committed" in flushed.stdout and "DRAIN_CRASHED" not in out and "Traceback" not in out, out
+    # The drain the health turn's capture spawned may still be running when the flush starts; the
+    # flush then follows it, and that drain commits the turn (asserted above) instead of the flush.
+    followed = b"the running drain it followed processed the queue" in flushed.stdout
+    assert b"committed" in flushed.stdout or followed, out
+    assert "DRAIN_CRASHED" not in out and "Traceback" not in out, out
     assert flushed.returncode == 0 or (flushed.stderr == b"flush incomplete: see `cm status`\n"
                                        and out.count("remaining: buffered") == 1), out
     report = json.loads(run_cm(["status", "--json"]).stdout)
