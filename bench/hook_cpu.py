@@ -20,7 +20,6 @@ import json
 import os
 import resource
 import shutil
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -28,7 +27,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _util import machine, rollout_line, session_meta, wait_no_drain
-from hook_latency import FLOOR, MODULE, PINNED
+from hook_latency import FLOOR, MODULE, PINNED, make_floor_db
 
 
 def _cpu_run(argv: list[str], stdin: bytes, env: dict[str, str]) -> float:
@@ -62,11 +61,7 @@ def main() -> None:
             start = {"session_id": "bench", "transcript_path": transcripts[name], "cwd": work,
                      "hook_event_name": "SessionStart", "source": "startup"}
             _cpu_run([*form, "hook", "codex", "--home", homes[name]], json.dumps(start).encode(), env)
-        floor_db = os.path.join(root, "floor.sqlite")
-        conn = sqlite3.connect(floor_db)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, body TEXT)")
-        conn.close()
+        floor_db = make_floor_db(root)
         load_before = os.getloadavg()[0]
         cpu: dict[str, list[float]] = {"floor": [], **{name: [] for name in forms}}
         filler = "x" * 4000

@@ -51,6 +51,16 @@ os.posix_spawn(sys.argv[3], [sys.argv[3], "-S", "-c", "pass"], {}, setsid=True,
 """
 
 
+def make_floor_db(root: str) -> str:
+    """The floor's database in ``root``: WAL, one table for FLOOR's one insert per run."""
+    path = os.path.join(root, "floor.sqlite")
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, body TEXT)")
+    conn.close()
+    return path
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=200)
@@ -68,11 +78,7 @@ def main() -> None:
         start = dict(common, hook_event_name="SessionStart", source="startup")
         ms, code = timed_run([CM, "hook", "codex", "--home", home], json.dumps(start).encode(), env)
         assert code == 0
-        floor_db = os.path.join(root, "floor.sqlite")
-        conn = sqlite3.connect(floor_db)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, body TEXT)")
-        conn.close()
+        floor_db = make_floor_db(root)
         load_before = os.getloadavg()[0]
         hook_ms: list[float] = []
         module_ms: list[float] = []
